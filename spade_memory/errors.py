@@ -1,0 +1,98 @@
+"""The exceptions spade_memory raises, as one tree.
+
+```
+SpadeMemoryError
+├── ConfigError                 a MemoryConfig value is out of range or contradictory
+├── InvalidAgentId              a JID that fails normalisation; nothing was touched
+├── PathEscapeError             a path would leave the memory root (e.g. a symlink out)
+├── InvalidToolInput            a tool or API call with bad arguments; nothing was written
+├── MemoryNotFound              no memory with that id (or uid) for this agent
+├── StoreClosedError            the store or manager was closed and refuses further use
+├── StorageError                the storage layer failed (I/O, SQLite, FAISS)
+│   ├── StorageCorrupted        a file failed to load; it was quarantined, not replaced
+│   └── MigrationError          a schema migration failed; the backup was restored
+├── BudgetExceeded              a per-request tool budget (calls, time, output) ran out
+└── LLMError                    the LLM endpoint failed or answered something unusable
+```
+
+Every message says what was wrong and, where there is one, what to do about it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = [
+    "BudgetExceeded",
+    "ConfigError",
+    "InvalidAgentId",
+    "InvalidToolInput",
+    "LLMError",
+    "MemoryNotFound",
+    "MigrationError",
+    "PathEscapeError",
+    "SpadeMemoryError",
+    "StorageCorrupted",
+    "StorageError",
+    "StoreClosedError",
+]
+
+
+class SpadeMemoryError(Exception):
+    """Base class of every error raised by spade_memory."""
+
+
+class ConfigError(SpadeMemoryError, ValueError):
+    """A configuration value is out of range or contradicts another."""
+
+
+class InvalidAgentId(SpadeMemoryError, ValueError):
+    """A JID could not be normalised to a bare ``local@domain`` id."""
+
+
+class PathEscapeError(SpadeMemoryError):
+    """A storage path would resolve outside the memory root."""
+
+
+class InvalidToolInput(SpadeMemoryError, ValueError):
+    """Arguments to a tool or API call are invalid; nothing was written."""
+
+
+class MemoryNotFound(SpadeMemoryError, LookupError):
+    """No memory with the given id exists for this agent."""
+
+
+class StoreClosedError(SpadeMemoryError):
+    """The store was closed; open a new one instead of reusing it."""
+
+
+class StorageError(SpadeMemoryError):
+    """The storage layer failed; the previous state is intact."""
+
+
+class StorageCorrupted(StorageError):
+    """A stored file could not be read; it was moved aside, never replaced.
+
+    Attributes:
+        path: the damaged file as it was found.
+        quarantined_to: where the damaged file was moved, if it was moved.
+    """
+
+    def __init__(
+        self, message: str, *, path: Path | None = None, quarantined_to: Path | None = None
+    ) -> None:
+        super().__init__(message)
+        self.path = path
+        self.quarantined_to = quarantined_to
+
+
+class MigrationError(StorageError):
+    """A schema migration failed and the database was restored from its backup."""
+
+
+class BudgetExceeded(SpadeMemoryError):
+    """A per-request tool budget (calls, seconds or output characters) is spent."""
+
+
+class LLMError(SpadeMemoryError):
+    """The LLM endpoint failed, timed out, or answered something unusable."""

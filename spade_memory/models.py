@@ -1,0 +1,122 @@
+"""Typed results returned by the memory manager: memories, search hits, notes, stats."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "InteractionNote",
+    "Memory",
+    "MemoryStats",
+    "ScoreExplanation",
+    "SearchResult",
+]
+
+MEMORY_STATUSES: tuple[str, ...] = ("active", "archived", "forgotten")
+
+
+@dataclass(frozen=True, slots=True)
+class Memory:
+    """One long-term memory of an agent.
+
+    Times are Unix timestamps in seconds. ``id`` is the SQLite rowid (local to
+    the agent); ``uid`` is a globally unique id that survives export and import.
+    """
+
+    id: int
+    uid: str
+    category: str
+    content: str
+    context: str | None
+    confidence: float
+    importance: float
+    status: str
+    source_conversation: str | None
+    source_sender: str | None
+    created_at: float
+    updated_at: float
+    last_accessed: float | None
+    access_count: int
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict of every field."""
+        return {
+            "id": self.id,
+            "uid": self.uid,
+            "category": self.category,
+            "content": self.content,
+            "context": self.context,
+            "confidence": self.confidence,
+            "importance": self.importance,
+            "status": self.status,
+            "source_conversation": self.source_conversation,
+            "source_sender": self.source_sender,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+            "last_accessed": self.last_accessed,
+            "access_count": self.access_count,
+            "metadata": dict(self.metadata),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ScoreExplanation:
+    """Why a search result ranked where it did: each route's score and the weights.
+
+    Scores of a route that did not return the memory are ``None``.
+    """
+
+    keyword_score: float | None
+    vector_score: float | None
+    document_score: float | None
+    graph_score: float | None
+    relevance: float
+    importance: float
+    recency: float
+    final_score: float
+    weights: dict[str, float]
+    routes: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResult:
+    """A memory found by a search, with its final score (higher is better)."""
+
+    memory: Memory
+    score: float
+    explanation: ScoreExplanation | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class InteractionNote:
+    """A note about a conversation with another agent."""
+
+    conversation_id: str
+    content: str
+    author: str | None
+    created_at: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "conversation_id": self.conversation_id,
+            "content": self.content,
+            "author": self.author,
+            "created_at": self.created_at,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryStats:
+    """Counts describing one agent's memory."""
+
+    agent: str
+    total: int
+    by_category: dict[str, int]
+    by_status: dict[str, int]
+    embedded: int
+    pending_embeddings: int
+    conversations: int
+    notes: int
+    in_memory: bool
