@@ -206,6 +206,8 @@ class StorageConfig:
         busy_timeout_ms: how long SQLite waits for a lock held by another process.
         snapshot_debounce_seconds: the FAISS snapshot is written at most this often.
         snapshot_min_changes: ...and only once this many vectors changed (or on close).
+        snapshot_growth_ratio: ...and at least this fraction of the index changed, so
+            the bytes written per stored memory stay flat as the memory grows.
         embed_batch_size: memories embedded per background batch.
         backup_keep_days: backups older than this are removed.
     """
@@ -214,6 +216,7 @@ class StorageConfig:
     busy_timeout_ms: int = 10_000
     snapshot_debounce_seconds: float = 30.0
     snapshot_min_changes: int = 256
+    snapshot_growth_ratio: float = 0.25
     embed_batch_size: int = 32
     backup_keep_days: int = 14
 
@@ -225,6 +228,7 @@ class StorageConfig:
         _check(self.busy_timeout_ms >= 0, "busy_timeout_ms must be >= 0")
         _check(self.snapshot_debounce_seconds >= 0, "snapshot_debounce_seconds must be >= 0")
         _check(self.snapshot_min_changes >= 1, "snapshot_min_changes must be >= 1")
+        _check(0 <= self.snapshot_growth_ratio <= 10, "snapshot_growth_ratio must be in [0, 10]")
         _check(self.embed_batch_size >= 1, "embed_batch_size must be >= 1")
         _check(self.backup_keep_days >= 0, "backup_keep_days must be >= 0")
 

@@ -12,7 +12,8 @@ SpadeMemoryError
 │   ├── StorageCorrupted        a file failed to load; it was quarantined, not replaced
 │   └── MigrationError          a schema migration failed; the backup was restored
 ├── BudgetExceeded              a per-request tool budget (calls, time, output) ran out
-└── LLMError                    the LLM endpoint failed or answered something unusable
+├── LLMError                    the LLM endpoint failed or answered something unusable
+└── XMPPServerError             the embedded XMPP server could not start
 ```
 
 Every message says what was wrong and, where there is one, what to do about it.
@@ -35,6 +36,7 @@ __all__ = [
     "StorageCorrupted",
     "StorageError",
     "StoreClosedError",
+    "XMPPServerError",
 ]
 
 
@@ -96,3 +98,7 @@ class BudgetExceeded(SpadeMemoryError):
 
 class LLMError(SpadeMemoryError):
     """The LLM endpoint failed, timed out, or answered something unusable."""
+
+
+class XMPPServerError(SpadeMemoryError, RuntimeError):
+    """The embedded XMPP server could not start (port taken, one already running)."""

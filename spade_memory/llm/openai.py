@@ -1,0 +1,342 @@
+"""A client for any OpenAI-compatible ``/chat/completions`` endpoint, over aiohttp.
+
+Works with OpenAI, Ollama (``http://localhost:11434/v1``), vLLM, LM Studio and the
+llama.cpp server. Transient failures (HTTP 429, 5xx, connection errors, timeouts)
+are retried with exponential backoff and jitter; other client errors are not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import logging
+import math
+import os
+import random
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import aiohttp
+
+from ..errors import ConfigError, LLMError
+from .messages import ChatMessage, LLMResponse, ToolCall
+
+__all__ = ["OpenAICompatibleLLM", "parse_chat_completion"]
+
+logger = logging.getLogger(__name__)
+
+#: The longest wait a ``Retry-After`` header can impose, in seconds.
+MAX_RETRY_AFTER_SECONDS = 30.0
+#: How much of an error body is quoted in an :class:`LLMError`.
+BODY_EXCERPT_CHARS = 300
+
+_HINTS = {
+    401: " Check the API key (argument api_key or $OPENAI_API_KEY).",
+    403: " Check the API key and its permissions.",
+    404: " Check base_url (it usually ends in /v1) and the model name.",
+}
+
+
+class _Retryable(Exception):
+    """A failed attempt worth repeating, with the wait the server asked for."""
+
+    def __init__(self, reason: str, retry_after: float | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.retry_after = retry_after
+
+
+class OpenAICompatibleLLM:
+    """An :class:`~spade_memory.llm.messages.LLMClient` for OpenAI-compatible servers.
+
+    The HTTP session opens on the first request and closes in :meth:`aclose` (or at
+    the end of ``async with``); a closed client refuses further requests.
+
+    Args:
+        base_url: the API root, e.g. ``"http://localhost:11434/v1"``; requests go to
+            ``{base_url}/chat/completions``.
+        model: the model name the server knows.
+        api_key: the bearer token; defaults to ``$OPENAI_API_KEY``; without one no
+            ``Authorization`` header is sent (Ollama needs none).
+        timeout: seconds allowed for each HTTP attempt.
+        max_retries: further attempts after a transient failure.
+        backoff: the first retry waits about this many seconds; each next one twice as long.
+        temperature: sampling temperature, sent only when given.
+        max_tokens: answer length cap, sent only when given.
+        extra_headers: more HTTP headers for every request.
+
+    Raises:
+        ConfigError: an argument is out of range.
+    """
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        model: str,
+        api_key: str | None = None,
+        timeout: float = 60.0,
+        max_retries: int = 3,
+        backoff: float = 0.5,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+    ) -> None:
+        if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
+            raise ConfigError(
+                f"base_url must be an http(s) URL such as http://localhost:11434/v1, "
+                f"got {base_url!r}"
+            )
+        if not isinstance(model, str) or not model.strip():
+            raise ConfigError("model must be a non-empty model name")
+        if not timeout > 0:
+            raise ConfigError(f"timeout must be > 0 seconds, got {timeout!r}")
+        if not isinstance(max_retries, int) or max_retries < 0:
+            raise ConfigError(f"max_retries must be an integer >= 0, got {max_retries!r}")
+        if not backoff >= 0:
+            raise ConfigError(f"backoff must be >= 0 seconds, got {backoff!r}")
+        if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
+            raise ConfigError(f"max_tokens must be a positive integer, got {max_tokens!r}")
+        self.base_url = base_url.rstrip("/")
+        self.url = f"{self.base_url}/chat/completions"
+        self.model = model
+        self.timeout = float(timeout)
+        self.max_retries = max_retries
+        self.backoff = float(backoff)
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+        self._api_key = key or None
+        self._extra_headers = dict(extra_headers or {})
+        self._session: aiohttp.ClientSession | None = None
+        self._closed = False
+
+    def __repr__(self) -> str:
+        key = "set" if self._api_key else "none"
+        return f"OpenAICompatibleLLM(base_url={self.base_url!r}, model={self.model!r}, key={key})"
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`aclose` was called."""
+        return self._closed
+
+    async def __aenter__(self) -> OpenAICompatibleLLM:
+        self._check_open()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the HTTP session; later requests raise :class:`LLMError`."""
+        self._closed = True
+        session, self._session = self._session, None
+        if session is not None and not session.closed:
+            await session.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise LLMError("client is closed; create a new OpenAICompatibleLLM to send requests")
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        headers.update(self._extra_headers)
+        if self._api_key:
+            headers["Authorization"] = f"Bearer {self._api_key}"
+        return headers
+
+    def _payload(
+        self, messages: Sequence[ChatMessage], tools: Sequence[Mapping[str, Any]]
+    ) -> dict[str, Any]:
+        payload: dict[str, Any] = {
+            "model": self.model,
+            "messages": [message.to_openai() for message in messages],
+        }
+        if tools:
+            payload["tools"] = [dict(tool) for tool in tools]
+            payload["tool_choice"] = "auto"
+        if self.temperature is not None:
+            payload["temperature"] = self.temperature
+        if self.max_tokens is not None:
+            payload["max_tokens"] = self.max_tokens
+        return payload
+
+    async def complete(
+        self, messages: Sequence[ChatMessage], tools: Sequence[Mapping[str, Any]] = ()
+    ) -> LLMResponse:
+        """Send one chat completion request and parse the first choice.
+
+        Args:
+            messages: the conversation so far.
+            tools: OpenAI function schemas the model may call (``tool_choice="auto"``).
+
+        Returns:
+            The answer text and/or tool calls.
+
+        Raises:
+            LLMError: the client is closed, the server refused the request, every
+                attempt failed, or the answer was malformed.
+        """
+        self._check_open()
+        if self._session is None:
+            self._session = aiohttp.ClientSession()
+        body = json.dumps(self._payload(messages, tools), ensure_ascii=False).encode("utf-8")
+        attempts = self.max_retries + 1
+        last_reason = "no attempt made"
+        for attempt in range(attempts):
+            try:
+                return await self._attempt(body)
+            except _Retryable as failure:
+                last_reason = failure.reason
+                if attempt + 1 >= attempts:
+                    break
+                delay = self._delay(attempt, failure.retry_after)
+                logger.warning(
+                    "LLM request to %s failed (%s); retry %d/%d in %.2f s",
+                    self.url,
+                    failure.reason,
+                    attempt + 1,
+                    self.max_retries,
+                    delay,
+                )
+                await asyncio.sleep(delay)
+        raise LLMError(
+            f"LLM request to {self.url} failed after {attempts} attempt(s): {last_reason}. "
+            "Check that the server is running and reachable, or raise timeout/max_retries."
+        )
+
+    def _delay(self, attempt: int, retry_after: float | None) -> float:
+        if retry_after is not None:
+            return min(max(retry_after, 0.0), MAX_RETRY_AFTER_SECONDS)
+        base: float = self.backoff * 2.0**attempt
+        return base * (0.5 + random.random() / 2)
+
+    async def _attempt(self, body: bytes) -> LLMResponse:
+        assert self._session is not None
+        timeout = aiohttp.ClientTimeout(total=self.timeout)
+        logger.debug("POST %s (model %s, %d bytes)", self.url, self.model, len(body))
+        try:
+            async with self._session.post(
+                self.url, data=body, headers=self._headers(), timeout=timeout
+            ) as response:
+                status = response.status
+                text = await response.text(errors="replace")
+                retry_after = _retry_after(response.headers.get("Retry-After"))
+        except TimeoutError:
+            raise _Retryable(f"no answer within {self.timeout:g} s") from None
+        except aiohttp.ClientError as exc:
+            raise _Retryable(f"{type(exc).__name__}: {exc}") from None
+        if status == 429:
+            raise _Retryable("HTTP 429 (rate limited)", retry_after)
+        if status >= 500:
+            raise _Retryable(f"HTTP {status}: {_excerpt(text)}", retry_after)
+        if status >= 400 or status < 200:
+            raise LLMError(
+                f"LLM endpoint {self.url} answered HTTP {status}: {_excerpt(text)}."
+                + _HINTS.get(status, " Check the model name, messages and tool schemas.")
+            )
+        return parse_chat_completion(text)
+
+
+def _retry_after(value: str | None) -> float | None:
+    """Seconds from a ``Retry-After`` header (delta seconds or an HTTP date)."""
+    if not value:
+        return None
+    try:
+        seconds = float(value.strip())
+    except ValueError:
+        seconds = None
+    if seconds is not None:
+        return max(seconds, 0.0) if math.isfinite(seconds) else None
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(when.timestamp() - time.time(), 0.0)
+
+
+def _excerpt(text: str) -> str:
+    flat = " ".join(text.split())
+    if len(flat) > BODY_EXCERPT_CHARS:
+        flat = flat[:BODY_EXCERPT_CHARS] + "..."
+    return flat or "(empty body)"
+
+
+def _content_text(content: Any) -> str | None:
+    """Message content as text: a string, or the text parts of a content list."""
+    if content is None or isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [
+            part["text"]
+            for part in content
+            if isinstance(part, Mapping) and isinstance(part.get("text"), str)
+        ]
+        return "".join(parts)
+    raise LLMError(f"malformed LLM response: message content is a {type(content).__name__}")
+
+
+def _arguments_text(arguments: Any) -> str:
+    if isinstance(arguments, str):
+        return arguments
+    if arguments is None:
+        return "{}"
+    return json.dumps(arguments, ensure_ascii=False)
+
+
+def _tool_call(raw: Any) -> ToolCall:
+    function = raw.get("function") if isinstance(raw, Mapping) else None
+    name = function.get("name") if isinstance(function, Mapping) else None
+    if not isinstance(function, Mapping) or not isinstance(name, str) or not name:
+        raise LLMError(f"malformed LLM response: tool call without a function name: {raw!r:.200}")
+    call_id = raw.get("id")
+    if not isinstance(call_id, str) or not call_id:
+        call_id = f"call_{uuid.uuid4().hex[:24]}"
+    return ToolCall(id=call_id, name=name, arguments=_arguments_text(function.get("arguments")))
+
+
+def parse_chat_completion(body: str) -> LLMResponse:
+    """Parse a ``/chat/completions`` response body (its first choice).
+
+    Tool-call arguments sent as JSON objects are turned into JSON text; missing
+    call ids are generated. Malformed argument *text* is passed through untouched.
+
+    Raises:
+        LLMError: the body is not a chat completion.
+    """
+    try:
+        data = json.loads(body)
+    except json.JSONDecodeError:
+        raise LLMError(
+            f"malformed LLM response: not JSON: {_excerpt(body)}; is base_url an "
+            "OpenAI-compatible API root?"
+        ) from None
+    if not isinstance(data, Mapping):
+        raise LLMError(f"malformed LLM response: expected a JSON object, got {_excerpt(body)}")
+    if "error" in data and "choices" not in data:
+        raise LLMError(f"LLM endpoint reported an error: {_excerpt(json.dumps(data['error']))}")
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
+        raise LLMError(f"malformed LLM response: no choices in {_excerpt(body)}")
+    choice = choices[0]
+    message = choice.get("message")
+    if not isinstance(message, Mapping):
+        raise LLMError(f"malformed LLM response: first choice has no message: {_excerpt(body)}")
+    raw_calls = message.get("tool_calls") or []
+    if not isinstance(raw_calls, list):
+        raise LLMError("malformed LLM response: tool_calls is not a list")
+    calls = [_tool_call(raw) for raw in raw_calls]
+    legacy = message.get("function_call")
+    if not calls and isinstance(legacy, Mapping):
+        calls.append(_tool_call({"function": legacy}))
+    finish_reason = choice.get("finish_reason")
+    usage = data.get("usage")
+    return LLMResponse(
+        text=_content_text(message.get("content")),
+        tool_calls=tuple(calls),
+        finish_reason=finish_reason if isinstance(finish_reason, str) else None,
+        usage=dict(usage) if isinstance(usage, Mapping) else None,
+    )

@@ -1,0 +1,641 @@
+"""MemoryManager: one agent's memory — its stores, its retriever and its tools.
+
+Open one per agent with ``await MemoryManager.open(jid, config)`` (or
+``async with``). The manager owns the agent's SQLite base memory, its JSON
+interaction memory, the background vector indexer and the retriever; it refuses
+use after :meth:`aclose`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import contextlib
+import logging
+import os
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .config import MemoryConfig
+from .errors import InvalidToolInput, MemoryNotFound, StoreClosedError
+from .identity import AgentIdentity, resolve_inside
+from .indexing import VectorIndexer
+from .models import InteractionNote, Memory, MemoryStats, SearchResult
+from .retrieval.embedders import resolve_embedder
+from .retrieval.retriever import Retriever, SearchTimings
+from .retrieval.tokenizer import get_tokenizer
+from .storage.base import BaseMemoryStore, IndexedText, NewMemory
+from .storage.interaction import InteractionStore
+from .storage.registry import Registry
+from .validation import (
+    check_category,
+    check_id,
+    check_limit,
+    check_metadata,
+    check_optional_text,
+    check_text,
+    check_unit,
+)
+
+if TYPE_CHECKING:
+    from .tools import MemoryTool
+
+__all__ = ["EXPORT_FORMAT", "MemoryManager"]
+
+logger = logging.getLogger(__name__)
+
+EXPORT_FORMAT = "spade_memory.export"
+_EXPORT_VERSION = 1
+_MAX_CONTEXT_CHARS = 2_000
+_MAX_QUERY_CHARS = 2_000
+_MAX_SEARCH_LIMIT = 100
+_MAX_LIST_LIMIT = 1_000
+_TOUCH_INTERVAL = 3.0
+
+
+class MemoryManager:
+    """The long-term memory of one agent. Create it with :meth:`open`."""
+
+    def __init__(
+        self,
+        identity: AgentIdentity,
+        config: MemoryConfig,
+        *,
+        base: BaseMemoryStore,
+        interactions: InteractionStore,
+        indexer: VectorIndexer | None,
+        root: Path | None,
+        clock: Callable[[], float],
+    ) -> None:
+        self._identity = identity
+        self._config = config
+        self._base = base
+        self._interactions = interactions
+        self._indexer = indexer
+        self._root = root
+        self._clock = clock
+        self._tokenizer = get_tokenizer()
+        embedder = indexer.embedder if indexer is not None else None
+        self._retriever = Retriever(
+            base,
+            self._tokenizer,
+            config=config.retrieval,
+            vectors=indexer,
+            fingerprint=embedder.fingerprint if embedder is not None else None,
+            dim=embedder.dim if embedder is not None else 0,
+            clock=clock,
+        )
+        self._closed = False
+        self._touches: builtins.list[int] = []
+        self._touch_task: asyncio.Task[None] | None = None
+        self._tools: builtins.list[MemoryTool] | None = None
+
+    # -- lifecycle -------------------------------------------------------
+
+    @classmethod
+    async def open(
+        cls,
+        jid: Any,
+        config: MemoryConfig | None = None,
+        *,
+        clock: Callable[[], float] | None = None,
+    ) -> MemoryManager:
+        """Open the memory of agent ``jid``.
+
+        Args:
+            jid: the agent's JID (a resource is ignored).
+            config: where and how to keep the memory; default ``MemoryConfig()``.
+            clock: the time source (Unix seconds), injectable for tests.
+
+        Raises:
+            InvalidAgentId: ``jid`` is not a valid ``local@domain``; nothing was touched.
+            PathEscapeError: a storage path would leave the root (e.g. a symlink).
+            StorageCorrupted: a file was damaged; it was quarantined.
+        """
+        identity = AgentIdentity.of(jid)
+        config = config or MemoryConfig()
+        clock = clock or time.time
+        root: Path | None = None
+        db_path = json_path = snapshot_path = backup_dir = None
+        if not config.in_memory:
+            root = config.resolved_root()
+            await asyncio.to_thread(_make_root, root)
+            db_path = resolve_inside(root, identity.database_name)
+            json_path = resolve_inside(root, identity.interactions_name)
+            snapshot_path = resolve_inside(root, identity.snapshot_name)
+            backup_dir = resolve_inside(root, "backup")
+            await asyncio.to_thread(Registry(root, clock=clock).register, identity)
+        closers: builtins.list[Callable[[], Any]] = []
+        try:
+            base = await BaseMemoryStore.open(
+                db_path,
+                agent=identity.jid,
+                storage=config.storage,
+                categories=config.categories,
+                backup_dir=backup_dir,
+                now=clock(),
+            )
+            closers.append(base.aclose)
+            interactions = await InteractionStore.open(
+                json_path, agent=identity.jid, clock=clock, max_note_chars=config.max_note_chars
+            )
+            closers.append(interactions.aclose)
+            embedder = resolve_embedder(config.embedder)
+            indexer = None
+            if embedder is not None:
+                indexer = await VectorIndexer.open(
+                    base, embedder, snapshot_path=snapshot_path, storage=config.storage
+                )
+        except BaseException:
+            for close in reversed(closers):
+                with contextlib.suppress(Exception):
+                    await close()
+            raise
+        manager = cls(
+            identity,
+            config,
+            base=base,
+            interactions=interactions,
+            indexer=indexer,
+            root=root,
+            clock=clock,
+        )
+        logger.debug("opened memory of %s (%s)", identity.jid, root or "in memory")
+        return manager
+
+    async def __aenter__(self) -> MemoryManager:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Finish pending work and close every store; idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._touch_task is not None:
+            self._touch_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._touch_task
+        with contextlib.suppress(Exception):
+            await self._write_touches()
+        if self._indexer is not None:
+            await self._indexer.aclose()
+        await self._interactions.aclose()
+        await self._base.aclose()
+        logger.debug("closed memory of %s", self._identity.jid)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreClosedError(
+                f"the memory of {self._identity.jid} is closed; open a new MemoryManager"
+            )
+
+    # -- properties --------------------------------------------------------
+
+    @property
+    def jid(self) -> str:
+        """The agent's normalised bare JID."""
+        return self._identity.jid
+
+    @property
+    def identity(self) -> AgentIdentity:
+        return self._identity
+
+    @property
+    def config(self) -> MemoryConfig:
+        return self._config
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def categories(self) -> tuple[str, ...]:
+        return self._config.categories
+
+    @property
+    def root(self) -> Path | None:
+        """The memory root folder, or ``None`` in in-memory mode."""
+        return self._root
+
+    @property
+    def last_search_timings(self) -> SearchTimings:
+        """Where the time of the last search went (embedding, keyword, vector, fusion)."""
+        return self._retriever.last_timings
+
+    @property
+    def base_store(self) -> BaseMemoryStore:
+        """The underlying SQLite store (for maintenance tools)."""
+        return self._base
+
+    @property
+    def indexer(self) -> VectorIndexer | None:
+        return self._indexer
+
+    # -- base memory ---------------------------------------------------------
+
+    def _index_text(self, content: str, context: str | None) -> IndexedText:
+        tokenize = self._tokenizer.tokenize
+        return IndexedText(" ".join(tokenize(content)), " ".join(tokenize(context or "")))
+
+    def _new_memory(
+        self,
+        content: Any,
+        *,
+        category: Any = "fact",
+        context: Any = None,
+        confidence: Any = 1.0,
+        importance: Any = 0.5,
+        source_conversation: Any = None,
+        source_sender: Any = None,
+        metadata: Any = None,
+        now: float,
+    ) -> tuple[NewMemory, IndexedText]:
+        content = check_text("content", content, max_chars=self._config.max_content_chars)
+        context = check_optional_text("context", context, max_chars=_MAX_CONTEXT_CHARS)
+        new = NewMemory(
+            uid=uuid.uuid4().hex,
+            category=check_category(category, self.categories),
+            content=content,
+            context=context,
+            confidence=check_unit("confidence", confidence),
+            importance=check_unit("importance", importance),
+            created_at=now,
+            source_conversation=check_optional_text(
+                "source_conversation", source_conversation, max_chars=512
+            ),
+            source_sender=check_optional_text("source_sender", source_sender, max_chars=3071),
+            metadata=check_metadata(metadata),
+        )
+        return new, self._index_text(content, context)
+
+    def _after_write(self) -> None:
+        self._retriever.invalidate()
+        if self._indexer is not None:
+            self._indexer.notify()
+
+    async def store(
+        self,
+        content: str,
+        *,
+        category: str = "fact",
+        context: str | None = None,
+        confidence: float = 1.0,
+        importance: float = 0.5,
+        source_conversation: str | None = None,
+        source_sender: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Memory:
+        """Store one memory; returns once it is durably committed.
+
+        It is found by keywords at once and by meaning once embedded (in the
+        background; :meth:`flush` waits for that).
+
+        Raises:
+            InvalidToolInput: a value is invalid; nothing was written.
+        """
+        self._check_open()
+        new, text = self._new_memory(
+            content,
+            category=category,
+            context=context,
+            confidence=confidence,
+            importance=importance,
+            source_conversation=source_conversation,
+            source_sender=source_sender,
+            metadata=metadata,
+            now=self._clock(),
+        )
+        memory = await self._base.insert(new, text)
+        self._after_write()
+        return memory
+
+    async def store_many(self, items: Iterable[Mapping[str, Any]]) -> builtins.list[Memory]:
+        """Store many memories in one transaction (all or none).
+
+        Each item is a mapping of :meth:`store`'s arguments (``content`` required).
+        """
+        self._check_open()
+        now = self._clock()
+        prepared: builtins.list[tuple[NewMemory, IndexedText]] = []
+        allowed = {
+            "content",
+            "category",
+            "context",
+            "confidence",
+            "importance",
+            "source_conversation",
+            "source_sender",
+            "metadata",
+        }
+        for position, item in enumerate(items):
+            if not isinstance(item, Mapping):
+                raise InvalidToolInput(f"item {position} must be a mapping of store() arguments")
+            unknown = set(item) - allowed
+            if unknown:
+                raise InvalidToolInput(f"item {position} has unknown fields {sorted(unknown)}")
+            if "content" not in item:
+                raise InvalidToolInput(f"item {position} has no content")
+            fields = dict(item)
+            content = fields.pop("content")
+            try:
+                prepared.append(self._new_memory(content, now=now, **fields))
+            except InvalidToolInput as exc:
+                raise InvalidToolInput(f"item {position}: {exc}") from None
+        memories = await self._base.insert_many(prepared)
+        if memories:
+            self._after_write()
+        return memories
+
+    async def search(
+        self,
+        query: str,
+        *,
+        limit: int = 5,
+        category: str | None = None,
+        explain: bool = False,
+    ) -> builtins.list[SearchResult]:
+        """The memories that best match ``query``, best first.
+
+        Args:
+            query: natural-language text, in any language.
+            limit: how many results at most (1 to 100).
+            category: only memories of this category.
+            explain: attach a :class:`ScoreExplanation` to every result.
+        """
+        self._check_open()
+        query = check_text("query", query, max_chars=_MAX_QUERY_CHARS)
+        limit = check_limit("limit", limit, low=1, high=_MAX_SEARCH_LIMIT)
+        categories = None if category is None else (check_category(category, self.categories),)
+        results = await self._retriever.search(
+            query, limit=limit, categories=categories, explain=explain
+        )
+        self._note_access(result.memory.id for result in results)
+        return results
+
+    async def list(
+        self, category: str | None = None, *, limit: int = 20, offset: int = 0
+    ) -> builtins.list[Memory]:
+        """Active memories, newest first, optionally of one category."""
+        self._check_open()
+        categories = None if category is None else [check_category(category, self.categories)]
+        limit = check_limit("limit", limit, low=1, high=_MAX_LIST_LIMIT)
+        offset = check_limit("offset", offset, low=0, high=2**62)
+        return await self._base.list(categories=categories, limit=limit, offset=offset)
+
+    async def recent(self, limit: int = 10) -> builtins.list[Memory]:
+        """The newest active memories."""
+        return await self.list(limit=limit)
+
+    async def get(self, memory_id: int) -> Memory:
+        """One memory by id. Raises MemoryNotFound."""
+        self._check_open()
+        memory = await self._base.get(check_id(memory_id))
+        if memory is None:
+            raise MemoryNotFound(f"{self.jid} has no memory with id {memory_id}")
+        return memory
+
+    async def update(
+        self,
+        memory_id: int,
+        *,
+        content: str | None = None,
+        category: str | None = None,
+        context: str | None = None,
+        confidence: float | None = None,
+        importance: float | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Memory:
+        """Change some fields of a memory; a new content is re-indexed and re-embedded."""
+        self._check_open()
+        current = await self.get(memory_id)
+        changes: dict[str, Any] = {}
+        if content is not None:
+            changes["content"] = check_text(
+                "content", content, max_chars=self._config.max_content_chars
+            )
+        if category is not None:
+            changes["category"] = check_category(category, self.categories)
+        if context is not None:
+            changes["context"] = check_optional_text(
+                "context", context, max_chars=_MAX_CONTEXT_CHARS
+            )
+        if confidence is not None:
+            changes["confidence"] = check_unit("confidence", confidence)
+        if importance is not None:
+            changes["importance"] = check_unit("importance", importance)
+        if metadata is not None:
+            changes["metadata"] = check_metadata(metadata)
+        if not changes:
+            return current
+        text = None
+        if "content" in changes or "context" in changes:
+            text = self._index_text(
+                changes.get("content", current.content), changes.get("context", current.context)
+            )
+        updated = await self._base.update(current.id, changes, text=text, now=self._clock())
+        if updated is None:
+            raise MemoryNotFound(f"{self.jid} has no memory with id {memory_id}")
+        if "content" in changes and self._indexer is not None:
+            self._indexer.remove([current.id])
+        self._after_write()
+        return updated
+
+    async def forget(self, memory_id: int) -> None:
+        """Delete a memory, its index entries and its vector. Raises MemoryNotFound."""
+        self._check_open()
+        memory_id = check_id(memory_id)
+        if not await self._base.delete(memory_id):
+            raise MemoryNotFound(f"{self.jid} has no memory with id {memory_id}")
+        if self._indexer is not None:
+            self._indexer.remove([memory_id])
+        self._after_write()
+
+    async def flush(self) -> None:
+        """Wait until background work (embedding, access statistics) has caught up."""
+        self._check_open()
+        if self._indexer is not None:
+            await self._indexer.flush()
+        await self._write_touches()
+
+    async def stats(self) -> MemoryStats:
+        """Counts of this agent's memories, notes and vectors."""
+        self._check_open()
+        by_category = await self._base.counts_by("category")
+        by_status = await self._base.counts_by("status")
+        embedded = pending = 0
+        if self._indexer is not None:
+            fingerprint = self._indexer.embedder.fingerprint
+            embedded = len(await self._base.embedding_ids(fingerprint))
+            pending = await self._base.count_pending_embeddings(fingerprint)
+        conversations, notes = await self._interactions.counts()
+        return MemoryStats(
+            agent=self.jid,
+            total=sum(by_status.values()),
+            by_category=by_category,
+            by_status=by_status,
+            embedded=embedded,
+            pending_embeddings=pending,
+            conversations=conversations,
+            notes=notes,
+            in_memory=self._config.in_memory,
+        )
+
+    # -- access statistics (coalesced) ------------------------------------------
+
+    def _note_access(self, memory_ids: Iterable[int]) -> None:
+        self._touches.extend(memory_ids)
+        if self._touches and (self._touch_task is None or self._touch_task.done()):
+            self._touch_task = asyncio.create_task(self._touch_later())
+
+    async def _touch_later(self) -> None:
+        await asyncio.sleep(_TOUCH_INTERVAL)
+        await self._write_touches()
+
+    async def _write_touches(self) -> None:
+        if not self._touches or self._base.closed:
+            return
+        pending, self._touches = self._touches, []
+        try:
+            await self._base.touch(pending, self._clock())
+        except Exception:
+            logger.warning("could not record memory accesses for %s", self.jid, exc_info=True)
+
+    # -- interaction memory -----------------------------------------------------
+
+    async def add_note(
+        self, conversation_id: str, content: str, *, author: str | None = None
+    ) -> InteractionNote:
+        """Add a note about a conversation; returns once it is durable."""
+        self._check_open()
+        return await self._interactions.add(conversation_id, content, author=author)
+
+    async def notes(
+        self, conversation_id: str, *, limit: int | None = None
+    ) -> builtins.list[InteractionNote]:
+        """The notes of a conversation, oldest first (``limit`` keeps the newest)."""
+        self._check_open()
+        return await self._interactions.get(conversation_id, limit=limit)
+
+    async def clear_notes(self, conversation_id: str) -> int:
+        """Remove every note of a conversation; returns how many were removed."""
+        self._check_open()
+        return await self._interactions.clear(conversation_id)
+
+    async def conversations(self) -> builtins.list[str]:
+        """The ids of the conversations that have notes."""
+        self._check_open()
+        return await self._interactions.conversations()
+
+    # -- export and import -------------------------------------------------------
+
+    async def export(self) -> dict[str, Any]:
+        """Everything this agent remembers, as a JSON-ready dict."""
+        self._check_open()
+        memories = [memory.to_dict() async for memory in self._base.iter_all()]
+        return {
+            "format": EXPORT_FORMAT,
+            "version": _EXPORT_VERSION,
+            "agent": self.jid,
+            "memories": memories,
+            "notes": await self._interactions.export(),
+        }
+
+    async def import_data(self, data: Mapping[str, Any]) -> tuple[int, int]:
+        """Add memories and notes from :meth:`export` output of any agent.
+
+        Memories whose ``uid`` already exists are skipped, so importing twice
+        changes nothing. Returns ``(memories added, notes added)``.
+
+        Raises:
+            InvalidToolInput: the data is not an export; nothing was written.
+        """
+        self._check_open()
+        if not isinstance(data, Mapping) or data.get("format") != EXPORT_FORMAT:
+            raise InvalidToolInput(f"not a spade_memory export (format must be {EXPORT_FORMAT!r})")
+        if data.get("version") != _EXPORT_VERSION:
+            raise InvalidToolInput(f"unsupported export version {data.get('version')!r}")
+        raw_memories = data.get("memories", [])
+        raw_notes = data.get("notes", {})
+        if not isinstance(raw_memories, list) or not isinstance(raw_notes, Mapping):
+            raise InvalidToolInput("an export holds a list of memories and a mapping of notes")
+        prepared: builtins.list[tuple[NewMemory, IndexedText]] = []
+        seen: set[str] = set()
+        for position, raw in enumerate(raw_memories):
+            try:
+                new, text = self._imported(raw)
+            except (InvalidToolInput, KeyError, TypeError, ValueError) as exc:
+                raise InvalidToolInput(
+                    f"memory {position} of the export is invalid: {exc}"
+                ) from None
+            if new.uid in seen or await self._base.get_by_uid(new.uid) is not None:
+                continue
+            seen.add(new.uid)
+            prepared.append((new, text))
+        added = await self._base.insert_many(prepared)
+        if added:
+            self._after_write()
+        notes = await self._interactions.import_notes(raw_notes) if raw_notes else 0
+        return len(added), notes
+
+    def _imported(self, raw: Any) -> tuple[NewMemory, IndexedText]:
+        if not isinstance(raw, Mapping):
+            raise TypeError("not an object")
+        new, text = self._new_memory(
+            raw["content"],
+            category=raw.get("category", "fact"),
+            context=raw.get("context"),
+            confidence=raw.get("confidence", 1.0),
+            importance=raw.get("importance", 0.5),
+            source_conversation=raw.get("source_conversation"),
+            source_sender=raw.get("source_sender"),
+            metadata=raw.get("metadata") or {},
+            now=float(raw.get("created_at", self._clock())),
+        )
+        uid = raw.get("uid") or new.uid
+        if not isinstance(uid, str) or not 1 <= len(uid) <= 64:
+            raise ValueError("uid must be a string of 1 to 64 characters")
+        status = raw.get("status", "active")
+        if status not in ("active", "archived"):
+            raise ValueError(f"status must be active or archived, got {status!r}")
+        last_accessed = raw.get("last_accessed")
+        return (
+            NewMemory(
+                uid=uid,
+                category=new.category,
+                content=new.content,
+                context=new.context,
+                confidence=new.confidence,
+                importance=new.importance,
+                created_at=new.created_at,
+                source_conversation=new.source_conversation,
+                source_sender=new.source_sender,
+                metadata=new.metadata,
+                status=status,
+                updated_at=float(raw.get("updated_at", new.created_at)),
+                last_accessed=None if last_accessed is None else float(last_accessed),
+                access_count=int(raw.get("access_count", 0)),
+            ),
+            text,
+        )
+
+    # -- tools -----------------------------------------------------------------
+
+    def tools(self) -> builtins.list[MemoryTool]:
+        """The LLM memory tools bound to this manager's categories."""
+        if self._tools is None:
+            from .tools import build_memory_tools
+
+            self._tools = build_memory_tools(self.categories)
+        return list(self._tools)
+
+
+def _make_root(root: Path) -> None:
+    root.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if not os.access(root, os.W_OK):
+        raise PermissionError(f"memory root {root} is not writable")

@@ -1,0 +1,500 @@
+"""Interaction memory: notes about conversations with other agents, kept as JSON.
+
+One JSON file per agent holds every conversation's notes::
+
+    {"format": "spade_memory.interactions", "version": 1, "agent": "alice@example.org",
+     "conversations": {"<conversation id>": [{"content": ..., "author": ..., "created_at": ...}]}}
+
+Every change rewrites the whole file atomically (temporary file, fsync, rename,
+folder fsync) in a worker thread, and a call returns only once its change is on
+disk. Changes that arrive while a write is running are written together by the next
+write (group commit). A write that fails raises :class:`StorageError` to every
+caller whose change was in it, and those changes are undone in memory, so the store
+always shows its last durable state plus the changes still waiting to be written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import InvalidToolInput, StorageCorrupted, StorageError, StoreClosedError
+from ..identity import normalize_jid
+from ..models import InteractionNote
+from . import files
+
+__all__ = [
+    "FORMAT_TAG",
+    "FORMAT_VERSION",
+    "MAX_CONVERSATION_ID_CHARS",
+    "InteractionStore",
+    "read_agent_of",
+]
+
+logger = logging.getLogger(__name__)
+
+FORMAT_TAG = "spade_memory.interactions"
+FORMAT_VERSION = 1
+MAX_CONVERSATION_ID_CHARS = 512
+MAX_AUTHOR_CHARS = 3071
+
+Conversations = dict[str, list[InteractionNote]]
+Change = Callable[[Conversations], None]
+
+
+def _check_text(name: str, value: object, *, max_chars: int) -> str:
+    if not isinstance(value, str):
+        raise InvalidToolInput(f"{name} must be a string, got {type(value).__name__}")
+    if not value.strip():
+        raise InvalidToolInput(f"{name} must not be empty")
+    if len(value) > max_chars:
+        raise InvalidToolInput(
+            f"{name} is too long: {len(value)} characters, at most {max_chars} are accepted"
+        )
+    if "\x00" in value:
+        raise InvalidToolInput(f"{name} must not contain NUL characters")
+    if not _encodable(value):
+        raise InvalidToolInput(f"{name} contains a lone surrogate; pass valid Unicode text")
+    return value
+
+
+def _encodable(value: str) -> bool:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _check_author(author: object) -> str | None:
+    if author is None:
+        return None
+    return _check_text("author", author, max_chars=MAX_AUTHOR_CHARS)
+
+
+def _check_time(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise InvalidToolInput(f"created_at must be a finite number of seconds, got {value!r}")
+    return float(value)
+
+
+def _encode(agent: str, conversations: Conversations) -> bytes:
+    document = {
+        "format": FORMAT_TAG,
+        "version": FORMAT_VERSION,
+        "agent": agent,
+        "conversations": {
+            conversation: [
+                {"content": n.content, "author": n.author, "created_at": n.created_at}
+                for n in notes
+            ]
+            for conversation, notes in conversations.items()
+        },
+    }
+    return json.dumps(document, ensure_ascii=False, indent=1).encode("utf-8")
+
+
+def _decode(raw: bytes, agent: str) -> Conversations:
+    """Parse a file's bytes; raise ``ValueError`` saying what is wrong with them."""
+    document = json.loads(raw.decode("utf-8"))
+    if not isinstance(document, dict) or document.get("format") != FORMAT_TAG:
+        raise ValueError(f"not an interaction memory file (no format tag {FORMAT_TAG!r})")
+    version = document.get("version")
+    if isinstance(version, int) and not isinstance(version, bool) and version > FORMAT_VERSION:
+        raise _NewerVersion(version)
+    if version != FORMAT_VERSION:
+        raise ValueError(f"unknown format version {version!r}")
+    if document.get("agent") != agent:
+        raise ValueError(f"the file belongs to agent {document.get('agent')!r}, not {agent!r}")
+    raw_conversations = document.get("conversations")
+    if not isinstance(raw_conversations, dict):
+        raise ValueError("'conversations' is not an object")
+    conversations: Conversations = {}
+    for conversation, raw_notes in raw_conversations.items():
+        if not isinstance(raw_notes, list):
+            raise ValueError(f"conversation {conversation[:80]!r} is not a list of notes")
+        if raw_notes:
+            conversations[conversation] = [_decode_note(conversation, e) for e in raw_notes]
+    return conversations
+
+
+def _decode_note(conversation: str, entry: object) -> InteractionNote:
+    problem = f"a note of conversation {conversation[:80]!r} has"
+    if not isinstance(entry, dict) or not isinstance(entry.get("content"), str):
+        raise ValueError(f"{problem} no content")
+    author, created = entry.get("author"), entry.get("created_at")
+    if author is not None and not isinstance(author, str):
+        raise ValueError(f"{problem} a bad author")
+    if isinstance(created, bool) or not isinstance(created, int | float):
+        raise ValueError(f"{problem} a bad time")
+    if not math.isfinite(created):
+        raise ValueError(f"{problem} a bad time")
+    if not _encodable(conversation + entry["content"] + (author or "")):
+        raise ValueError(f"{problem} invalid Unicode")
+    return InteractionNote(conversation, entry["content"], author, float(created))
+
+
+class _NewerVersion(Exception):
+    def __init__(self, version: int) -> None:
+        super().__init__(version)
+        self.version = version
+
+
+def read_agent_of(path: Path) -> str | None:
+    """The agent JID recorded inside an interaction file, or ``None`` if unreadable."""
+    try:
+        document = json.loads(path.read_bytes().decode("utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(document, dict) or document.get("format") != FORMAT_TAG:
+        return None
+    agent = document.get("agent")
+    return agent if isinstance(agent, str) else None
+
+
+def _load(path: Path, agent: str) -> Conversations | None:
+    """Load ``path`` (``None`` if absent), quarantining a file that cannot be used."""
+    files.remove_stale_temps(path.parent, path.name)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise StorageError(f"could not read interaction memory {path}: {exc}") from exc
+    try:
+        return _decode(raw, agent)
+    except _NewerVersion as exc:
+        raise StorageError(
+            f"interaction memory {path} has format version {exc.version}, newer than this "
+            f"spade_memory understands ({FORMAT_VERSION}); upgrade spade_memory to open it"
+        ) from None
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        reason = str(exc) or type(exc).__name__
+        try:
+            moved = files.quarantine(path, reason)
+        except OSError as move_error:
+            raise StorageCorrupted(
+                f"interaction memory {path} is damaged ({reason}) and could not be moved "
+                f"aside ({move_error}); move it away by hand, then open the memory again",
+                path=path,
+            ) from exc
+        raise StorageCorrupted(
+            f"interaction memory {path} is damaged ({reason}); it was moved to {moved}. "
+            "Repair that copy and move it back, or leave it there to start again with no notes",
+            path=path,
+            quarantined_to=moved,
+        ) from exc
+
+
+@dataclass(eq=False)
+class _Pending:
+    change: Change
+    future: asyncio.Future[None]
+
+
+@dataclass
+class _Queue:
+    waiting: list[_Pending] = field(default_factory=list)
+    writer: asyncio.Task[None] | None = None
+
+
+class InteractionStore:
+    """The interaction notes of one agent, in a JSON file or only in memory.
+
+    Open with :meth:`open`; close with :meth:`aclose`.
+    """
+
+    def __init__(
+        self,
+        path: Path | None,
+        agent: str,
+        conversations: Conversations,
+        *,
+        clock: Callable[[], float],
+        max_note_chars: int,
+    ) -> None:
+        self._path = path
+        self._agent = agent
+        self._clock = clock
+        self._max_note_chars = max_note_chars
+        self._durable: Conversations = {k: list(v) for k, v in conversations.items()}
+        self._view: Conversations = {k: list(v) for k, v in conversations.items()}
+        self._queue = _Queue()
+        self._closed = False
+
+    @classmethod
+    async def open(
+        cls,
+        path: Path | None,
+        *,
+        agent: str,
+        clock: Callable[[], float] = time.time,
+        max_note_chars: int = 4000,
+    ) -> InteractionStore:
+        """Open the interaction memory of ``agent``.
+
+        Args:
+            path: the JSON file; ``None`` keeps the notes in memory only (nothing
+                touches the disk). A missing file is created, empty.
+            agent: the agent's JID; the file must belong to it.
+            clock: the time source of new notes.
+            max_note_chars: the longest note accepted.
+
+        Raises:
+            StorageCorrupted: the file was damaged; it was quarantined.
+            StorageError: the file could not be read or created.
+            InvalidAgentId: ``agent`` is not a valid JID.
+        """
+        bare = normalize_jid(agent)
+        if not isinstance(max_note_chars, int) or isinstance(max_note_chars, bool):
+            raise InvalidToolInput(f"max_note_chars must be an integer, got {max_note_chars!r}")
+        if max_note_chars < 1:
+            raise InvalidToolInput(f"max_note_chars must be >= 1, got {max_note_chars}")
+        if path is None:
+            return cls(None, bare, {}, clock=clock, max_note_chars=max_note_chars)
+        path = Path(path)
+        loaded = await asyncio.to_thread(_load, path, bare)
+        if loaded is None:
+            await asyncio.to_thread(_create, path, _encode(bare, {}))
+            loaded = {}
+            logger.info("created interaction memory %s for %s", path, bare)
+        return cls(path, bare, loaded, clock=clock, max_note_chars=max_note_chars)
+
+    @property
+    def agent(self) -> str:
+        """The bare JID of the agent whose notes these are."""
+        return self._agent
+
+    @property
+    def path(self) -> Path | None:
+        """The JSON file, or ``None`` for an in-memory store."""
+        return self._path
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def _ensure_open(self) -> None:
+        if self._closed:
+            raise StoreClosedError(
+                f"the interaction memory of {self._agent} is closed; open it again to use it"
+            )
+
+    def _conversation_id(self, conversation_id: object) -> str:
+        return _check_text("conversation_id", conversation_id, max_chars=MAX_CONVERSATION_ID_CHARS)
+
+    async def add(
+        self, conversation_id: str, content: str, *, author: str | None = None
+    ) -> InteractionNote:
+        """Add a note to a conversation and return it once it is durable.
+
+        Raises:
+            InvalidToolInput: an argument is invalid; nothing was written.
+            StorageError: the write failed; the note was not kept.
+            StoreClosedError: the store is closed.
+        """
+        self._ensure_open()
+        conversation = self._conversation_id(conversation_id)
+        text = _check_text("content", content, max_chars=self._max_note_chars)
+        note = InteractionNote(conversation, text, _check_author(author), float(self._clock()))
+
+        def change(state: Conversations) -> None:
+            state.setdefault(conversation, []).append(note)
+
+        await self._commit(change)
+        return note
+
+    async def get(self, conversation_id: str, *, limit: int | None = None) -> list[InteractionNote]:
+        """The notes of a conversation, oldest first; ``limit`` keeps the newest."""
+        self._ensure_open()
+        conversation = self._conversation_id(conversation_id)
+        if limit is not None and (
+            isinstance(limit, bool) or not isinstance(limit, int) or limit < 0
+        ):
+            raise InvalidToolInput(f"limit must be a non-negative integer or None, got {limit!r}")
+        notes = self._view.get(conversation, [])
+        if limit is not None:
+            notes = notes[len(notes) - limit :] if limit else []
+        return list(notes)
+
+    async def clear(self, conversation_id: str) -> int:
+        """Remove every note of a conversation; return how many were removed."""
+        self._ensure_open()
+        conversation = self._conversation_id(conversation_id)
+        removed = len(self._view.get(conversation, []))
+        if not removed:
+            return 0
+
+        def change(state: Conversations) -> None:
+            state.pop(conversation, None)
+
+        await self._commit(change)
+        return removed
+
+    async def conversations(self) -> list[str]:
+        """The ids of the conversations that have notes, sorted."""
+        self._ensure_open()
+        return sorted(self._view)
+
+    async def counts(self) -> tuple[int, int]:
+        """``(conversations, notes)``."""
+        self._ensure_open()
+        return len(self._view), sum(len(notes) for notes in self._view.values())
+
+    async def export(self) -> dict[str, list[dict[str, Any]]]:
+        """Every conversation's notes as plain dicts, ready for JSON."""
+        self._ensure_open()
+        return {
+            conversation: [
+                {"content": n.content, "author": n.author, "created_at": n.created_at}
+                for n in notes
+            ]
+            for conversation, notes in sorted(self._view.items())
+        }
+
+    async def import_notes(self, data: Mapping[str, Sequence[Mapping[str, Any]]]) -> int:
+        """Add notes from :meth:`export` output; return how many were new.
+
+        A note equal (content, author, time) to one already in its conversation is
+        skipped, so importing the same export twice adds nothing. All notes are
+        checked before anything is written; one bad note rejects the whole import.
+
+        Raises:
+            InvalidToolInput: the data is malformed; nothing was written.
+            StorageError: the write failed; nothing was imported.
+        """
+        self._ensure_open()
+        if not isinstance(data, Mapping):
+            raise InvalidToolInput("import data must map conversation ids to lists of notes")
+        incoming: list[InteractionNote] = []
+        for conversation_id, notes in data.items():
+            conversation = self._conversation_id(conversation_id)
+            if isinstance(notes, str | bytes) or not isinstance(notes, Sequence):
+                raise InvalidToolInput(f"notes of {conversation[:80]!r} must be a list")
+            for entry in notes:
+                incoming.append(self._import_note(conversation, entry))
+        known = {
+            (n.conversation_id, n.content, n.author, n.created_at)
+            for notes in self._view.values()
+            for n in notes
+        }
+        fresh: list[InteractionNote] = []
+        for note in incoming:
+            key = (note.conversation_id, note.content, note.author, note.created_at)
+            if key not in known:
+                known.add(key)
+                fresh.append(note)
+        if not fresh:
+            return 0
+
+        def change(state: Conversations) -> None:
+            for note in fresh:
+                state.setdefault(note.conversation_id, []).append(note)
+            for conversation in {n.conversation_id for n in fresh}:
+                state[conversation].sort(key=lambda n: n.created_at)
+
+        await self._commit(change)
+        return len(fresh)
+
+    def _import_note(self, conversation: str, entry: object) -> InteractionNote:
+        if not isinstance(entry, Mapping):
+            raise InvalidToolInput(f"a note of {conversation[:80]!r} is not an object")
+        unknown = set(entry) - {"content", "author", "created_at", "conversation_id"}
+        if unknown:
+            raise InvalidToolInput(
+                f"a note of {conversation[:80]!r} has unknown fields {sorted(map(str, unknown))}; "
+                "accepted: content, author, created_at"
+            )
+        if entry.get("conversation_id", conversation) != conversation:
+            raise InvalidToolInput(
+                f"a note filed under {conversation[:80]!r} names another conversation"
+            )
+        content = _check_text("content", entry.get("content"), max_chars=self._max_note_chars)
+        created = entry.get("created_at")
+        when = float(self._clock()) if created is None else _check_time(created)
+        return InteractionNote(conversation, content, _check_author(entry.get("author")), when)
+
+    async def _commit(self, change: Change) -> None:
+        change(self._view)
+        if self._path is None:
+            return
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._queue.waiting.append(_Pending(change, future))
+        if self._queue.writer is None or self._queue.writer.done():
+            self._queue.writer = asyncio.create_task(
+                self._write_loop(), name=f"spade_memory interactions {self._agent}"
+            )
+        await future
+
+    async def _write_loop(self) -> None:
+        assert self._path is not None
+        path = self._path
+        while self._queue.waiting:
+            batch, self._queue.waiting = self._queue.waiting, []
+            target: Conversations = {k: list(v) for k, v in self._durable.items()}
+            for pending in batch:
+                pending.change(target)
+            target = {k: v for k, v in target.items() if v}
+            try:
+                await asyncio.to_thread(_save, path, self._agent, target)
+            except Exception as exc:
+                self._fail(batch, path, exc)
+                continue
+            self._durable = target
+            for pending in batch:
+                if not pending.future.done():
+                    pending.future.set_result(None)
+
+    def _fail(self, batch: list[_Pending], path: Path, exc: Exception) -> None:
+        cause = exc.__cause__ if isinstance(exc, StorageError) and exc.__cause__ else exc
+        reason = getattr(cause, "strerror", None) or str(cause) or type(cause).__name__
+        logger.error("could not save interaction memory %s: %s", path, reason)
+        self._view = {k: list(v) for k, v in self._durable.items()}
+        for pending in self._queue.waiting:
+            pending.change(self._view)
+        self._view = {k: v for k, v in self._view.items() if v}
+        for pending in batch:
+            if pending.future.done():
+                continue
+            error = StorageError(
+                f"could not save interaction memory {path}: {reason}; the change was not "
+                "kept. Check free disk space and permissions, then retry"
+            )
+            error.__cause__ = exc
+            pending.future.set_exception(error)
+
+    async def aclose(self) -> None:
+        """Wait for pending writes, then close. Calling it again does nothing."""
+        if self._closed:
+            return
+        self._closed = True
+        writer = self._queue.writer
+        if writer is not None and not writer.done():
+            with contextlib.suppress(Exception):
+                await asyncio.shield(writer)
+
+    async def __aenter__(self) -> InteractionStore:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+
+def _save(path: Path, agent: str, conversations: Conversations) -> None:
+    files.atomic_write_bytes(path, _encode(agent, conversations))
+
+
+def _create(path: Path, data: bytes) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StorageError(f"could not create folder {path.parent}: {exc}") from exc
+    files.atomic_write_bytes(path, data)

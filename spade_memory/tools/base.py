@@ -1,0 +1,228 @@
+"""The tool object: schema, validation, budget and error handling around a memory call.
+
+A :class:`MemoryTool` is stateless: everything about one call (the manager, the
+conversation, the sender, the request's budget) arrives in a :class:`ToolContext`.
+:meth:`MemoryTool.call` never raises for bad input, a spent budget or a failing
+memory: it returns ``ToolResult(ok=False, text=...)`` with a message for the LLM.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import builtins
+import copy
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from ..config import MemoryConfig
+from ..errors import BudgetExceeded, InvalidToolInput, SpadeMemoryError
+from ..models import InteractionNote, Memory, SearchResult
+from .budget import RequestBudget
+from .validation import check_schema, validate_arguments
+
+__all__ = ["MemoryBackend", "MemoryTool", "ToolContext", "ToolResult"]
+
+logger = logging.getLogger(__name__)
+
+
+class MemoryBackend(Protocol):
+    """What the tools need of a memory: the part of ``MemoryManager`` they call."""
+
+    @property
+    def config(self) -> MemoryConfig: ...
+
+    @property
+    def categories(self) -> tuple[str, ...]: ...
+
+    async def store(
+        self,
+        content: str,
+        *,
+        category: str = "fact",
+        context: str | None = None,
+        confidence: float = 1.0,
+        importance: float = 0.5,
+        source_conversation: str | None = None,
+        source_sender: str | None = None,
+    ) -> Memory: ...
+
+    async def search(
+        self, query: str, *, limit: int = 5, category: str | None = None, explain: bool = False
+    ) -> builtins.list[SearchResult]: ...
+
+    async def list(
+        self, category: str | None = None, *, limit: int = 20, offset: int = 0
+    ) -> builtins.list[Memory]: ...
+
+    async def get(self, memory_id: int) -> Memory: ...
+
+    async def forget(self, memory_id: int) -> None: ...
+
+    async def add_note(
+        self, conversation_id: str, content: str, *, author: str | None = None
+    ) -> InteractionNote: ...
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """Everything one tool call needs besides its arguments.
+
+    Attributes:
+        manager: the agent's memory (a ``MemoryManager``).
+        conversation_id: the conversation the call happens in, if any.
+        sender: bare JID of the agent being talked with, if any.
+        budget: the request's budget; ``None`` means unlimited.
+    """
+
+    manager: MemoryBackend
+    conversation_id: str | None = None
+    sender: str | None = None
+    budget: RequestBudget | None = None
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """The outcome of a tool call: short text for the LLM."""
+
+    ok: bool
+    text: str
+
+
+class MemoryTool(abc.ABC):
+    """A memory tool an LLM can call.
+
+    Args:
+        name: the function name the LLM calls.
+        description: what the tool does and when to use it, written for an LLM.
+        parameters: the JSON Schema of the arguments (a supported subset, see
+            :mod:`spade_memory.tools.validation`).
+        read_only: the tool changes nothing, so it may be cut off when the
+            request's time budget runs out.
+    """
+
+    def __init__(
+        self, *, name: str, description: str, parameters: Mapping[str, Any], read_only: bool
+    ) -> None:
+        check_schema(parameters)
+        self._name = name
+        self._description = description
+        self._parameters: dict[str, Any] = copy.deepcopy(dict(parameters))
+        self._read_only = read_only
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def description(self) -> str:
+        return self._description
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        """A copy of the argument schema (OpenAI function ``parameters``)."""
+        return copy.deepcopy(self._parameters)
+
+    @property
+    def read_only(self) -> bool:
+        return self._read_only
+
+    def schema(self) -> dict[str, Any]:
+        """The OpenAI tool definition: ``{"type": "function", "function": {...}}``."""
+        return {
+            "type": "function",
+            "function": {
+                "name": self._name,
+                "description": self._description,
+                "parameters": self.parameters,
+            },
+        }
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self._name}>"
+
+    def max_lengths(self, manager: MemoryBackend) -> dict[str, int]:
+        """Run-time length limits of string arguments (from the manager's config)."""
+        return {}
+
+    @abc.abstractmethod
+    async def run(self, arguments: dict[str, Any], context: ToolContext) -> str:
+        """Do the work with validated arguments and return the text for the LLM.
+
+        Raises:
+            SpadeMemoryError: reported to the LLM as a failed call.
+        """
+
+    async def call(self, arguments: Mapping[str, Any] | str, context: ToolContext) -> ToolResult:
+        """Run the tool for an LLM: budget, validation, the memory call, a short text.
+
+        Args:
+            arguments: the arguments as a mapping or the LLM's raw JSON text.
+            context: the manager, conversation, sender and budget of this call.
+
+        Returns:
+            ``ok=True`` and the result text, or ``ok=False`` and what went wrong.
+        """
+        budget = context.budget
+        if budget is not None:
+            try:
+                budget.charge_call(self._name)
+            except BudgetExceeded as exc:
+                return ToolResult(ok=False, text=str(exc))
+        try:
+            cleaned = validate_arguments(
+                self._parameters, arguments, max_lengths=self.max_lengths(context.manager)
+            )
+        except InvalidToolInput as exc:
+            logger.debug("refused %s call: %s", self._name, exc)
+            return ToolResult(
+                ok=False,
+                text=f"invalid arguments for {self._name}: {exc}. Nothing was changed; "
+                "fix the arguments and call again",
+            )
+        try:
+            text = await self._run_within_budget(cleaned, context)
+        except TimeoutError:
+            return ToolResult(
+                ok=False,
+                text=f"{self._name} ran out of time: the memory tools' time limit for this "
+                "request was reached. Answer with what you have",
+            )
+        except SpadeMemoryError as exc:
+            return ToolResult(ok=False, text=f"{self._name} failed: {exc}")
+        except Exception:
+            logger.exception("%s failed unexpectedly", self._name)
+            return ToolResult(
+                ok=False,
+                text=f"internal error in {self._name}; the memory could not answer. "
+                "Continue without it",
+            )
+        if budget is not None:
+            text = budget.take_output(text)
+        return ToolResult(ok=True, text=text)
+
+    async def _run_within_budget(self, arguments: dict[str, Any], context: ToolContext) -> str:
+        budget = context.budget
+        if budget is None:
+            return await self.run(arguments, context)
+        with budget.running():
+            if not self._read_only:
+                # A write is never cut off half way: its result must be known.
+                return await self.run(arguments, context)
+            deadline = asyncio.timeout(budget.remaining_seconds)
+            try:
+                async with deadline:
+                    return await self.run(arguments, context)
+            except TimeoutError:
+                if deadline.expired():
+                    raise
+                raise _InnerTimeout from None
+
+
+class _InnerTimeout(SpadeMemoryError):
+    """A timeout raised by the memory itself, not by the request's time budget."""
+
+    def __init__(self) -> None:
+        super().__init__("the memory timed out; try again later")

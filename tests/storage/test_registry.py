@@ -1,0 +1,206 @@
+"""Registry: stem -> JID map of a memory root, safe across processes, self-healing."""
+
+from __future__ import annotations
+
+import json
+import logging
+import multiprocessing
+from pathlib import Path
+
+import pytest
+
+from spade_memory.errors import InvalidAgentId, PathEscapeError, StorageError
+from spade_memory.identity import AgentIdentity
+from spade_memory.storage import registry as registry_module
+from spade_memory.storage.interaction import InteractionStore
+from spade_memory.storage.registry import (
+    REGISTRY_FORMAT,
+    REGISTRY_NAME,
+    REGISTRY_VERSION,
+    Registry,
+)
+
+ALICE = AgentIdentity.of("alice@example.org")
+BOB = AgentIdentity.of("bob@example.org")
+
+
+def read_document(root: Path) -> dict[str, object]:
+    document = json.loads((root / REGISTRY_NAME).read_text("utf-8"))
+    assert isinstance(document, dict)
+    return document
+
+
+def test_registration_round_trip(tmp_path: Path) -> None:
+    root = tmp_path / "memory"
+    Registry(root, clock=lambda: 1234.5).register(ALICE)
+    Registry(root, clock=lambda: 1234.5).register(BOB)
+
+    fresh = Registry(root)
+    assert fresh.agents() == {ALICE.stem: ALICE.jid, BOB.stem: BOB.jid}
+    assert fresh.lookup("Alice@Example.org/phone") == ALICE
+    assert fresh.lookup("carol@example.org") is None
+    document = read_document(root)
+    assert document["format"] == REGISTRY_FORMAT
+    assert document["version"] == REGISTRY_VERSION
+    assert document["agents"] == {
+        ALICE.stem: {"jid": ALICE.jid, "created_at": 1234.5},
+        BOB.stem: {"jid": BOB.jid, "created_at": 1234.5},
+    }
+
+
+def test_missing_root_has_no_agents(tmp_path: Path) -> None:
+    registry = Registry(tmp_path / "nowhere")
+    assert registry.agents() == {}
+    assert registry.lookup(ALICE.jid) is None
+    assert not (tmp_path / "nowhere").exists()
+
+
+def test_lookup_refuses_invalid_jids(tmp_path: Path) -> None:
+    with pytest.raises(InvalidAgentId):
+        Registry(tmp_path).lookup("not a jid")
+
+
+def test_registration_is_idempotent(tmp_path: Path) -> None:
+    ticks = iter([10.0, 20.0, 30.0])
+    registry = Registry(tmp_path, clock=lambda: next(ticks))
+    registry.register(ALICE)
+    before = (tmp_path / REGISTRY_NAME).read_bytes()
+    registry.register(ALICE)
+    registry.register(AgentIdentity.of("ALICE@example.org/other-resource"))
+    assert (tmp_path / REGISTRY_NAME).read_bytes() == before
+    assert registry.agents() == {ALICE.stem: ALICE.jid}
+
+
+def test_conflicting_stem_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Simulate a hash collision: every JID maps to the same stem.
+    monkeypatch.setattr(registry_module, "storage_stem", lambda jid: "collide-0000")
+    registry = Registry(tmp_path)
+    registry.register(AgentIdentity(jid=ALICE.jid, stem="collide-0000"))
+    with pytest.raises(StorageError) as caught:
+        registry.register(AgentIdentity(jid=BOB.jid, stem="collide-0000"))
+    assert ALICE.jid in str(caught.value) and BOB.jid in str(caught.value)
+    assert registry.agents() == {"collide-0000": ALICE.jid}
+
+
+def test_unnormalised_identity_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(InvalidAgentId, match=r"AgentIdentity\.of"):
+        Registry(tmp_path).register(AgentIdentity(jid="Alice@Example.org", stem=ALICE.stem))
+    with pytest.raises(InvalidAgentId):
+        Registry(tmp_path).register(AgentIdentity(jid=ALICE.jid, stem=BOB.stem))
+    assert not (tmp_path / REGISTRY_NAME).exists()
+
+
+def _register_many(root: str, worker: int, count: int) -> None:
+    registry = Registry(root)
+    registry.register(AgentIdentity.of("shared@example.org"))
+    for i in range(count):
+        registry.register(AgentIdentity.of(f"agent{worker}-{i}@example.org"))
+
+
+def test_concurrent_registration_from_processes_loses_nothing(tmp_path: Path) -> None:
+    context = multiprocessing.get_context("spawn")
+    workers = [
+        context.Process(target=_register_many, args=(str(tmp_path), worker, 15))
+        for worker in range(4)
+    ]
+    for process in workers:
+        process.start()
+    for process in workers:
+        process.join(timeout=60)
+    assert [p.exitcode for p in workers] == [0, 0, 0, 0]
+    agents = Registry(tmp_path).agents()
+    expected = {f"agent{w}-{i}@example.org" for w in range(4) for i in range(15)}
+    assert set(agents.values()) == expected | {"shared@example.org"}
+    assert len(agents) == 61
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+async def _make_interaction_file(root: Path, identity: AgentIdentity) -> None:
+    store = await InteractionStore.open(root / identity.interactions_name, agent=identity.jid)
+    await store.aclose()
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        pytest.param(b"{not json", id="not-json"),
+        pytest.param(b'{"format": "something else", "version": 1, "agents": {}}', id="wrong-tag"),
+        pytest.param(
+            json.dumps(
+                {
+                    "format": REGISTRY_FORMAT,
+                    "version": REGISTRY_VERSION,
+                    "agents": {BOB.stem: {"jid": ALICE.jid, "created_at": 1.0}},
+                }
+            ).encode(),
+            id="stem-does-not-match-jid",
+        ),
+        pytest.param(
+            json.dumps(
+                {"format": REGISTRY_FORMAT, "version": REGISTRY_VERSION, "agents": []}
+            ).encode(),
+            id="agents-not-object",
+        ),
+    ],
+)
+async def test_damaged_registry_is_quarantined_and_rebuilt(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, damage: bytes
+) -> None:
+    carol = AgentIdentity.of("carol@example.org")
+    registry = Registry(tmp_path)
+    for identity in (ALICE, BOB, carol):
+        registry.register(identity)
+    await _make_interaction_file(tmp_path, ALICE)
+    await _make_interaction_file(tmp_path, BOB)
+    (tmp_path / carol.database_name).write_bytes(b"")  # a memory without interaction file
+    (tmp_path / REGISTRY_NAME).write_bytes(damage)
+
+    with caplog.at_level(logging.WARNING, logger="spade_memory.storage.registry"):
+        agents = Registry(tmp_path).agents()
+
+    assert agents == {ALICE.stem: ALICE.jid, BOB.stem: BOB.jid}
+    quarantined = list(tmp_path.glob(f"{REGISTRY_NAME}.corrupt-*"))
+    assert len(quarantined) == 1
+    assert quarantined[0].read_bytes() == damage
+    assert read_document(tmp_path)["format"] == REGISTRY_FORMAT
+    warnings = " ".join(r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
+    assert "rebuilt" in warnings and carol.stem in warnings
+
+    registry.register(carol)
+    assert Registry(tmp_path).lookup(carol.jid) == carol
+
+
+def test_register_recovers_a_damaged_registry_too(tmp_path: Path) -> None:
+    tmp_path.joinpath(REGISTRY_NAME).write_bytes(b"\x00\x01garbage")
+    Registry(tmp_path).register(ALICE)
+    assert Registry(tmp_path).agents() == {ALICE.stem: ALICE.jid}
+    assert len(list(tmp_path.glob(f"{REGISTRY_NAME}.corrupt-*"))) == 1
+
+
+def test_interaction_file_of_another_agent_is_not_trusted(tmp_path: Path) -> None:
+    # The file is named for bob's stem but records alice: it cannot prove either.
+    document = {"format": "spade_memory.interactions", "version": 1, "agent": ALICE.jid}
+    (tmp_path / BOB.interactions_name).write_text(json.dumps(document))
+    (tmp_path / REGISTRY_NAME).write_bytes(b"broken")
+    assert Registry(tmp_path).agents() == {}
+
+
+def test_newer_registry_version_is_refused_and_kept(tmp_path: Path) -> None:
+    raw = json.dumps({"format": REGISTRY_FORMAT, "version": 99, "agents": {}}).encode()
+    (tmp_path / REGISTRY_NAME).write_bytes(raw)
+    with pytest.raises(StorageError, match="upgrade"):
+        Registry(tmp_path).register(ALICE)
+    assert (tmp_path / REGISTRY_NAME).read_bytes() == raw
+
+
+def test_registry_symlinked_out_of_the_root_is_refused(tmp_path: Path) -> None:
+    root = tmp_path / "memory"
+    root.mkdir()
+    outside = tmp_path / "elsewhere.json"
+    outside.write_text("{}")
+    (root / REGISTRY_NAME).symlink_to(outside)
+    with pytest.raises(PathEscapeError):
+        Registry(root).register(ALICE)
+    with pytest.raises(PathEscapeError):
+        Registry(root).agents()
+    assert outside.read_text() == "{}"
