@@ -19,7 +19,13 @@ from slixmpp.jid import JID, InvalidJID
 
 from .errors import InvalidAgentId, PathEscapeError
 
-__all__ = ["AgentIdentity", "conversation_id_for", "normalize_jid", "resolve_inside", "storage_stem"]
+__all__ = [
+    "AgentIdentity",
+    "conversation_id_for",
+    "normalize_jid",
+    "resolve_inside",
+    "storage_stem",
+]
 
 _SLUG_KEEP = re.compile(r"[^a-z0-9]+")
 _SLUG_MAX = 40
@@ -41,6 +47,18 @@ def normalize_jid(jid: Any) -> str:
     text = str(jid) if not isinstance(jid, str) else jid
     if not text or "\x00" in text or len(text) > 3071:
         raise InvalidAgentId(f"not a valid agent JID: {text[:80]!r} (expected local@domain)")
+    # stringprep is not idempotent for a few characters (e.g. a parenthesised capital
+    # letter folds to "(A)"): prep again until the value is stable.
+    bare = _prep_bare(text)
+    for _ in range(3):
+        again = _prep_bare(bare)
+        if again == bare:
+            return bare
+        bare = again
+    raise InvalidAgentId(f"not a valid agent JID: {text[:80]!r} (its normal form is unstable)")
+
+
+def _prep_bare(text: str) -> str:
     try:
         parsed = JID(text)
     except (InvalidJID, UnicodeError, ValueError) as exc:
