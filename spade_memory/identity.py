@@ -92,10 +92,11 @@ def conversation_id_for(jid_a: Any, jid_b: Any) -> str:
 def resolve_inside(root: Path, name: str) -> Path:
     """Resolve ``root / name`` and refuse it unless it stays inside ``root``.
 
-    Symlinks are followed: a link that leads out of the root is refused.
+    Symlinks are followed: a link that leads out of the root is refused, and so is
+    one that leads to another file of the root (another agent's, say).
 
     Raises:
-        PathEscapeError: the resolved path is not inside the resolved root.
+        PathEscapeError: the resolved path is not ``name`` inside the resolved root.
     """
     if not name or "\x00" in name or "/" in name or "\\" in name or name in (".", ".."):
         raise PathEscapeError(f"refusing storage file name {name!r}")
@@ -105,6 +106,10 @@ def resolve_inside(root: Path, name: str) -> Path:
         raise PathEscapeError(
             f"storage path {candidate} leaves the memory root {real_root}; "
             "remove the symlink or choose another root"
+        )
+    if candidate.name != name:
+        raise PathEscapeError(
+            f"storage path {real_root / name} is a symlink to {candidate.name}; remove the symlink"
         )
     return candidate
 

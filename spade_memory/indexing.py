@@ -25,7 +25,8 @@ from .config import StorageConfig
 from .errors import StorageError, StoreClosedError
 from .retrieval.embedders import Embedder
 from .storage.base import BaseMemoryStore
-from .storage.vectors import VectorIndex
+from .storage.graph_store import GraphStore
+from .storage.vectors import IndexKind, VectorIndex
 
 __all__ = ["VectorIndexer"]
 
@@ -47,8 +48,12 @@ class VectorIndexer:
         storage: StorageConfig,
         applied_seq: int,
         monotonic: Callable[[], float] = time.monotonic,
+        graph: GraphStore | None = None,
     ) -> None:
         self._base = base
+        self._stamp = embedder.fingerprint  # what snapshots are stamped with
+        self._graph = graph
+        self._graph_index: VectorIndex | None = None
         self._embedder = embedder
         self._index = index
         self._snapshot_path = snapshot_path
@@ -73,21 +78,40 @@ class VectorIndexer:
         *,
         snapshot_path: Path | None,
         storage: StorageConfig,
+        graph: GraphStore | None = None,
     ) -> VectorIndexer:
-        """Load the snapshot (or rebuild) from SQLite, then start the worker."""
+        """Load the snapshot (or rebuild) from SQLite, then start the worker.
+
+        With ``graph``, the graph entries' vectors are embedded too and kept in a
+        second index, built from SQLite on open (it has no snapshot).
+        """
         fingerprint = embedder.fingerprint
         dim = embedder.dim
+        kind = await cls._index_kind(base, fingerprint, storage)
+        # The snapshot names the embedder and this database file, so a snapshot
+        # copied from another agent's (or another root's) memory is never used.
+        instance = await base.meta_get("instance")
+        stamp = f"{fingerprint}#db={instance}" if instance else fingerprint
         loaded = None
         if snapshot_path is not None:
             loaded = await asyncio.to_thread(
-                VectorIndex.load_snapshot, snapshot_path, dim=dim, fingerprint=fingerprint
+                VectorIndex.load_snapshot,
+                snapshot_path,
+                dim=dim,
+                fingerprint=stamp,
+                kind=kind,
             )
+        if loaded is not None and loaded[1].seq > await base.max_embedding_seq():
+            # Newer than the database (restored from a backup): its vectors may
+            # belong to content the database no longer holds.
+            logger.info("%s: vector snapshot is newer than its database; rebuilding", base.agent)
+            loaded = None
         if loaded is not None:
             index, info = loaded
             applied = await cls._catch_up(base, index, fingerprint, dim, after_seq=info.seq)
             logger.debug("%s: snapshot loaded (%d vectors)", base.agent, index.ntotal)
         else:
-            index = VectorIndex(dim)
+            index = VectorIndex(dim, kind=kind)
             ids, matrix, applied = await base.load_vectors(fingerprint, dim)
             if len(ids):
                 await asyncio.to_thread(index.add, ids, matrix)
@@ -99,10 +123,31 @@ class VectorIndexer:
             snapshot_path=snapshot_path,
             storage=storage,
             applied_seq=applied,
+            graph=graph,
         )
+        indexer._stamp = stamp
+        if loaded is None and snapshot_path is not None:
+            # Built from SQLite: write a snapshot (debounced, or at close) so the
+            # next open loads it instead of building again.
+            indexer._dirty = index.ntotal
+        if graph is not None:
+            indexer._graph_index = VectorIndex(dim)
+            graph_ids, graph_matrix = await graph.load_vectors(fingerprint, dim)
+            if len(graph_ids):
+                await asyncio.to_thread(indexer._graph_index.add, graph_ids, graph_matrix)
         indexer._task = asyncio.create_task(indexer._run(), name=f"embed:{base.agent}")
         indexer.notify()
         return indexer
+
+    @staticmethod
+    async def _index_kind(
+        base: BaseMemoryStore, fingerprint: str, storage: StorageConfig
+    ) -> IndexKind:
+        """The configured index kind; ``"auto"`` decides by the vectors stored."""
+        if storage.vector_index != "auto":
+            return storage.vector_index
+        stored = len(await base.embedding_ids(fingerprint))
+        return "hnsw" if stored > storage.hnsw_threshold else "flat"
 
     @staticmethod
     async def _catch_up(
@@ -174,9 +219,23 @@ class VectorIndexer:
             return self._index.search(query, k, allowed_ids=allowed_ids)
         return await asyncio.to_thread(self._index.search, query, k, allowed_ids=allowed_ids)
 
+    async def search_graph(
+        self, query: np.ndarray, k: int, *, allowed_ids: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Search the graph entries' vectors (empty without a graph)."""
+        index = self._graph_index
+        if index is None or index.ntotal == 0 or k <= 0:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        if index.ntotal <= 20_000:
+            return index.search(query, k, allowed_ids=allowed_ids)
+        return await asyncio.to_thread(index.search, query, k, allowed_ids=allowed_ids)
+
     def remove(self, memory_ids: Iterable[int]) -> None:
-        removed = self._index.remove(list(memory_ids))
+        ids = list(memory_ids)
+        removed = self._index.remove(ids)
         self._dirty += removed
+        if self._graph_index is not None:
+            self._graph_index.remove(ids)
 
     async def aclose(self) -> None:
         """Stop the worker and write a final snapshot if anything changed."""
@@ -204,6 +263,7 @@ class VectorIndexer:
             target = self._requested
             try:
                 await self._embed_pending()
+                await self._embed_graph_pending()
             except StoreClosedError:
                 return
             except StorageError as exc:
@@ -246,6 +306,41 @@ class VectorIndexer:
             self._applied_seq = seq
             await self._maybe_persist()
 
+    async def _embed_graph_pending(self) -> None:
+        """Embed graph entries without a vector (reusing the document vector if same text)."""
+        graph, index = self._graph, self._graph_index
+        if graph is None or index is None:
+            return
+        fingerprint = self._embedder.fingerprint
+        cursor = 0
+        while not self._closed:
+            batch = await graph.pending_vectors(
+                fingerprint, self._storage.embed_batch_size, after_id=cursor
+            )
+            if not batch:
+                return
+            cursor = batch[-1][0]
+            fresh = [item for item in batch if item[3] is None]
+            vectors: dict[int, np.ndarray] = {
+                memory_id: reuse for memory_id, _, _, reuse in batch if reuse is not None
+            }
+            if fresh:
+                try:
+                    matrix = await asyncio.to_thread(
+                        self._embedder.embed_documents, [summary for _, summary, _, _ in fresh]
+                    )
+                except Exception:
+                    logger.exception("%s: embedder failed on graph entries", self._base.agent)
+                    continue
+                vectors.update((item[0], matrix[row]) for row, item in enumerate(fresh))
+            items = [(memory_id, updated, vectors[memory_id]) for memory_id, _, updated, _ in batch]
+            stored = await graph.put_vectors(fingerprint, items)
+            if stored:
+                index.add(
+                    np.asarray(stored, dtype=np.int64),
+                    np.stack([np.asarray(vectors[i], dtype=np.float32) for i in stored]),
+                )
+
     async def _maybe_persist(self) -> None:
         if self._snapshot_path is None or not self._dirty:
             return
@@ -270,7 +365,7 @@ class VectorIndexer:
             self._snapshot_path,
             generation=generation,
             seq=self._applied_seq,
-            fingerprint=self._embedder.fingerprint,
+            fingerprint=self._stamp,
         )
         await self._base.meta_set(_SNAPSHOT_GENERATION, str(generation))
         self._dirty -= dirty

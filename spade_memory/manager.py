@@ -11,23 +11,36 @@ from __future__ import annotations
 import asyncio
 import builtins
 import contextlib
+import glob
 import logging
 import os
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .atoms import Atom, AtomBook, memory_graph
 from .config import MemoryConfig
 from .errors import InvalidToolInput, MemoryNotFound, StoreClosedError
 from .identity import AgentIdentity, resolve_inside
 from .indexing import VectorIndexer
+from .maintenance.consistency import ConsistencyReport
+from .maintenance.service import Maintenance, MaintenanceStatus
 from .models import InteractionNote, Memory, MemoryStats, SearchResult
 from .retrieval.embedders import resolve_embedder
+from .retrieval.entities import (
+    GRAPH_VERSION,
+    check_graph_input,
+    get_extractor,
+    needs_segmenter,
+)
+from .retrieval.graph import GraphRetriever
 from .retrieval.retriever import Retriever, SearchTimings
 from .retrieval.tokenizer import get_tokenizer
 from .storage.base import BaseMemoryStore, IndexedText, NewMemory
+from .storage.graph import MemoryGraph
+from .storage.graph_store import GraphStore
 from .storage.interaction import InteractionStore
 from .storage.registry import Registry
 from .validation import (
@@ -54,6 +67,8 @@ _MAX_QUERY_CHARS = 2_000
 _MAX_SEARCH_LIMIT = 100
 _MAX_LIST_LIMIT = 1_000
 _TOUCH_INTERVAL = 3.0
+_GRAPH_VERSION_KEY = "graph_version"
+_EXTRACT_IN_THREAD = 8  # store_many batches larger than this extract in a worker thread
 
 
 class MemoryManager:
@@ -78,6 +93,9 @@ class MemoryManager:
         self._root = root
         self._clock = clock
         self._tokenizer = get_tokenizer()
+        self._extractor = get_extractor()
+        self._graph = GraphStore(base)
+        self._atoms = AtomBook(base, config.atoms)
         embedder = indexer.embedder if indexer is not None else None
         self._retriever = Retriever(
             base,
@@ -87,11 +105,16 @@ class MemoryManager:
             fingerprint=embedder.fingerprint if embedder is not None else None,
             dim=embedder.dim if embedder is not None else 0,
             clock=clock,
+            graph=GraphRetriever(
+                self._graph, self._extractor, config=config.retrieval, vectors=indexer
+            ),
+            hidden=self._atoms.hidden if config.atoms.hide_expired else None,
         )
         self._closed = False
         self._touches: builtins.list[int] = []
         self._touch_task: asyncio.Task[None] | None = None
         self._tools: builtins.list[MemoryTool] | None = None
+        self._maintenance = Maintenance(self, config.maintenance)
 
     # -- lifecycle -------------------------------------------------------
 
@@ -127,6 +150,10 @@ class MemoryManager:
             json_path = resolve_inside(root, identity.interactions_name)
             snapshot_path = resolve_inside(root, identity.snapshot_name)
             backup_dir = resolve_inside(root, "backup")
+            # files opened by name beside these (by SQLite, by the notes' lock)
+            for side in ("-wal", "-shm", "-journal"):
+                resolve_inside(root, identity.database_name + side)
+            resolve_inside(root, f".{identity.interactions_name}.lock")
             await asyncio.to_thread(Registry(root, clock=clock).register, identity)
         closers: builtins.list[Callable[[], Any]] = []
         try:
@@ -137,6 +164,8 @@ class MemoryManager:
                 categories=config.categories,
                 backup_dir=backup_dir,
                 now=clock(),
+                expect_existing=root is not None
+                and await asyncio.to_thread(_memory_existed, root, identity),
             )
             closers.append(base.aclose)
             interactions = await InteractionStore.open(
@@ -147,7 +176,11 @@ class MemoryManager:
             indexer = None
             if embedder is not None:
                 indexer = await VectorIndexer.open(
-                    base, embedder, snapshot_path=snapshot_path, storage=config.storage
+                    base,
+                    embedder,
+                    snapshot_path=snapshot_path,
+                    storage=config.storage,
+                    graph=GraphStore(base),
                 )
         except BaseException:
             for close in reversed(closers):
@@ -163,6 +196,14 @@ class MemoryManager:
             root=root,
             clock=clock,
         )
+        try:
+            if await base.meta_get(_GRAPH_VERSION_KEY) != str(GRAPH_VERSION):
+                await manager.rebuild_graph()
+        except BaseException:
+            await manager.aclose()
+            raise
+        if config.maintenance.check_on_open:
+            manager._maintenance.start_background()  # the memory is usable meanwhile
         logger.debug("opened memory of %s (%s)", identity.jid, root or "in memory")
         return manager
 
@@ -177,6 +218,7 @@ class MemoryManager:
         if self._closed:
             return
         self._closed = True
+        await self._maintenance.aclose()
         if self._touch_task is not None:
             self._touch_task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -237,6 +279,28 @@ class MemoryManager:
     def indexer(self) -> VectorIndexer | None:
         return self._indexer
 
+    @property
+    def maintenance(self) -> Maintenance:
+        """Checks, repairs, rebuilds, backups, decay and consolidation of this memory."""
+        return self._maintenance
+
+    @property
+    def maintenance_status(self) -> MaintenanceStatus:
+        """What maintenance is doing or did last (state, progress, last check report)."""
+        return self._maintenance.status
+
+    def now(self) -> float:
+        """The memory's clock (Unix seconds; injectable through :meth:`open`)."""
+        return self._clock()
+
+    def graph_for(self, memory: Memory) -> MemoryGraph:
+        """The graph and atoms a memory's text yields (for maintenance rebuilds)."""
+        return self._graph_of(memory)
+
+    def notify_changed(self) -> None:
+        """Tell the memory that maintenance changed it: drop cached searches, embed anew."""
+        self._after_write()
+
     # -- base memory ---------------------------------------------------------
 
     def _index_text(self, content: str, context: str | None) -> IndexedText:
@@ -274,6 +338,22 @@ class MemoryManager:
         )
         return new, self._index_text(content, context)
 
+    def _graph_of(
+        self,
+        new: NewMemory | Memory,
+        entities: Any = None,
+        relations: Any = None,
+    ) -> MemoryGraph:
+        names, links = check_graph_input(entities, relations)
+        extraction = self._extractor.extract(new.content, entities=names, relations=links)
+        return memory_graph(
+            new.content,
+            extraction,
+            category=new.category,
+            importance=new.importance,
+            config=self._config.atoms,
+        )
+
     def _after_write(self) -> None:
         self._retriever.invalidate()
         if self._indexer is not None:
@@ -290,11 +370,16 @@ class MemoryManager:
         source_conversation: str | None = None,
         source_sender: str | None = None,
         metadata: Mapping[str, Any] | None = None,
+        entities: Sequence[str] | None = None,
+        relations: Sequence[Mapping[str, str]] | None = None,
     ) -> Memory:
         """Store one memory; returns once it is durably committed.
 
         It is found by keywords at once and by meaning once embedded (in the
-        background; :meth:`flush` waits for that).
+        background; :meth:`flush` waits for that). Its entities, relations and
+        atoms are extracted and written in the same transaction; ``entities``
+        (names) and ``relations`` (``{"source", "relation", "target"}``) add
+        ones the text does not show.
 
         Raises:
             InvalidToolInput: a value is invalid; nothing was written.
@@ -311,7 +396,8 @@ class MemoryManager:
             metadata=metadata,
             now=self._clock(),
         )
-        memory = await self._base.insert(new, text)
+        graph = (await self._graphs_of([new], [(entities, relations)]))[0]
+        memory = await self._base.insert(new, text, graph=graph)
         self._after_write()
         return memory
 
@@ -332,7 +418,10 @@ class MemoryManager:
             "source_conversation",
             "source_sender",
             "metadata",
+            "entities",
+            "relations",
         }
+        explicit: builtins.list[tuple[Any, Any]] = []
         for position, item in enumerate(items):
             if not isinstance(item, Mapping):
                 raise InvalidToolInput(f"item {position} must be a mapping of store() arguments")
@@ -343,14 +432,28 @@ class MemoryManager:
                 raise InvalidToolInput(f"item {position} has no content")
             fields = dict(item)
             content = fields.pop("content")
+            explicit.append((fields.pop("entities", None), fields.pop("relations", None)))
             try:
                 prepared.append(self._new_memory(content, now=now, **fields))
+                check_graph_input(*explicit[-1])
             except InvalidToolInput as exc:
                 raise InvalidToolInput(f"item {position}: {exc}") from None
-        memories = await self._base.insert_many(prepared)
+        graphs = await self._graphs_of([new for new, _ in prepared], explicit)
+        memories = await self._base.insert_many(prepared, graphs=graphs)
         if memories:
             self._after_write()
         return memories
+
+    async def _graphs_of(
+        self, news: Sequence[NewMemory | Memory], explicit: Sequence[tuple[Any, Any]]
+    ) -> builtins.list[MemoryGraph | None]:
+        def build() -> builtins.list[MemoryGraph | None]:
+            return [self._graph_of(new, *extra) for new, extra in zip(news, explicit, strict=True)]
+
+        # Chinese text is cut by jieba (loaded on first use): off the event loop.
+        if len(news) > _EXTRACT_IN_THREAD or any(needs_segmenter(new.content) for new in news):
+            return await asyncio.to_thread(build)
+        return build()
 
     async def search(
         self,
@@ -438,7 +541,22 @@ class MemoryManager:
             text = self._index_text(
                 changes.get("content", current.content), changes.get("context", current.context)
             )
-        updated = await self._base.update(current.id, changes, text=text, now=self._clock())
+        graph = None
+        if "content" in changes:
+            graph = self._graph_of(
+                NewMemory(
+                    uid=current.uid,
+                    category=changes.get("category", current.category),
+                    content=changes["content"],
+                    context=None,
+                    confidence=current.confidence,
+                    importance=changes.get("importance", current.importance),
+                    created_at=current.created_at,
+                )
+            )
+        updated = await self._base.update(
+            current.id, changes, text=text, now=self._clock(), graph=graph
+        )
         if updated is None:
             raise MemoryNotFound(f"{self.jid} has no memory with id {memory_id}")
         if "content" in changes and self._indexer is not None:
@@ -455,6 +573,103 @@ class MemoryManager:
         if self._indexer is not None:
             self._indexer.remove([memory_id])
         self._after_write()
+
+    # -- lifecycle of memories ---------------------------------------------------
+
+    async def archive(self, memory_id: int) -> Memory:
+        """Archive a memory: kept and restorable, no longer searched or listed.
+
+        Raises:
+            MemoryNotFound: no memory with that id.
+        """
+        memory = await self.get(memory_id)
+        await self._maintenance.archive([memory.id])
+        return await self.get(memory.id)
+
+    async def restore_archived(self, memory_id: int) -> Memory:
+        """Make an archived memory active again. Raises MemoryNotFound."""
+        memory = await self.get(memory_id)
+        await self._maintenance.restore_archived([memory.id])
+        return await self.get(memory.id)
+
+    async def check(self, *, repair: bool = False, deep: bool = False) -> ConsistencyReport:
+        """Check this memory's indexes against its memories; ``repair`` mends what is off."""
+        self._check_open()
+        return await self._maintenance.check(repair=repair, deep=deep)
+
+    async def backup(self) -> Path:
+        """Back up this memory into ``backup/`` under the root; returns the file.
+
+        Raises:
+            ConfigError: the memory is in-memory.
+        """
+        self._check_open()
+        return await self._maintenance.backup()
+
+    # -- graph and atoms ----------------------------------------------------------
+
+    async def live_atoms(self, memory_id: int) -> builtins.list[Atom]:
+        """The atoms of a memory that are live now, in order (what to recall of it).
+
+        A memory stored before atoms existed has none; recall its whole content.
+        """
+        self._check_open()
+        return await self._atoms.live(check_id(memory_id), self._clock())
+
+    async def atoms(self, memory_id: int) -> builtins.list[Atom]:
+        """Every atom of a memory with its status now (active, dormant, superseded, ...)."""
+        self._check_open()
+        found = await self._atoms.atoms([check_id(memory_id)], self._clock())
+        return found.get(memory_id, [])
+
+    async def forget_atom(self, atom_id: int) -> Atom:
+        """Mark one atom forgotten, keeping its memory. Raises MemoryNotFound."""
+        self._check_open()
+        atom = await self._atoms.forget(check_id(atom_id))
+        self._after_write()
+        return atom
+
+    async def refresh_atoms(self) -> dict[str, int]:
+        """Record atoms whose lifetime lapsed as dormant or expired; returns the counts."""
+        self._check_open()
+        changed = await self._atoms.refresh(self._clock())
+        if any(changed.values()):
+            self._retriever.invalidate()
+        return changed
+
+    async def rebuild_graph(self, *, batch: int = 200) -> int:
+        """Extract the graph and atoms of every memory again; returns how many.
+
+        Runs on open when the stored graph was made by another extraction version
+        (or before graphs existed). Atoms start their lives again.
+        """
+        self._check_open()
+        memories: builtins.list[Memory] = []
+        count = 0
+
+        async def write() -> None:
+            graphs = await self._graphs_of(memories, [(None, None)] * len(memories))
+            await self._graph.replace(
+                [
+                    (memory.id, graph, memory.updated_at)
+                    for memory, graph in zip(memories, graphs, strict=True)
+                    if graph is not None
+                ]
+            )
+
+        async for memory in self._base.iter_all():
+            memories.append(memory)
+            if len(memories) >= batch:
+                await write()
+                count += len(memories)
+                memories = []
+        await write()
+        count += len(memories)
+        await self._base.meta_set(_GRAPH_VERSION_KEY, str(GRAPH_VERSION))
+        if count:
+            logger.info("rebuilt the graph of %d memories of %s", count, self.jid)
+            self._after_write()
+        return count
 
     async def flush(self) -> None:
         """Wait until background work (embedding, access statistics) has caught up."""
@@ -577,7 +792,10 @@ class MemoryManager:
                 continue
             seen.add(new.uid)
             prepared.append((new, text))
-        added = await self._base.insert_many(prepared)
+        graphs = await self._graphs_of([new for new, _ in prepared], [(None, None)] * len(prepared))
+        # Atoms start their lives now: an export does not carry them, and an old
+        # memory moved to a new host should not arrive already expired.
+        added = await self._base.insert_many(prepared, graphs=graphs, graph_time=self._clock())
         if added:
             self._after_write()
         notes = await self._interactions.import_notes(raw_notes) if raw_notes else 0
@@ -633,6 +851,19 @@ class MemoryManager:
 
             self._tools = build_memory_tools(self.categories)
         return list(self._tools)
+
+
+def _memory_existed(root: Path, identity: AgentIdentity) -> bool:
+    """Whether the agent's memory was created before, so its database must hold a schema.
+
+    The interaction file is created right after the database's schema is
+    committed. A database quarantined before means the agent was already told
+    its memory is gone, and may start afresh.
+    """
+    if not (root / identity.interactions_name).exists():
+        return False
+    told = root.glob(glob.escape(identity.database_name) + ".corrupt-*")
+    return next(told, None) is None
 
 
 def _make_root(root: Path) -> None:

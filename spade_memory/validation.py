@@ -68,7 +68,9 @@ def check_limit(name: str, value: Any, *, low: int, high: int) -> int:
 
 def check_id(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 2**63:
-        raise InvalidToolInput(f"memory id must be a positive integer, got {value!r}")
+        raise InvalidToolInput(
+            f"memory id must be an integer from 1 to {2**63 - 1}, got {value!r:.40}"
+        )
     return value
 
 

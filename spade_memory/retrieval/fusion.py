@@ -133,20 +133,24 @@ def mmr(
     *,
     k: int,
     lambda_: float,
+    duplicate_threshold: float = 1.0,
 ) -> list[int]:
     """Maximal marginal relevance: pick ``k`` of ``candidates`` balancing relevance and novelty.
 
     ``relevance`` should be on [0, 1]; ``similarity`` returns cosine-like values
-    in [0, 1]. With ``lambda_`` 1.0 this is a plain sort by relevance.
+    in [0, 1]. A candidate at least ``duplicate_threshold`` similar to one already
+    picked is a near-duplicate: it is only picked when nothing else is left. With
+    ``lambda_`` 1.0 and no threshold this is a plain sort by relevance.
     """
-    remaining = list(candidates)
-    if lambda_ >= 1.0 or len(remaining) <= 1:
-        return sorted(remaining, key=lambda key: -relevance[key])[:k]
+    remaining = sorted(candidates, key=lambda key: -relevance[key])
+    if len(remaining) <= 1 or (lambda_ >= 1.0 and duplicate_threshold > 1.0):
+        return remaining[:k]
     chosen: list[int] = []
     max_sim: dict[int, float] = dict.fromkeys(remaining, 0.0)
     while remaining and len(chosen) < k:
+        fresh = [key for key in remaining if max_sim[key] < duplicate_threshold] or remaining
         best = max(
-            remaining,
+            fresh,
             key=lambda key: lambda_ * relevance[key] - (1.0 - lambda_) * max_sim[key],
         )
         chosen.append(best)

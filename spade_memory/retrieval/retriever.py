@@ -1,8 +1,11 @@
 """The retriever: routes run side by side, fused, blended with importance and recency, MMR.
 
 The document route has two sub-routes, keyword (BM25 over SQLite FTS5) and
-vector (FAISS). A sub-route that fails leaves the other's results; a vector
-failure falls back to keywords alone. Every search can explain itself.
+vector (FAISS). The graph route (:mod:`spade_memory.retrieval.graph`) runs beside
+it; the routes are blended with weights shifted by the query's intent
+(:mod:`spade_memory.retrieval.intent`). Each route has ``route_timeout_seconds``;
+a route (or sub-route) that fails or times out leaves the others' results, and a
+vector failure falls back to keywords alone. Every search can explain itself.
 """
 
 from __future__ import annotations
@@ -10,16 +13,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
 from ..config import RetrievalConfig
+from ..errors import StorageError
 from ..models import Memory, ScoreExplanation, SearchResult
 from ..storage.base import BaseMemoryStore
 from .fusion import FusedScore, fuse_subroutes, mmr, recency_score
+from .graph import GraphHits, GraphRetriever
+from .intent import QueryIntent, blend_routes, query_intent, route_weights
 from .tokenizer import Tokenizer
 
 __all__ = ["Retriever", "SearchTimings", "VectorSource"]
@@ -27,6 +33,8 @@ __all__ = ["Retriever", "SearchTimings", "VectorSource"]
 logger = logging.getLogger(__name__)
 
 _CacheKey = tuple[str, int, tuple[str, ...], bool]
+HiddenFilter = Callable[[Sequence[int], float], Awaitable[set[int]]]
+"""Given memory ids and the time, the ones to leave out (all their atoms expired)."""
 
 
 class VectorSource(Protocol):
@@ -71,8 +79,12 @@ class Retriever:
         fingerprint: str | None = None,
         dim: int = 0,
         clock: Callable[[], float] = time.time,
+        graph: GraphRetriever | None = None,
+        hidden: HiddenFilter | None = None,
     ) -> None:
         self._base = base
+        self._graph = graph
+        self._hidden = hidden
         self._tokenizer = tokenizer
         self._config = config
         self._vectors = vectors
@@ -107,7 +119,15 @@ class Retriever:
                 self.last_timings = SearchTimings(total=time.perf_counter() - started, cached=True)
                 return list(hit[2])
         timings = SearchTimings()
-        results = await self._search(query, limit, cats or None, explain, timings)
+        bound = 2 * self._config.route_timeout_seconds + 1
+        try:
+            async with asyncio.timeout(bound):
+                results = await self._search(query, limit, cats or None, explain, timings)
+        except TimeoutError:
+            raise StorageError(
+                f"the search took longer than {bound:g} s and was stopped; try again, "
+                "or raise RetrievalConfig.route_timeout_seconds"
+            ) from None
         timings.total = time.perf_counter() - started
         self.last_timings = timings
         if ttl > 0:
@@ -130,32 +150,40 @@ class Retriever:
             limit * config.recall_candidate_multiplier, config.min_candidates, pool_size
         )
         terms = self._tokenizer.query_terms(query)
-        keyword_task = asyncio.create_task(self._keyword(terms, candidates, categories, timings))
-        vector_task = asyncio.create_task(self._vector(query, candidates, categories, timings))
-        keyword, vector = await asyncio.gather(keyword_task, vector_task)
+        intent = query_intent(query)
+        keyword, vector, graph = await self._routes(
+            query, terms, intent, candidates, categories, timings
+        )
 
         fusion_started = time.perf_counter()
         fused = fuse_subroutes(
             keyword, vector, config=config, first_weight=config.fusion_bm25_weight
         )
-        if not fused:
+        ceiling = 1.0 + config.agreement_bonus
+        route_weight = route_weights(intent, config)
+        document = {key: min(1.0, value.score / ceiling) for key, value in fused.items()}
+        blended = blend_routes(
+            document, graph.scores, route_weight, both_bonus=config.both_routes_bonus
+        )
+        if not blended:
             timings.fusion = time.perf_counter() - fusion_started
             return []
-        ceiling = 1.0 + config.agreement_bonus
-        ranked = sorted(fused, key=lambda key: -fused[key].score)
+        ranked = sorted(blended, key=lambda key: -blended[key])
+        # Graph-only hits are loaded with the rest, in one batch.
         memories = await self._base.get_many(ranked[: max(pool_size * 2, candidates)])
+        now = self._clock()
+        hidden = await self._hidden(list(memories), now) if self._hidden is not None else set()
         allowed = set(categories) if categories else None
         pool: list[Memory] = []
         for memory_id in ranked:
             memory = memories.get(memory_id)
-            if memory is None or memory.status != "active":
+            if memory is None or memory.status != "active" or memory_id in hidden:
                 continue
             if allowed is not None and memory.category not in allowed:
                 continue
             pool.append(memory)
             if len(pool) >= pool_size:
                 break
-        now = self._clock()
         weights = {
             "relevance": config.relevance_weight,
             "importance": config.importance_weight,
@@ -165,7 +193,7 @@ class Retriever:
         final: dict[int, float] = {}
         parts: dict[int, tuple[float, float]] = {}
         for memory in pool:
-            relevance = min(1.0, fused[memory.id].score / ceiling)
+            relevance = min(1.0, blended[memory.id])
             recency = recency_score(now - memory.updated_at, config.recency_decay_per_day)
             final[memory.id] = (
                 weights["relevance"] * relevance
@@ -182,7 +210,12 @@ class Retriever:
             explanation = None
             if explain:
                 explanation = self._explain(
-                    memory, fused[memory_id], keyword, vector, parts[memory_id], final, weights
+                    memory,
+                    fused.get(memory_id),
+                    (keyword, vector, graph),
+                    parts[memory_id],
+                    final,
+                    {**weights, **{f"route_{k}": v for k, v in route_weight.items()}},
                 )
             results.append(
                 SearchResult(memory=memory, score=final[memory_id], explanation=explanation)
@@ -206,19 +239,100 @@ class Retriever:
             timings.keyword = time.perf_counter() - started
         return dict(hits)
 
-    async def _vector(
+    async def _routes(
         self,
         query: str,
+        terms: Sequence[str],
+        intent: QueryIntent,
+        candidates: int,
+        categories: tuple[str, ...] | None,
+        timings: SearchTimings,
+    ) -> tuple[dict[int, float], dict[int, float], GraphHits]:
+        """Run keyword, vector and graph routes side by side, each within the route timeout.
+
+        The query is embedded once, for both the document and the graph vectors.
+        """
+        embedding: asyncio.Task[np.ndarray] | None = None
+        if self._vectors is not None:
+            embedding = asyncio.create_task(self._embed(query, timings))
+        tasks: dict[str, asyncio.Task[Any]] = {
+            "keyword": asyncio.create_task(self._keyword(terms, candidates, categories, timings)),
+            "vector": asyncio.create_task(self._vector(embedding, candidates, categories, timings)),
+        }
+        if self._graph is not None and self._config.graph_route:
+            tasks["graph"] = asyncio.create_task(
+                self._graph_route(query, intent, embedding, candidates, categories, timings)
+            )
+        try:
+            _, pending = await asyncio.wait(
+                tasks.values(), timeout=self._config.route_timeout_seconds
+            )
+        finally:
+            for task in (*tasks.values(), *([embedding] if embedding else [])):
+                if not task.done():
+                    task.cancel()
+            await asyncio.gather(
+                *tasks.values(), *([embedding] if embedding else []), return_exceptions=True
+            )
+        results: dict[str, Any] = {}
+        for name, task in tasks.items():
+            if task in pending:
+                logger.warning(
+                    "the %s route took longer than %g s; using the other routes",
+                    name,
+                    self._config.route_timeout_seconds,
+                )
+            elif task.exception() is None:
+                results[name] = task.result()
+            else:
+                logger.error("the %s route failed", name, exc_info=task.exception())
+        return (
+            results.get("keyword", {}),
+            results.get("vector", {}),
+            results.get("graph", GraphHits()),
+        )
+
+    async def _embed(self, query: str, timings: SearchTimings) -> np.ndarray:
+        assert self._vectors is not None
+        started = time.perf_counter()
+        try:
+            return await self._vectors.embed_query(query)
+        finally:
+            timings.embed = time.perf_counter() - started
+
+    async def _graph_route(
+        self,
+        query: str,
+        intent: QueryIntent,
+        embedding: asyncio.Task[np.ndarray] | None,
+        candidates: int,
+        categories: tuple[str, ...] | None,
+        timings: SearchTimings,
+    ) -> GraphHits:
+        assert self._graph is not None
+        started = time.perf_counter()
+        try:
+            return await self._graph.search(
+                query,
+                intent=intent,
+                candidates=candidates,
+                categories=categories,
+                query_vector=None if embedding is None else asyncio.shield(embedding),
+            )
+        finally:
+            timings.extra["graph"] = time.perf_counter() - started
+
+    async def _vector(
+        self,
+        embedding: asyncio.Task[np.ndarray] | None,
         candidates: int,
         categories: tuple[str, ...] | None,
         timings: SearchTimings,
     ) -> dict[int, float]:
-        if self._vectors is None:
+        if self._vectors is None or embedding is None:
             return {}
         try:
-            started = time.perf_counter()
-            query_vector = await self._vectors.embed_query(query)
-            timings.embed = time.perf_counter() - started
+            query_vector = await asyncio.shield(embedding)
             started = time.perf_counter()
             allowed = None
             if categories:
@@ -238,7 +352,7 @@ class Retriever:
     ) -> list[int]:
         config = self._config
         ids = [memory.id for memory in pool]
-        if config.mmr_lambda >= 1.0 or len(ids) <= 1:
+        if (config.mmr_lambda >= 1.0 and config.mmr_duplicate_threshold >= 1.0) or len(ids) <= 1:
             return sorted(ids, key=lambda key: -final[key])[:limit]
         vectors: dict[int, np.ndarray] = {}
         if self._fingerprint is not None and self._dim:
@@ -263,29 +377,36 @@ class Retriever:
 
         top = max(final.values())
         relevance = {key: final[key] / top if top > 0 else 0.0 for key in ids}
-        return mmr(ids, relevance, similarity, k=limit, lambda_=config.mmr_lambda)
+        return mmr(
+            ids,
+            relevance,
+            similarity,
+            k=limit,
+            lambda_=config.mmr_lambda,
+            duplicate_threshold=config.mmr_duplicate_threshold,
+        )
 
     def _explain(
         self,
         memory: Memory,
-        fused: FusedScore,
-        keyword: dict[int, float],
-        vector: dict[int, float],
+        fused: FusedScore | None,
+        routes_found: tuple[dict[int, float], dict[int, float], GraphHits],
         parts: tuple[float, float],
         final: dict[int, float],
         weights: dict[str, float],
     ) -> ScoreExplanation:
         config = self._config
+        keyword, vector, graph = routes_found
         routes = tuple(
             name
-            for name, scores in (("keyword", keyword), ("vector", vector))
+            for name, scores in (("keyword", keyword), ("vector", vector), ("graph", graph.scores))
             if memory.id in scores
         )
         return ScoreExplanation(
             keyword_score=keyword.get(memory.id),
             vector_score=vector.get(memory.id),
-            document_score=fused.score,
-            graph_score=None,
+            document_score=None if fused is None else fused.score,
+            graph_score=graph.scores.get(memory.id),
             relevance=parts[0],
             importance=memory.importance,
             recency=parts[1],
@@ -295,6 +416,7 @@ class Retriever:
                 "fusion_bm25": config.fusion_bm25_weight,
                 "fusion_vector": 1.0 - config.fusion_bm25_weight,
                 "agreement_bonus": config.agreement_bonus,
+                "both_routes_bonus": config.both_routes_bonus,
                 "mmr_lambda": config.mmr_lambda,
             },
             routes=routes,

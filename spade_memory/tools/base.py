@@ -13,7 +13,7 @@ import asyncio
 import builtins
 import copy
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -47,6 +47,8 @@ class MemoryBackend(Protocol):
         importance: float = 0.5,
         source_conversation: str | None = None,
         source_sender: str | None = None,
+        entities: Sequence[str] | None = None,
+        relations: Sequence[Mapping[str, str]] | None = None,
     ) -> Memory: ...
 
     async def search(

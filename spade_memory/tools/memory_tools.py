@@ -66,7 +66,9 @@ class StoreMemoryTool(MemoryTool):
                 "behaviour (pattern), what someone likes or wants (preference), or what an "
                 "agent can do (capability). Write one self-contained statement that makes "
                 "sense without this conversation, e.g. 'Bob's deadline for the report is "
-                "Friday'. Do not store greetings, small talk or things you already stored."
+                "Friday'. Do not store greetings, small talk or things you already stored. "
+                "Names, places and relations in the text are found automatically; pass "
+                "entities or relations only for ones the text does not make plain."
             ),
             parameters={
                 "type": "object",
@@ -97,6 +99,29 @@ class StoreMemoryTool(MemoryTool):
                         "default": 0.5,
                         "description": "How much it matters later, 0 to 1 (default 0.5).",
                     },
+                    "entities": {
+                        "type": "array",
+                        "maxItems": 32,
+                        "items": {"type": "string", "minLength": 1, "maxLength": 200},
+                        "description": "Optional: names of people, places, organisations or "
+                        "things this memory is about, e.g. ['Alice', 'Acme'].",
+                    },
+                    "relations": {
+                        "type": "array",
+                        "maxItems": 32,
+                        "items": {
+                            "type": "object",
+                            "properties": {
+                                "source": {"type": "string", "minLength": 1, "maxLength": 200},
+                                "relation": {"type": "string", "minLength": 1, "maxLength": 200},
+                                "target": {"type": "string", "minLength": 1, "maxLength": 200},
+                            },
+                            "required": ["source", "relation", "target"],
+                            "additionalProperties": False,
+                        },
+                        "description": "Optional: how entities relate, e.g. [{'source': "
+                        "'Alice', 'relation': 'works at', 'target': 'Acme'}].",
+                    },
                 },
                 "required": ["category", "content"],
                 "additionalProperties": False,
@@ -109,6 +134,7 @@ class StoreMemoryTool(MemoryTool):
         return {"content": limit, "context": limit}
 
     async def run(self, arguments: dict[str, Any], context: ToolContext) -> str:
+        graph = {k: arguments[k] for k in ("entities", "relations") if arguments.get(k)}
         memory = await context.manager.store(
             arguments["content"],
             category=arguments["category"],
@@ -117,6 +143,7 @@ class StoreMemoryTool(MemoryTool):
             importance=arguments["importance"],
             source_conversation=context.conversation_id,
             source_sender=context.sender,
+            **graph,
         )
         return f"Stored as memory {memory.id} in category {memory.category}."
 

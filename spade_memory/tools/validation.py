@@ -3,12 +3,15 @@
 Schemas are objects with ``properties``, ``required`` and ``additionalProperties:
 false``; each property has one ``type`` (string, integer, number, boolean) and may
 have ``enum``, ``minimum``/``maximum``, ``minLength``/``maxLength``, ``default`` and
-``description``. :func:`validate_arguments` agrees with a Draft 2020-12 validator on
-that subset, and adds the rules an LLM's text needs:
+``description``. A property may also be an ``array`` (with ``minItems``/``maxItems``)
+whose ``items`` are one such scalar, or an object of such scalars (with its own
+``properties``, ``required`` and ``additionalProperties: false``).
+:func:`validate_arguments` agrees with a Draft 2020-12 validator on that subset,
+and adds the rules an LLM's text needs:
 
 - arguments may be the raw JSON text the LLM produced (``""`` means no arguments);
 - NaN and infinities are refused, as are duplicate keys in the JSON text;
-- strings must not hold NUL characters or lone surrogates;
+- strings (also inside arrays) must not hold NUL characters or lone surrogates;
 - a required string must not be empty or only whitespace;
 - ``null`` for an optional argument means the argument was left out;
 - ``5.0`` is the integer 5 (as in JSON Schema), ``"5"`` and ``true`` are not.
@@ -53,6 +56,7 @@ _PROPERTY_KEYWORDS = frozenset(
         "default",
     }
 )
+_ARRAY_KEYWORDS = frozenset({"type", "description", "title", "items", "minItems", "maxItems"})
 
 
 def _json_type(value: object) -> str:
@@ -92,14 +96,44 @@ def check_schema(schema: Mapping[str, Any]) -> None:
     if not isinstance(properties, Mapping):
         raise ValueError("properties must be an object")
     for name, spec in properties.items():
-        if not isinstance(spec, Mapping) or spec.get("type") not in _TYPES:
-            raise ValueError(f"property {name!r} needs one type of {', '.join(_TYPES)}")
-        if set(spec) - _PROPERTY_KEYWORDS:
-            extra = sorted(set(spec) - _PROPERTY_KEYWORDS)
-            raise ValueError(f"property {name!r} uses unsupported keywords {extra}")
+        if isinstance(spec, Mapping) and spec.get("type") == "array":
+            _check_array_schema(name, spec)
+            continue
+        _check_scalar_schema(name, spec)
     required = schema.get("required", [])
     if not isinstance(required, list) or any(r not in properties for r in required):
         raise ValueError("required must list declared properties")
+
+
+def _check_scalar_schema(name: str, spec: object) -> None:
+    if not isinstance(spec, Mapping) or spec.get("type") not in _TYPES:
+        raise ValueError(f"property {name!r} needs one type of {', '.join(_TYPES)} or array")
+    if set(spec) - _PROPERTY_KEYWORDS:
+        extra = sorted(set(spec) - _PROPERTY_KEYWORDS)
+        raise ValueError(f"property {name!r} uses unsupported keywords {extra}")
+
+
+def _check_array_schema(name: str, spec: Mapping[str, Any]) -> None:
+    if set(spec) - _ARRAY_KEYWORDS:
+        raise ValueError(
+            f"array {name!r} uses unsupported keywords {sorted(set(spec) - _ARRAY_KEYWORDS)}"
+        )
+    items = spec.get("items")
+    if isinstance(items, Mapping) and items.get("type") == "object":
+        if set(items) - _ROOT_KEYWORDS:
+            raise ValueError(f"the items of {name!r} use unsupported keywords")
+        if items.get("additionalProperties", True) is not False:
+            raise ValueError(f"the items of {name!r} must set additionalProperties to false")
+        fields = items.get("properties", {})
+        if not isinstance(fields, Mapping):
+            raise ValueError(f"the items of {name!r} need properties")
+        for field, field_spec in fields.items():
+            _check_scalar_schema(f"{name}.{field}", field_spec)
+        needed = items.get("required", [])
+        if not isinstance(needed, list) or any(r not in fields for r in needed):
+            raise ValueError(f"the items of {name!r} must require declared properties")
+    else:
+        _check_scalar_schema(f"{name}[]", items)
 
 
 def check_string(name: str, value: str) -> None:
@@ -191,8 +225,44 @@ def _accepted(spec: Mapping[str, Any]) -> str:
     return f"{article} {kind}"
 
 
+def _check_array(name: str, spec: Mapping[str, Any], value: object) -> list[Any]:
+    items = spec["items"]
+    if not isinstance(value, list):
+        raise InvalidToolInput(f"{name} must be an array; got {_show(value)} ({_json_type(value)})")
+    low, high = spec.get("minItems"), spec.get("maxItems")
+    if low is not None and len(value) < low:
+        raise InvalidToolInput(f"{name} must hold at least {low} items, got {len(value)}")
+    if high is not None and len(value) > high:
+        raise InvalidToolInput(f"{name} must hold at most {high} items, got {len(value)}")
+    if items["type"] != "object":
+        return [_check_value(f"{name}[{i}]", items, v, False) for i, v in enumerate(value)]
+    fields: Mapping[str, Mapping[str, Any]] = items.get("properties", {})
+    needed = items.get("required", [])
+    cleaned: list[Any] = []
+    for index, element in enumerate(value):
+        label = f"{name}[{index}]"
+        if not isinstance(element, Mapping) or not all(isinstance(k, str) for k in element):
+            raise InvalidToolInput(
+                f"{label} must be an object with {', '.join(fields)}; got {_show(element)}"
+            )
+        unknown = sorted(set(element) - set(fields))
+        missing = [k for k in needed if k not in element]
+        if unknown or missing:
+            raise InvalidToolInput(
+                f"{label} must be an object with {', '.join(fields)}"
+                + (f"; unknown {', '.join(unknown)}" if unknown else "")
+                + (f"; missing {', '.join(missing)}" if missing else "")
+            )
+        cleaned.append(
+            {k: _check_value(f"{label}.{k}", fields[k], v, False) for k, v in element.items()}
+        )
+    return cleaned
+
+
 def _check_value(name: str, spec: Mapping[str, Any], value: object, required: bool) -> Any:
     kind = spec["type"]
+    if kind == "array":
+        return _check_array(name, spec, value)
     wrong = InvalidToolInput(
         f"{name} must be {_accepted(spec)}; got {_show(value)} ({_json_type(value)})"
     )

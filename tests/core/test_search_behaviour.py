@@ -51,7 +51,9 @@ async def test_category_filter_never_returns_fewer_than_exist(tmp_path: Path) ->
 async def test_mmr_drops_a_near_duplicate(tmp_path: Path) -> None:
     with_mmr = MemoryConfig(root=tmp_path / "a", embedder="hashing")
     without = MemoryConfig(
-        root=tmp_path / "b", embedder="hashing", retrieval=RetrievalConfig(mmr_lambda=1.0)
+        root=tmp_path / "b",
+        embedder="hashing",
+        retrieval=RetrievalConfig(mmr_lambda=1.0, mmr_duplicate_threshold=1.0),
     )
     texts = [
         "The office wifi password is tulip-42",

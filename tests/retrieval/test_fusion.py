@@ -73,3 +73,17 @@ def test_mmr_removes_near_duplicates() -> None:
 
     assert mmr([1, 2, 3], relevance, similarity, k=2, lambda_=0.7) == [1, 3]
     assert mmr([1, 2, 3], relevance, similarity, k=2, lambda_=1.0) == [1, 2]
+
+
+def test_mmr_never_repeats_a_near_duplicate_while_others_remain() -> None:
+    relevance = {1: 1.0, 2: 1.0, 3: 0.5, 4: 0.4}
+
+    def similarity(a: int, b: int) -> float:
+        return 0.99 if {a, b} == {1, 2} else 0.2
+
+    assert mmr([1, 2, 3, 4], relevance, similarity, k=3, lambda_=0.7, duplicate_threshold=0.95) == [
+        1,
+        3,
+        4,
+    ]
+    assert mmr([1, 2], relevance, similarity, k=2, lambda_=0.7, duplicate_threshold=0.95) == [1, 2]

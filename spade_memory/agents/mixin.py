@@ -1,0 +1,139 @@
+"""MemoryMixin: give any SPADE agent class a long-term memory.
+
+```python
+from spade.agent import Agent
+from spade_memory import MemoryConfig
+from spade_memory.agents import MemoryMixin
+
+class Planner(MemoryMixin, Agent):
+    async def setup(self):
+        await self.memory.store("Planning starts on Mondays", category="pattern")
+
+planner = Planner("planner@example.org", "secret", memory=MemoryConfig(root="./memory"))
+await planner.start()      # the memory opens before the agent connects
+...
+await planner.stop()       # the memory closes, even if stopping the agent fails
+```
+
+The memory opens in SPADE's ``_hook_plugin_before_connection`` hook, so it is
+ready in ``setup()`` and in every behaviour, and closes in ``stop()``. The agent
+also runs the memory's
+:class:`~spade_memory.behaviours.maintenance.MaintenanceBehaviour` (unless
+``MemoryConfig.maintenance.behaviour`` is off); ``stop()`` ends it, waiting for a
+run in progress, before the memory closes. The mixin cooperates with other
+plugin mixins: it calls the next class's hooks and ``stop()`` through
+``super()``. Put it before ``Agent`` in the bases.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from ..behaviours.maintenance import MaintenanceBehaviour
+from ..config import MemoryConfig
+from ..errors import StoreClosedError
+from ..manager import MemoryManager
+
+if TYPE_CHECKING:
+    from ..tools import MemoryTool
+
+__all__ = ["MemoryMixin"]
+
+logger = logging.getLogger(__name__)
+
+
+class MemoryMixin:
+    """Adds ``self.memory`` (a :class:`~spade_memory.manager.MemoryManager`) to an agent.
+
+    Args:
+        *args: passed on to the next class (``Agent(jid, password, ...)``).
+        memory: where and how this agent's memory is kept; default
+            ``MemoryConfig()`` (the per-user data folder).
+        **kwargs: passed on to the next class.
+    """
+
+    jid: Any
+    if TYPE_CHECKING:  # provided by spade.agent.Agent
+
+        def add_behaviour(self, behaviour: Any, template: Any = None) -> None: ...
+        def remove_behaviour(self, behaviour: Any) -> None: ...
+        def has_behaviour(self, behaviour: Any) -> bool: ...
+
+    def __init__(self, *args: Any, memory: MemoryConfig | None = None, **kwargs: Any) -> None:
+        if memory is not None and not isinstance(memory, MemoryConfig):
+            raise TypeError(f"memory must be a MemoryConfig, got {type(memory).__name__}")
+        self._memory_config = memory if memory is not None else MemoryConfig()
+        self._memory_manager: MemoryManager | None = None
+        self._maintenance_behaviour: MaintenanceBehaviour | None = None
+        super().__init__(*args, **kwargs)
+
+    @property
+    def memory_config(self) -> MemoryConfig:
+        """The configuration the memory opens with."""
+        return self._memory_config
+
+    @property
+    def memory(self) -> MemoryManager:
+        """The agent's memory, open while the agent runs.
+
+        Raises:
+            StoreClosedError: the agent has not started yet, or has stopped.
+        """
+        manager = self._memory_manager
+        if manager is None or manager.closed:
+            raise StoreClosedError(
+                f"the memory of agent {self.jid} is not open: it opens when the agent "
+                "starts (await agent.start()) and closes when it stops"
+            )
+        return manager
+
+    @property
+    def memory_tools(self) -> list[MemoryTool]:
+        """The LLM memory tools bound to this agent's memory.
+
+        Raises:
+            StoreClosedError: the agent is not running.
+        """
+        return self.memory.tools()
+
+    async def _hook_plugin_before_connection(self, *args: Any, **kwargs: Any) -> None:
+        """SPADE calls this before connecting: run the next hook, then open the memory."""
+        following = getattr(super(), "_hook_plugin_before_connection", None)
+        if following is not None:
+            await following(*args, **kwargs)
+        if self._memory_manager is None or self._memory_manager.closed:
+            self._memory_manager = await MemoryManager.open(self.jid, self._memory_config)
+            logger.info("memory of %s opened", self._memory_manager.jid)
+        maintenance = self._memory_config.maintenance
+        if maintenance.behaviour and self._maintenance_behaviour is None:
+            self._maintenance_behaviour = MaintenanceBehaviour(
+                lambda: self.memory, period=maintenance.tick_seconds
+            )
+            self.add_behaviour(self._maintenance_behaviour)  # started with the agent
+
+    async def start(self, *args: Any, **kwargs: Any) -> None:
+        """Start the agent; if starting fails, the memory it opened is closed again."""
+        try:
+            await super().start(*args, **kwargs)  # type: ignore[misc]
+        except BaseException:
+            await self._close_memory()
+            raise
+
+    async def stop(self) -> None:
+        """Stop the agent, then close its memory (also when stopping the agent fails)."""
+        try:
+            await super().stop()  # type: ignore[misc]
+        finally:
+            await self._close_memory()
+
+    async def _close_memory(self) -> None:
+        behaviour, self._maintenance_behaviour = self._maintenance_behaviour, None
+        if behaviour is not None:
+            await behaviour.stop()  # a run in progress is cancelled and awaited
+            if self.has_behaviour(behaviour):
+                self.remove_behaviour(behaviour)
+        manager, self._memory_manager = self._memory_manager, None
+        if manager is not None and not manager.closed:
+            await manager.aclose()
+            logger.info("memory of %s closed", manager.jid)

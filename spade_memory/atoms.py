@@ -1,0 +1,374 @@
+"""Memory atoms: the fine-grained facts of a memory, each with its own lifetime.
+
+A memory is split into atoms (one per sentence), each typed ``episode``, ``plan``,
+``fact``, ``relation``, ``preference`` or ``unknown`` by cue words (English and
+Chinese) and by the relations found in it. Each type has a lifetime (see
+:class:`~spade_memory.config.AtomConfig`: 7, 2, 180, 90, 60 and 30 days by
+default), lengthened by the memory's importance and by reinforcement (the same
+fact stored again).
+
+Statuses:
+
+- ``active``: live; recalled into prompts.
+- ``dormant``: past its lifetime; not recalled, but stored again it revives.
+- ``expired``: dormant for too long; gone for good.
+- ``superseded``: a newer atom claims another object for the same subject and
+  predicate ("Alice lives in Berlin" after "Alice lives in Paris"); if that newer
+  memory is forgotten, the older atom is active again.
+- ``forgotten``: removed on request.
+
+A memory whose atoms are all no longer live is left out of search results
+rather than recalled empty (:attr:`AtomConfig.hide_expired`).
+"""
+
+from __future__ import annotations
+
+import builtins
+import hashlib
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .config import AtomConfig
+from .errors import MemoryNotFound
+from .retrieval.entities import Extraction, canonical_key, split_sentences
+from .retrieval.graph import entry_summary
+from .retrieval.relations import FUNCTIONAL
+from .storage.graph import AtomRecord, MemoryGraph, Relation
+
+if TYPE_CHECKING:
+    from .storage.base import BaseMemoryStore
+
+__all__ = [
+    "ATOM_STATUSES",
+    "ATOM_TYPES",
+    "Atom",
+    "AtomBook",
+    "build_atoms",
+    "classify_atom",
+    "memory_graph",
+    "ttl_seconds",
+]
+
+ATOM_TYPES: tuple[str, ...] = ("episode", "plan", "fact", "relation", "preference", "unknown")
+ATOM_STATUSES: tuple[str, ...] = ("active", "dormant", "superseded", "expired", "forgotten")
+
+MAX_ATOMS = 32
+"""Sentences past this many join the last atom of their memory."""
+
+_DAY = 86_400.0
+_CHUNK = 500
+_INTERPERSONAL = frozenset(
+    {
+        "friend_of",
+        "works_with",
+        "married_to",
+        "sibling_of",
+        "parent_of",
+        "child_of",
+        "manages",
+        "reports_to",
+        "knows",
+        "member_of",
+    }
+)
+_PREFERENCE = re.compile(
+    r"\b(?:likes?|liked|loves?|enjoys?|prefers?|preferred|favou?rite|hates?|dislikes?|"
+    r"can't\s+stand|fond\s+of|into)\b|喜欢|最爱|偏好|讨厌|热爱|喜爱|爱吃|爱喝",
+    re.IGNORECASE,
+)
+_PLAN = re.compile(
+    r"\b(?:will|going\s+to|gonna|plans?\s+to|planning|intends?\s+to|tomorrow|tonight|"
+    r"next\s+(?:week|month|year|weekend|monday|tuesday|wednesday|thursday|friday|saturday|"
+    r"sunday)|later\s+today|scheduled|upcoming|this\s+weekend)\b"
+    r"|打算|计划|准备|将要|将会|明天|后天|下周|下个月|明年|待会|今晚|要去",
+    re.IGNORECASE,
+)
+_EPISODE = re.compile(
+    r"\b(?:yesterday|last\s+(?:week|night|month|year|weekend|time)|ago|earlier\s+today|"
+    r"this\s+morning|went|met|visited|attended|saw|had|did|joined|finished|started)\b"
+    r"|昨天|前天|上周|上个月|去年|刚才|刚刚|那天|(?:去|参加|见|看|吃|买|做|完成)了",
+    re.IGNORECASE,
+)
+_FACT = re.compile(r"\b(?:is|are|was|were|has|have|always|never)\b|是|有", re.IGNORECASE)
+_CATEGORY_TYPES = {
+    "fact": "fact",
+    "capability": "fact",
+    "pattern": "fact",
+    "preference": "preference",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Atom:
+    """One fine-grained fact of a memory, with its status at the time it was read.
+
+    Times are Unix seconds; ``subject``, ``predicate`` and ``object`` are entity keys
+    and a relation name when a typed relation was found in it.
+    """
+
+    id: int
+    memory_id: int
+    position: int
+    text: str
+    type: str
+    status: str
+    subject: str | None
+    predicate: str | None
+    object: str | None
+    importance: float
+    reinforcements: int
+    created_at: float
+    reinforced_at: float
+    expires_at: float
+    superseded_by: int | None
+
+    @property
+    def live(self) -> bool:
+        return self.status == "active"
+
+
+def ttl_seconds(kind: str, importance: float, config: AtomConfig) -> float:
+    """The lifetime of a fresh atom of type ``kind`` (before any reinforcement)."""
+    days = {
+        "episode": config.episode_ttl_days,
+        "plan": config.plan_ttl_days,
+        "fact": config.fact_ttl_days,
+        "relation": config.relation_ttl_days,
+        "preference": config.preference_ttl_days,
+    }.get(kind, config.unknown_ttl_days)
+    return days * _DAY * (1.0 + config.importance_factor * max(0.0, min(1.0, importance)))
+
+
+def classify_atom(text: str, relations: Sequence[Relation], *, category: str = "") -> str:
+    """The type of an atom from its relations, then cue words, then its memory's category."""
+    names = {relation.relation for relation in relations}
+    if names & FUNCTIONAL:
+        return "fact"
+    if names & {"likes", "dislikes"} or _PREFERENCE.search(text):
+        return "preference"
+    if _PLAN.search(text):
+        return "plan"
+    if _EPISODE.search(text):
+        return "episode"
+    if names & _INTERPERSONAL:
+        return "relation"
+    if names - {"related_to"} or _FACT.search(text):
+        return "fact"
+    return _CATEGORY_TYPES.get(category, "unknown")
+
+
+def _fact_key(text: str) -> str:
+    """What identifies a fact said again: a short hash of its canonical words."""
+    canonical = canonical_key(text) or text
+    return hashlib.blake2b(canonical.encode("utf-8"), digest_size=12).hexdigest()
+
+
+def build_atoms(
+    content: str,
+    extraction: Extraction,
+    *,
+    category: str,
+    importance: float,
+    config: AtomConfig,
+) -> tuple[AtomRecord, ...]:
+    """Split ``content`` into typed atoms, with the claims its typed relations make."""
+    sentences = [sentence.strip() for _, sentence in split_sentences(content)]
+    pieces = [(i, s) for i, s in enumerate(sentences) if s]
+    if len(pieces) > MAX_ATOMS:
+        head, tail = pieces[: MAX_ATOMS - 1], pieces[MAX_ATOMS - 1 :]
+        pieces = [*head, (tail[0][0], " ".join(s for _, s in tail))]
+    by_sentence: dict[int, list[Relation]] = {}
+    for relation in extraction.relations:
+        if relation.clause is not None and relation.relation != "related_to":
+            by_sentence.setdefault(relation.clause, []).append(relation)
+    atoms: list[AtomRecord] = []
+    for position, (index, text) in enumerate(pieces):
+        relations = by_sentence.get(index, [])
+        kind = classify_atom(text, relations, category=category)
+        claim = next((r for r in relations if r.relation in FUNCTIONAL), None)
+        claim = claim or (relations[0] if relations else None)
+        atoms.append(
+            AtomRecord(
+                position=position,
+                text=text[:2_000],
+                key=_fact_key(text),
+                type=kind,
+                importance=importance,
+                ttl_seconds=ttl_seconds(kind, importance, config),
+                subject=claim.source if claim else None,
+                predicate=claim.relation if claim else None,
+                object=claim.target if claim else None,
+                functional=claim is not None and claim.relation in FUNCTIONAL,
+            )
+        )
+    return tuple(atoms)
+
+
+_COLUMNS = (
+    "id, memory_id, position, text, type, status, subject, predicate, object, importance, "
+    "reinforcements, created_at, reinforced_at, expires_at, superseded_by, ttl_seconds"
+)
+
+
+class AtomBook:
+    """The atoms of one agent's base memory: reads, statuses and reinforcement."""
+
+    def __init__(self, base: BaseMemoryStore, config: AtomConfig) -> None:
+        self._base = base
+        self._config = config
+
+    def _atom(self, row: Sequence[Any], now: float) -> Atom:
+        status = str(row[5])
+        expires_at, ttl = float(row[13]), float(row[15])
+        if status in ("active", "dormant"):
+            if now < expires_at:
+                status = "active"
+            elif now < expires_at + ttl * self._config.dormant_fraction:
+                status = "dormant"
+            else:
+                status = "expired"
+        return Atom(
+            id=int(row[0]),
+            memory_id=int(row[1]),
+            position=int(row[2]),
+            text=str(row[3]),
+            type=str(row[4]),
+            status=status,
+            subject=row[6],
+            predicate=row[7],
+            object=row[8],
+            importance=float(row[9]),
+            reinforcements=int(row[10]),
+            created_at=float(row[11]),
+            reinforced_at=float(row[12]),
+            expires_at=expires_at,
+            superseded_by=None if row[14] is None else int(row[14]),
+        )
+
+    async def atoms(self, memory_ids: Iterable[int], now: float) -> dict[int, list[Atom]]:
+        """Every atom of these memories (any status), in order, keyed by memory id."""
+        wanted = list(dict.fromkeys(int(i) for i in memory_ids))
+        found: dict[int, list[Atom]] = {}
+        for start in range(0, len(wanted), _CHUNK):
+            chunk = wanted[start : start + _CHUNK]
+            rows = await self._base.fetchall(
+                f"SELECT {_COLUMNS} FROM memory_atoms WHERE memory_id IN "
+                f"({','.join('?' * len(chunk))}) ORDER BY memory_id, position",
+                chunk,
+            )
+            for row in rows:
+                atom = self._atom(row, now)
+                found.setdefault(atom.memory_id, []).append(atom)
+        return found
+
+    async def live(self, memory_id: int, now: float) -> builtins.list[Atom]:
+        """The atoms of a memory that are live now (the ones to recall), in order."""
+        return [a for a in (await self.atoms([memory_id], now)).get(memory_id, []) if a.live]
+
+    async def hidden(self, memory_ids: Iterable[int], now: float) -> set[int]:
+        """The memories among ``memory_ids`` that have atoms but none live now."""
+        wanted = list(dict.fromkeys(int(i) for i in memory_ids))
+        hidden: set[int] = set()
+        for start in range(0, len(wanted), _CHUNK):
+            chunk = wanted[start : start + _CHUNK]
+            rows = await self._base.fetchall(
+                "SELECT memory_id FROM memory_atoms WHERE memory_id IN "
+                f"({','.join('?' * len(chunk))}) GROUP BY memory_id "
+                "HAVING sum(status = 'active' AND expires_at > ?) = 0",
+                [*chunk, now],
+            )
+            hidden.update(int(row[0]) for row in rows)
+        return hidden
+
+    async def refresh(self, now: float) -> dict[str, int]:
+        """Record lapsed lifetimes: active -> dormant -> expired. Returns counts changed."""
+        fraction = self._config.dormant_fraction
+        async with self._base.transaction() as db:
+            cursor = await db.execute(
+                "UPDATE memory_atoms SET status = 'expired' WHERE status IN "
+                "('active', 'dormant') AND expires_at + ttl_seconds * ? <= ?",
+                (fraction, now),
+            )
+            expired = cursor.rowcount
+            await cursor.close()
+            cursor = await db.execute(
+                "UPDATE memory_atoms SET status = 'dormant' "
+                "WHERE status = 'active' AND expires_at <= ?",
+                (now,),
+            )
+            dormant = cursor.rowcount
+            await cursor.close()
+        return {"dormant": dormant, "expired": expired}
+
+    async def reinforce(self, memory_ids: Iterable[int], now: float) -> int:
+        """Reinforce the live and dormant atoms of these memories; returns how many."""
+        wanted = list(dict.fromkeys(int(i) for i in memory_ids))
+        changed = 0
+        factor, fraction = self._config.reinforcement_factor, self._config.dormant_fraction
+        async with self._base.transaction() as db:
+            for start in range(0, len(wanted), _CHUNK):
+                chunk = wanted[start : start + _CHUNK]
+                cursor = await db.execute(
+                    "UPDATE memory_atoms SET reinforcements = reinforcements + 1, "
+                    "reinforced_at = ?, status = 'active', "
+                    "expires_at = ? + ttl_seconds * (1 + ? * (reinforcements + 1)) "
+                    f"WHERE memory_id IN ({','.join('?' * len(chunk))}) "
+                    "AND status IN ('active', 'dormant') AND expires_at + ttl_seconds * ? > ?",
+                    [now, now, factor, *chunk, fraction, now],
+                )
+                changed += cursor.rowcount
+                await cursor.close()
+        return changed
+
+    async def forget(self, atom_id: int) -> Atom:
+        """Mark one atom forgotten (its memory stays). Raises MemoryNotFound."""
+        async with self._base.transaction() as db:
+            cursor = await db.execute(
+                "UPDATE memory_atoms SET status = 'forgotten' WHERE id = ?", (int(atom_id),)
+            )
+            changed = cursor.rowcount
+            await cursor.close()
+        if not changed:
+            raise MemoryNotFound(f"there is no memory atom with id {atom_id}")
+        rows = await self._base.fetchall(
+            f"SELECT {_COLUMNS} FROM memory_atoms WHERE id = ?", (int(atom_id),)
+        )
+        return self._atom(rows[0], 0.0)
+
+    async def counts(self, now: float) -> dict[str, int]:
+        """How many atoms have each status now."""
+        rows = await self._base.fetchall(
+            "SELECT CASE WHEN status IN ('active', 'dormant') THEN CASE "
+            "WHEN expires_at > ? THEN 'active' "
+            "WHEN expires_at + ttl_seconds * ? > ? THEN 'dormant' ELSE 'expired' END "
+            "ELSE status END AS effective, count(*) FROM memory_atoms GROUP BY effective",
+            (now, self._config.dormant_fraction, now),
+        )
+        return {str(row[0]): int(row[1]) for row in rows}
+
+
+def memory_graph(
+    content: str,
+    extraction: Extraction,
+    *,
+    category: str,
+    importance: float,
+    config: AtomConfig,
+) -> MemoryGraph:
+    """Everything the graph tables hold for one memory: entities, relations, entry, atoms."""
+    relation_type = next(
+        (r.relation for r in extraction.relations if r.relation != "related_to"), None
+    )
+    return MemoryGraph(
+        entities=extraction.entities,
+        relations=extraction.relations,
+        summary=entry_summary(extraction),
+        relation_type=relation_type,
+        atoms=build_atoms(
+            content, extraction, category=category, importance=importance, config=config
+        ),
+        reinforcement_factor=config.reinforcement_factor,
+        dormant_fraction=config.dormant_fraction,
+    )

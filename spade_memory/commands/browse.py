@@ -1,0 +1,220 @@
+"""Subcommands that look into a memory: ``ls``, ``stats``, ``search``, ``show`` (and ``forget``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sqlite3
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from ..identity import AgentIdentity
+from ..storage.registry import Registry
+from .common import (
+    file_size,
+    memory_root,
+    open_memory,
+    out,
+    print_json,
+    run_command,
+    say,
+    short,
+    table,
+)
+
+__all__ = ["forget", "ls", "search", "show", "stats"]
+
+
+def _count_memories(database: Path) -> int | None:
+    try:
+        connection = sqlite3.connect(database, timeout=10)
+        try:
+            return int(connection.execute("SELECT count(*) FROM memories").fetchone()[0])
+        finally:
+            connection.close()
+    except sqlite3.Error:
+        return None
+
+
+def ls(args: argparse.Namespace) -> int:
+    async def work() -> int:
+        from ..maintenance.backup import list_backups
+
+        root = memory_root(args)
+        rows: list[dict[str, Any]] = []
+        for stem, jid in Registry(root).agents().items():
+            identity = AgentIdentity(jid=jid, stem=stem)
+            database = root / identity.database_name
+            rows.append(
+                {
+                    "jid": jid,
+                    "stem": stem,
+                    "memories": _count_memories(database) if database.exists() else None,
+                    "database_bytes": file_size(database),
+                    "notes_bytes": file_size(root / identity.interactions_name),
+                    "snapshot_bytes": file_size(root / identity.snapshot_name),
+                    "backups": len(list_backups(root, stem=stem)),
+                }
+            )
+        if args.json:
+            print_json({"root": str(root), "agents": rows})
+            return 0
+        columns = ("agent", "memories", "database", "notes", "vectors", "backups")
+        cells = [
+            (
+                r["jid"],
+                r["memories"],
+                r["database_bytes"],
+                r["notes_bytes"],
+                r["snapshot_bytes"],
+                r["backups"],
+            )
+            for r in rows
+        ]
+        out().print(table(f"{root} ({len(rows)} agents; sizes in bytes)", columns, cells))
+        return 0
+
+    return run_command(work)
+
+
+def stats(args: argparse.Namespace) -> int:
+    async def work() -> int:
+        async with open_memory(args) as memory:
+            stats = await memory.stats()
+            base = memory.base_store
+            atoms = await base.fetchall("SELECT status, count(*) FROM memory_atoms GROUP BY status")
+            fingerprints = await base.fetchall(
+                "SELECT fingerprint, count(*) FROM embeddings GROUP BY fingerprint"
+            )
+            data = {
+                "agent": stats.agent,
+                "memories": stats.total,
+                "by_category": stats.by_category,
+                "by_status": stats.by_status,
+                "embedded": stats.embedded,
+                "pending_embeddings": stats.pending_embeddings,
+                "vectors_by_fingerprint": {str(r[0]): int(r[1]) for r in fingerprints},
+                "atoms_by_status": {str(r[0]): int(r[1]) for r in atoms},
+                "conversations": stats.conversations,
+                "notes": stats.notes,
+                "activity": await base.agent_stats(),
+                "maintenance_last_runs": await memory.maintenance.last_runs(),
+            }
+        if args.json:
+            print_json(data)
+            return 0
+        rows = _flatten(data)
+        out().print(table(f"memory of {data['agent']}", ("", "value"), rows, wide="value"))
+        return 0
+
+    return run_command(work)
+
+
+def _flatten(
+    data: Mapping[str, Any], prefix: str = "", *, times: bool = False, nested: bool = True
+) -> list[Any]:
+    """``(dotted key, value)`` rows of nested data; times (Unix seconds) as UTC dates."""
+    rows: list[tuple[str, Any]] = []
+    for key, value in data.items():
+        is_time = times or key.endswith(("_at", "_runs", "_accessed"))
+        if nested and isinstance(value, Mapping) and value:
+            rows.extend(_flatten(value, f"{prefix}{key}.", times=is_time))
+        elif value in (None, {}):
+            rows.append((f"{prefix}{key}", "-"))
+        elif is_time and isinstance(value, int | float) and not isinstance(value, bool):
+            when = datetime.fromtimestamp(value, UTC)
+            rows.append((f"{prefix}{key}", when.isoformat(timespec="seconds")))
+        else:
+            rows.append((f"{prefix}{key}", value))
+    return rows
+
+
+def search(args: argparse.Namespace) -> int:
+    async def work() -> int:
+        async with open_memory(args) as memory:
+            results = await memory.search(args.query, limit=args.limit, explain=args.explain)
+        if args.json:
+            print_json(
+                [
+                    {
+                        "score": r.score,
+                        "memory": r.memory.to_dict(),
+                        "explanation": _explanation(r.explanation),
+                    }
+                    for r in results
+                ]
+            )
+            return 0
+        columns = ["id", "score", "category", "content"]
+        if args.explain:
+            columns += ["kw", "vec", "graph", "routes"]
+        rows = []
+        for r in results:
+            row: list[Any] = [r.memory.id, f"{r.score:.3f}", r.memory.category]
+            row.append(short(r.memory.content))
+            if args.explain and r.explanation is not None:
+                e = r.explanation
+                row += [_num(e.keyword_score), _num(e.vector_score), _num(e.graph_score)]
+                row.append("+".join(route[0] for route in e.routes))  # k+v+g
+            rows.append(row)
+        title = f"{len(results)} results for {args.query!r}"
+        out().print(table(title, columns, rows, wide="content"))
+        return 0
+
+    return run_command(work)
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def _explanation(explanation: Any) -> dict[str, Any] | None:
+    if explanation is None:
+        return None
+    from dataclasses import asdict
+
+    data: dict[str, Any] = asdict(explanation)
+    data["routes"] = list(data["routes"])
+    return data
+
+
+def show(args: argparse.Namespace) -> int:
+    async def work() -> int:
+        async with open_memory(args) as memory:
+            found = await memory.get(args.id)
+            atoms = await memory.atoms(found.id)
+        if args.json:
+            print_json({"memory": found.to_dict(), "atoms": [_atom(a) for a in atoms]})
+            return 0
+        console = out()
+        fields = [
+            (key, json.dumps(value, ensure_ascii=False) if isinstance(value, dict) else value)
+            for key, value in _flatten(found.to_dict(), nested=False)
+        ]
+        console.print(table(f"memory {found.id}", ("field", "value"), fields, wide="value"))
+        rows = [(a.id, a.type, a.status, short(a.text, 60)) for a in atoms]
+        console.print(table("atoms", ("id", "type", "status", "text"), rows, wide="text"))
+        return 0
+
+    return run_command(work)
+
+
+def _atom(atom: Any) -> dict[str, Any]:
+    from dataclasses import asdict
+
+    return asdict(atom)
+
+
+def forget(args: argparse.Namespace) -> int:
+    async def work() -> int:
+        async with open_memory(args) as memory:
+            await memory.forget(args.id)
+        if args.json:
+            print_json({"forgotten": args.id})
+        else:
+            say(f"forgot memory {args.id} of {args.jid}")
+        return 0
+
+    return run_command(work)

@@ -1,0 +1,295 @@
+"""Backups of an agent's memory: take, list, restore, and keep only so many days.
+
+A backup is a copy of the live SQLite database made with SQLite's online backup
+API (never a file copy of a database in use) plus a copy of the interaction
+notes (written atomically, so a plain read is consistent), under ``backup/`` in
+the memory root::
+
+    backup/{stem}_base_memory.{YYYYmmddTHHMMSS}.db
+    backup/{stem}_interactions.{YYYYmmddTHHMMSS}.json
+
+Migrations leave ``{stem}_base_memory.v{N}.{stamp}.db`` there too, and a restore
+first saves the database it replaces as ``....pre-restore.db``. Backups older
+than :attr:`~spade_memory.config.StorageConfig.backup_keep_days` are removed,
+except the newest of each agent.
+
+A restore writes into a closed agent's database (again through the backup API)
+and refuses one open in this process. The FAISS snapshot, a cache, is removed so
+that the next open rebuilds it from the restored vectors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import calendar
+import contextlib
+import logging
+import re
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import ConfigError, StorageError
+from ..identity import AgentIdentity, resolve_inside
+from ..storage.base import BaseMemoryStore
+from ..storage.files import atomic_write_bytes
+from ..storage.registry import Registry
+from ..storage.schema import SCHEMA_VERSION
+
+if TYPE_CHECKING:
+    from ..manager import MemoryManager
+
+__all__ = [
+    "BACKUP_FOLDER",
+    "BackupInfo",
+    "backup_memory",
+    "list_backups",
+    "prune_backups",
+    "restore_backup",
+]
+
+logger = logging.getLogger(__name__)
+
+BACKUP_FOLDER = "backup"
+_DAY = 86_400.0
+_STAMP = "%Y%m%dT%H%M%S"
+_NAME = re.compile(
+    r"^(?P<stem>.+)_base_memory\.(?:v(?P<version>\d+)\.)?(?P<stamp>\d{8}T\d{6})"
+    r"(?:-(?P<n>\d+))?(?P<pre>\.pre-restore)?\.db$"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class BackupInfo:
+    """One backup file: whose, when (Unix seconds, from its name), how big, what kind.
+
+    ``kind`` is ``"manual"`` (on request or scheduled), ``"migration"`` (taken
+    before a schema migration) or ``"pre-restore"`` (the database a restore replaced).
+    """
+
+    path: Path
+    stem: str
+    created_at: float
+    size: int
+    kind: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": str(self.path),
+            "stem": self.stem,
+            "created_at": self.created_at,
+            "size": self.size,
+            "kind": self.kind,
+        }
+
+
+def _stamp(when: float) -> str:
+    return time.strftime(_STAMP, time.gmtime(when))
+
+
+def _notes_backup(database_backup: Path) -> Path:
+    """The notes file that goes with a database backup."""
+    match = _NAME.match(database_backup.name)
+    if match is None:
+        return database_backup.with_suffix(".json")
+    suffix = match["stamp"] + (f"-{match['n']}" if match["n"] else "")
+    return database_backup.with_name(f"{match['stem']}_interactions.{suffix}.json")
+
+
+def _folder(root: Path) -> Path:
+    return resolve_inside(root, BACKUP_FOLDER)
+
+
+async def backup_memory(manager: MemoryManager) -> Path:
+    """Back up the memory of an open manager now; returns the database backup's path.
+
+    Backups older than ``backup_keep_days`` are removed afterwards.
+
+    Raises:
+        ConfigError: the memory is in-memory (it has no root to back up into).
+        StorageError: the backup failed; no partial file is left.
+    """
+    root = manager.root
+    if root is None:
+        raise ConfigError("an in-memory memory has no root folder: there is nowhere to back it up")
+    now = manager.now()
+    folder = _folder(root)
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    stem = manager.identity.stem
+    target = folder / f"{stem}_base_memory.{_stamp(now)}.db"
+    serial = 1
+    while target.exists():
+        serial += 1
+        target = folder / f"{stem}_base_memory.{_stamp(now)}-{serial}.db"
+    await manager.base_store.backup_to(target)
+    await asyncio.to_thread(_standalone, target)
+    notes = resolve_inside(root, manager.identity.interactions_name)
+    try:
+        data = notes.read_bytes()
+    except FileNotFoundError:
+        data = None
+    except OSError as exc:
+        raise StorageError(f"could not read {notes} to back it up: {exc}") from exc
+    if data is not None:
+        atomic_write_bytes(_notes_backup(target), data)
+    prune_backups(root, keep_days=manager.config.storage.backup_keep_days, now=now, stem=stem)
+    logger.info("%s: backed up to %s", manager.jid, target)
+    return target
+
+
+def list_backups(root: Path, *, stem: str | None = None) -> list[BackupInfo]:
+    """The database backups under ``root`` (of one agent's ``stem``), oldest first."""
+    try:
+        entries = list(_folder(root).iterdir())
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        raise StorageError(f"could not list the backups in {root}: {exc}") from exc
+    found: list[BackupInfo] = []
+    for entry in entries:
+        match = _NAME.match(entry.name)
+        if match is None or (stem is not None and match["stem"] != stem):
+            continue
+        created = calendar.timegm(time.strptime(match["stamp"], _STAMP))
+        with contextlib.suppress(OSError):
+            kind = "pre-restore" if match["pre"] else "migration" if match["version"] else "manual"
+            found.append(
+                BackupInfo(entry, match["stem"], float(created), entry.stat().st_size, kind)
+            )
+    return sorted(found, key=lambda info: (info.created_at, info.path.name))
+
+
+def prune_backups(
+    root: Path, *, keep_days: float, now: float, stem: str | None = None
+) -> list[Path]:
+    """Remove backups older than ``keep_days``, keeping the newest of each agent.
+
+    Returns the database backups removed (their notes files go with them).
+    """
+    backups = list_backups(root, stem=stem)
+    newest: dict[str, BackupInfo] = {}
+    for info in backups:
+        newest[info.stem] = info
+    cutoff = now - keep_days * _DAY
+    removed: list[Path] = []
+    for info in backups:
+        if info.created_at >= cutoff or newest[info.stem] is info:
+            continue
+        for path in (info.path, _notes_backup(info.path)):
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+        removed.append(info.path)
+    if removed:
+        logger.info("removed %d backups older than %g days from %s", len(removed), keep_days, root)
+    return removed
+
+
+def _check_backup(source: sqlite3.Connection, backup: Path, jid: str) -> None:
+    try:
+        (status,) = source.execute("PRAGMA quick_check").fetchone()
+        (version,) = source.execute("PRAGMA user_version").fetchone()
+        owner = source.execute("SELECT value FROM meta WHERE key = 'agent'").fetchone()
+    except sqlite3.Error as exc:
+        raise StorageError(f"{backup} is not a readable memory backup: {exc}") from exc
+    if status != "ok":
+        raise StorageError(f"{backup} is damaged ({status}); choose another backup")
+    if owner is None or owner[0] != jid:
+        whose = "no agent" if owner is None else repr(owner[0])
+        raise StorageError(f"{backup} holds the memory of {whose}, not of {jid!r}")
+    if int(version) > SCHEMA_VERSION:
+        raise StorageError(
+            f"{backup} has schema version {version}, newer than this spade_memory "
+            f"supports ({SCHEMA_VERSION}); upgrade spade_memory"
+        )
+
+
+def restore_backup(root: Path, jid: str, backup: Path, *, now: float | None = None) -> Path:
+    """Replace a closed agent's memory with a backup (blocking: run it in a thread).
+
+    The database being replaced is saved first as a ``pre-restore`` backup. The
+    notes are restored too when the backup has them.
+
+    Args:
+        root: the memory root.
+        jid: the agent whose memory is restored.
+        backup: a database backup of that agent (any path).
+        now: the time used to name the pre-restore backup (default: now).
+
+    Returns:
+        The pre-restore backup, or the database path when there was nothing to save.
+
+    Raises:
+        InvalidAgentId: ``jid`` is not a valid JID.
+        StorageError: the memory is open in this process, the backup is missing,
+            damaged or another agent's, or the restore failed.
+    """
+    identity = AgentIdentity.of(jid)
+    root = Path(root).expanduser().resolve()
+    database = resolve_inside(root, identity.database_name)
+    if BaseMemoryStore.is_open(database):
+        raise StorageError(
+            f"the memory of {identity.jid} is open in this process; stop the agent "
+            "(close its MemoryManager) before restoring it"
+        )
+    backup = Path(backup).expanduser().resolve()
+    if not backup.is_file():
+        raise StorageError(f"there is no backup file at {backup}")
+    saved = database
+    when = time.time() if now is None else now
+    try:
+        source = sqlite3.connect(backup)
+    except sqlite3.Error as exc:
+        raise StorageError(f"could not open the backup {backup}: {exc}") from exc
+    try:
+        _check_backup(source, backup, identity.jid)
+        root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if database.exists():
+            folder = _folder(root)
+            folder.mkdir(exist_ok=True, mode=0o700)
+            saved = folder / f"{identity.stem}_base_memory.{_stamp(when)}.pre-restore.db"
+            _copy(database, saved)
+        target = sqlite3.connect(database)
+        try:
+            source.backup(target)
+        finally:
+            target.close()
+    except sqlite3.Error as exc:
+        raise StorageError(f"restoring {backup} into {database} failed: {exc}") from exc
+    finally:
+        source.close()
+    with contextlib.suppress(FileNotFoundError):
+        resolve_inside(root, identity.snapshot_name).unlink()  # a cache of the old vectors
+    notes = _notes_backup(backup)
+    if notes.is_file():
+        atomic_write_bytes(resolve_inside(root, identity.interactions_name), notes.read_bytes())
+    Registry(root).register(identity)
+    logger.info("restored the memory of %s from %s", identity.jid, backup)
+    return saved
+
+
+def _copy(database: Path, target: Path) -> None:
+    """Copy a (closed) database with the backup API, so its WAL is included."""
+    source = sqlite3.connect(database)
+    try:
+        copy = sqlite3.connect(target)
+        try:
+            source.backup(copy)
+        finally:
+            copy.close()
+    finally:
+        source.close()
+    _standalone(target)
+
+
+def _standalone(path: Path) -> None:
+    """Switch a backup copy out of WAL mode: one self-contained file, no sidecars."""
+    try:
+        copy = sqlite3.connect(path)
+        try:
+            copy.execute("PRAGMA journal_mode = DELETE")
+        finally:
+            copy.close()
+    except sqlite3.Error as exc:
+        raise StorageError(f"could not finish the backup {path}: {exc}") from exc

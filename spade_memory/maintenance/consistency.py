@@ -1,0 +1,436 @@
+"""The consistency check: memories against their keyword rows, vectors, FAISS ids and graph.
+
+SQLite's ``memories`` table is the truth; everything else is derived from it, is
+checked against it (each kind of problem: :data:`CHECK_KINDS`), then, with
+``repair``, mended incrementally: a missing keyword row is indexed again with the
+tokenizer and an orphaned one deleted; vectors of no memory, or malformed, are
+deleted; a memory without a vector of the current embedder is handed to the
+background embedder; FAISS is made to hold exactly the stored vectors; orphaned
+graph rows are deleted and a missing graph extracted again. Integrity problems
+of SQLite itself are reported, not mended: restore a backup.
+
+The deep checks (``deep=True``) also tokenize every memory again, compare each
+FAISS vector with its stored one and run ``PRAGMA integrity_check``.
+
+Every repair runs in a write transaction that checks again what it mends, so
+the check can run while the agent keeps writing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import logging
+import math
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..models import Memory
+from ..retrieval.tokenizer import get_tokenizer
+from .rebuild import Progress, report_progress
+from .report import CHECK_KINDS, ConsistencyReport
+from .rewrite import extract_all, vectors_of, write_graphs
+
+if TYPE_CHECKING:
+    from ..manager import MemoryManager
+
+__all__ = ["CHECK_KINDS", "ConsistencyChecker", "ConsistencyReport"]
+
+logger = logging.getLogger(__name__)
+
+# Found after every embedder change or burst of writes: the embedder catches up.
+_ROUTINE = frozenset({"vectors_missing", "vectors_wrong_fingerprint"})
+_SAMPLE = 20
+_BATCH = 500
+_TOLERANCE = 1e-3
+
+# Graph rows that belong to nothing: (table, condition), deleted in this order.
+_GRAPH_ORPHANS: tuple[tuple[str, str], ...] = (
+    (
+        "graph_edges",
+        "memory_id NOT IN (SELECT id FROM memories) "
+        "OR source_id NOT IN (SELECT id FROM graph_nodes) "
+        "OR target_id NOT IN (SELECT id FROM graph_nodes)",
+    ),
+    ("memory_atoms", "memory_id NOT IN (SELECT id FROM memories)"),
+    ("graph_entries", "memory_id NOT IN (SELECT id FROM memories)"),
+    ("graph_embeddings", "memory_id NOT IN (SELECT memory_id FROM graph_entries)"),
+    ("graph_entries_fts", "rowid NOT IN (SELECT memory_id FROM graph_entries)"),
+    (
+        "graph_entry_nodes",
+        "memory_id NOT IN (SELECT memory_id FROM graph_entries) "
+        "OR node_id NOT IN (SELECT id FROM graph_nodes)",
+    ),
+    (
+        "graph_nodes",
+        "id NOT IN (SELECT node_id FROM graph_entry_nodes) "
+        "AND id NOT IN (SELECT source_id FROM graph_edges) "
+        "AND id NOT IN (SELECT target_id FROM graph_edges)",
+    ),
+)
+
+
+def _marks(count: int) -> str:
+    return ",".join("?" * count)
+
+
+class ConsistencyChecker:
+    """Checks one open memory and, when asked, repairs it.
+
+    Args:
+        manager: the open memory.
+        progress: called with ``(steps done, steps)`` as the check goes.
+        on_phase: called with ``"checking"`` or ``"repairing"`` as the work changes.
+    """
+
+    def __init__(
+        self,
+        manager: MemoryManager,
+        *,
+        progress: Progress | None = None,
+        on_phase: Callable[[str], None] | None = None,
+    ) -> None:
+        self._manager = manager
+        self._base = manager.base_store
+        self._progress = progress
+        self._on_phase = on_phase or (lambda phase: None)
+        self._tokenizer = get_tokenizer()
+
+    async def run(self, *, repair: bool = False, deep: bool = False) -> ConsistencyReport:
+        """Check every kind of :data:`CHECK_KINDS` (the deep ones with ``deep``)."""
+        report = ConsistencyReport(deep=deep, repair=repair)
+        steps: builtins.list[Callable[[ConsistencyReport, bool, bool], Any]] = [
+            self._fts,
+            self._vectors,
+            self._index,
+            self._graph,
+        ]
+        if deep:
+            steps.append(self._integrity)
+        for done, step in enumerate(steps):
+            await report_progress(self._progress, done, len(steps))
+            self._on_phase("checking")
+            await step(report, repair, deep)
+        await report_progress(self._progress, len(steps), len(steps))
+        if report.problems:
+            routine = set(report.found) <= _ROUTINE
+            logger.log(
+                logging.INFO if routine else logging.WARNING,
+                "%s: consistency check found %s; %d left unmended",
+                self._base.agent,
+                report.found,
+                report.remaining,
+            )
+        return report
+
+    # -- keyword index ---------------------------------------------------------
+
+    def _tokens(self, content: str, context: str | None) -> tuple[str, str]:
+        tokenize = self._tokenizer.tokenize
+        return " ".join(tokenize(content)), " ".join(tokenize(context or ""))
+
+    async def _detect(self, sql: str, params: Sequence[Any] = ()) -> builtins.list[Any]:
+        """Rows of a detection query, confirmed under the write lock if there are any.
+
+        Reads share the connection with writes, so outside a transaction they may
+        see one half done (a memory inserted, its keyword row not yet); under the
+        write lock no write is under way.
+        """
+        rows = await self._base.fetchall(sql, params)
+        if not rows:
+            return rows
+        async with self._base.transaction() as db:
+            return list(await db.execute_fetchall(sql, params))
+
+    async def _ids(self, sql: str, params: Sequence[Any] = ()) -> builtins.list[int]:
+        return [int(row[0]) for row in await self._detect(sql, params)]
+
+    async def _fts(self, report: ConsistencyReport, repair: bool, deep: bool) -> None:
+        missing = await self._ids(
+            "SELECT id FROM memories WHERE id NOT IN (SELECT rowid FROM memories_fts) ORDER BY id"
+        )
+        orphaned = await self._ids(
+            "SELECT rowid FROM memories_fts WHERE rowid NOT IN (SELECT id FROM memories)"
+        )
+        report.add("fts_missing", missing)
+        report.add("fts_orphaned", orphaned)
+        stale: builtins.list[int] = []
+        if deep:
+            stale = await self._stale_fts()
+            report.add("fts_stale", stale)
+        if not repair:
+            return
+        self._on_phase("repairing")
+        report.mend("fts_missing", await self._reindex(missing))
+        report.mend("fts_stale", await self._reindex(stale))
+        if orphaned:
+            async with self._base.transaction() as db:
+                for start in range(0, len(orphaned), _BATCH):
+                    chunk = orphaned[start : start + _BATCH]
+                    cursor = await db.execute(
+                        f"DELETE FROM memories_fts WHERE rowid IN ({_marks(len(chunk))}) "
+                        "AND rowid NOT IN (SELECT id FROM memories)",
+                        chunk,
+                    )
+                    report.mend("fts_orphaned", cursor.rowcount)
+                    await cursor.close()
+            self._manager.notify_changed()
+
+    async def _stale_fts(self) -> builtins.list[int]:
+        stale: builtins.list[int] = []
+        last = 0
+        while True:
+            rows = await self._base.fetchall(
+                "SELECT m.id, m.content, m.context, f.content_tokens, f.context_tokens "
+                "FROM memories AS m JOIN memories_fts AS f ON f.rowid = m.id "
+                "WHERE m.id > ? ORDER BY m.id LIMIT ?",
+                (last, _BATCH),
+            )
+            if not rows:
+                return stale
+
+            def compare(batch: Sequence[Any] = rows) -> builtins.list[int]:
+                return [
+                    int(r[0]) for r in batch if self._tokens(r[1], r[2]) != (r[3] or "", r[4] or "")
+                ]
+
+            stale.extend(await asyncio.to_thread(compare))
+            last = int(rows[-1][0])
+
+    def _tokens_of(self, memories: Sequence[Memory]) -> builtins.list[tuple[str, str]]:
+        return [self._tokens(m.content, m.context) for m in memories]
+
+    async def _reindex(self, ids: Sequence[int]) -> int:
+        """Write the keyword rows of these memories again; returns how many."""
+        written = 0
+        for start in range(0, len(ids), _BATCH):
+            found = await self._base.get_many(ids[start : start + _BATCH])
+            memories = list(found.values())
+            tokens = await asyncio.to_thread(self._tokens_of, memories)
+            async with self._base.transaction() as db:
+                for memory, (content_tokens, context_tokens) in zip(memories, tokens, strict=True):
+                    rows = await db.execute_fetchall(
+                        "SELECT 1 FROM memories WHERE id = ? AND content = ? AND context IS ?",
+                        (memory.id, memory.content, memory.context),
+                    )
+                    if not rows:  # changed meanwhile: its own write indexed it
+                        continue
+                    await db.execute("DELETE FROM memories_fts WHERE rowid = ?", (memory.id,))
+                    await db.execute(
+                        "INSERT INTO memories_fts (rowid, content_tokens, context_tokens) "
+                        "VALUES (?, ?, ?)",
+                        (memory.id, content_tokens, context_tokens),
+                    )
+                    written += 1
+        if written:
+            self._manager.notify_changed()
+        return written
+
+    # -- stored vectors ------------------------------------------------------
+
+    async def _vectors(self, report: ConsistencyReport, repair: bool, deep: bool) -> None:
+        indexer = self._manager.indexer
+        orphaned = await self._ids(
+            "SELECT memory_id FROM embeddings WHERE memory_id NOT IN (SELECT id FROM memories)"
+        )
+        malformed = await self._ids(
+            "SELECT memory_id FROM embeddings WHERE dim < 1 OR length(vector) != dim * 4"
+        )
+        if deep:
+            malformed = sorted(set(malformed) | set(await self._non_finite()))
+        report.add("vectors_orphaned", orphaned)
+        report.add("vectors_malformed", malformed)
+        missing: builtins.list[int] = []
+        foreign: builtins.list[int] = []
+        if indexer is not None:
+            missing = await self._ids(
+                "SELECT id FROM memories WHERE id NOT IN (SELECT memory_id FROM embeddings) "
+                "ORDER BY id"
+            )
+            foreign = await self._ids(
+                "SELECT memory_id FROM embeddings WHERE fingerprint != ? OR dim != ? "
+                "ORDER BY memory_id",
+                (indexer.embedder.fingerprint, indexer.embedder.dim),
+            )
+            foreign = [i for i in foreign if i not in set(malformed)]
+            report.add("vectors_missing", missing)
+            report.add("vectors_wrong_fingerprint", foreign)
+        if not repair:
+            return
+        self._on_phase("repairing")
+        doomed = sorted(set(orphaned) | set(malformed))
+        if doomed:
+            async with self._base.transaction() as db:
+                for start in range(0, len(orphaned), _BATCH):
+                    chunk = orphaned[start : start + _BATCH]
+                    await db.execute(
+                        f"DELETE FROM embeddings WHERE memory_id IN ({_marks(len(chunk))}) "
+                        "AND memory_id NOT IN (SELECT id FROM memories)",
+                        chunk,
+                    )
+                for start in range(0, len(malformed), _BATCH):
+                    chunk = malformed[start : start + _BATCH]
+                    await db.execute(
+                        f"DELETE FROM embeddings WHERE memory_id IN ({_marks(len(chunk))})", chunk
+                    )
+            report.mend("vectors_orphaned", len(orphaned))
+            report.mend("vectors_malformed", len(malformed))
+            if indexer is not None:
+                indexer.remove(doomed)
+        if indexer is not None and (missing or foreign or malformed):
+            indexer.notify()  # the background embedder embeds what has no current vector
+            report.mend("vectors_missing", len(missing))
+            report.mend("vectors_wrong_fingerprint", len(foreign))
+
+    async def _non_finite(self) -> builtins.list[int]:
+        bad: builtins.list[int] = []
+        last = 0
+        while True:
+            rows = await self._base.fetchall(
+                "SELECT memory_id, vector, dim FROM embeddings WHERE memory_id > ? "
+                "AND length(vector) = dim * 4 AND dim > 0 ORDER BY memory_id LIMIT ?",
+                (last, _BATCH),
+            )
+            if not rows:
+                return bad
+            for memory_id, blob, dim in rows:
+                vector = np.frombuffer(blob, dtype=np.float32, count=int(dim))
+                if not np.isfinite(vector).all():
+                    bad.append(int(memory_id))
+            last = int(rows[-1][0])
+
+    # -- FAISS index -------------------------------------------------------------
+
+    async def _index(self, report: ConsistencyReport, repair: bool, deep: bool) -> None:
+        indexer = self._manager.indexer
+        if indexer is None:
+            return
+        fingerprint, dim = indexer.embedder.fingerprint, indexer.embedder.dim
+        valid = (
+            "SELECT memory_id FROM embeddings WHERE fingerprint = ? AND dim = ? "
+            "AND length(vector) = dim * 4"
+        )
+        rows = await self._base.fetchall(valid, (fingerprint, dim))
+        stored_ids = np.fromiter((int(r[0]) for r in rows), dtype=np.int64, count=len(rows))
+        present = indexer.index.ids()
+        if len(np.setxor1d(stored_ids, present)):  # confirm with no write under way
+            async with self._base.transaction() as db:
+                rows = list(await db.execute_fetchall(valid, (fingerprint, dim)))
+                stored_ids = np.fromiter((int(r[0]) for r in rows), dtype=np.int64, count=len(rows))
+                present = indexer.index.ids()
+        missing = np.setdiff1d(stored_ids, present).tolist()
+        extra = np.setdiff1d(present, stored_ids).tolist()
+        report.add("index_missing", missing)
+        report.add("index_extra", extra)
+        stale: builtins.list[int] = []
+        if deep:
+            stale = await self._stale_index(np.intersect1d(stored_ids, present).tolist())
+            report.add("index_stale", stale)
+        if not repair or not (missing or extra or stale):
+            return
+        self._on_phase("repairing")
+        # Under the write lock nothing commits meanwhile: FAISS is made to hold
+        # exactly the vectors SQLite holds now.
+        async with self._base.transaction() as db:
+            rows = list(await db.execute_fetchall(valid, (fingerprint, dim)))
+            now_stored = np.fromiter((int(r[0]) for r in rows), dtype=np.int64, count=len(rows))
+            now_present = indexer.index.ids()
+            indexer.index.remove(np.setdiff1d(now_present, now_stored))
+            wanted = set(np.setdiff1d(now_stored, now_present).tolist()) | set(stale)
+            suspects = sorted(wanted & set(now_stored.tolist()))
+            for start in range(0, len(suspects), _BATCH):
+                chunk = suspects[start : start + _BATCH]
+                found = await db.execute_fetchall(
+                    f"{valid} AND memory_id IN ({_marks(len(chunk))})".replace(
+                        "SELECT memory_id FROM", "SELECT memory_id, vector FROM"
+                    ),
+                    [fingerprint, dim, *chunk],
+                )
+                ids, matrix = vectors_of(found, dim)
+                finite = np.isfinite(matrix).all(axis=1)
+                indexer.index.add(ids[finite], matrix[finite])
+        for kind, ids_found in (("index_missing", missing), ("index_extra", extra)):
+            report.mend(kind, len(ids_found))
+        report.mend("index_stale", len(stale))
+        self._manager.notify_changed()
+
+    async def _stale_index(self, ids: Sequence[int]) -> builtins.list[int]:
+        """Ids whose FAISS vector differs from the stored one."""
+        indexer = self._manager.indexer
+        assert indexer is not None
+        fingerprint, dim, index = indexer.embedder.fingerprint, indexer.embedder.dim, indexer.index
+        stale: builtins.list[int] = []
+        for start in range(0, len(ids), _BATCH):
+            vectors = await self._base.vectors_for(fingerprint, dim, ids[start : start + _BATCH])
+
+            def compare(batch: dict[int, np.ndarray] = vectors) -> builtins.list[int]:
+                wrong: builtins.list[int] = []
+                for memory_id, vector in batch.items():
+                    if not np.isfinite(vector).all():
+                        continue
+                    found, scores = index.search(
+                        vector, 1, allowed_ids=np.asarray([memory_id], dtype=np.int64)
+                    )
+                    expected = float(np.dot(vector, vector))
+                    if not len(found) or not math.isclose(
+                        float(scores[0]), expected, abs_tol=_TOLERANCE
+                    ):
+                        wrong.append(memory_id)
+                return wrong
+
+            stale.extend(await asyncio.to_thread(compare))
+        return stale
+
+    # -- graph ------------------------------------------------------------------
+
+    async def _graph(self, report: ConsistencyReport, repair: bool, deep: bool) -> None:
+        orphans = 0
+        ids: set[int] = set()
+        for table, condition in _GRAPH_ORPHANS:
+            key = {"graph_entries_fts": "rowid", "graph_nodes": "NULL"}.get(table, "memory_id")
+            rows = await self._detect(f"SELECT {key} FROM {table} WHERE {condition}")
+            orphans += len(rows)
+            ids.update(int(row[0]) for row in rows if row[0] is not None)
+        report.add("graph_orphaned", sorted(ids), count=orphans)
+        missing = await self._ids(
+            "SELECT id FROM memories WHERE id NOT IN (SELECT memory_id FROM memory_atoms) "
+            "ORDER BY id"
+        )
+        report.add("graph_missing", missing)
+        if not repair or not (orphans or missing):
+            return
+        self._on_phase("repairing")
+        if orphans:
+            deleted = 0
+            async with self._base.transaction() as db:
+                # An atom superseded by an orphaned one is live again (its rival is gone).
+                await db.execute(
+                    "UPDATE memory_atoms SET status = 'active', superseded_by = NULL "
+                    "WHERE status = 'superseded' AND superseded_by IN (SELECT id FROM "
+                    "memory_atoms WHERE memory_id NOT IN (SELECT id FROM memories))"
+                )
+                for table, condition in _GRAPH_ORPHANS:
+                    cursor = await db.execute(f"DELETE FROM {table} WHERE {condition}")
+                    deleted += max(0, cursor.rowcount)
+                    await cursor.close()
+            report.mend("graph_orphaned", min(deleted, orphans))
+        written = 0
+        extract = self._manager.graph_for
+        for start in range(0, len(missing), _BATCH):
+            found = await self._base.get_many(missing[start : start + _BATCH])
+            memories = list(found.values())
+            graphs = await asyncio.to_thread(extract_all, extract, memories)
+            async with self._base.transaction() as db:
+                written += await write_graphs(db, list(zip(memories, graphs, strict=True)), extract)
+        report.mend("graph_missing", written)
+        self._manager.notify_changed()
+
+    # -- SQLite itself -----------------------------------------------------------
+
+    async def _integrity(self, report: ConsistencyReport, repair: bool, deep: bool) -> None:
+        messages = await self._base.integrity_check()
+        if messages != ["ok"]:
+            report.add("integrity", count=len(messages))
+            report.messages.extend(messages[:_SAMPLE])

@@ -1,0 +1,89 @@
+"""Rewriting what is derived from memories: their graphs, and the FAISS cache of vectors.
+
+Both the rebuilds and the consistency repairs use these, inside a write
+transaction, so that what they write matches what the memories hold at commit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import aiosqlite
+import numpy as np
+
+from ..models import Memory
+from ..storage.graph import MemoryGraph, delete_graph, write_graph
+
+if TYPE_CHECKING:
+    from ..storage.vectors import VectorIndex
+
+__all__ = ["extract_all", "reset_vector_index", "vectors_of", "write_graphs"]
+
+
+def _marks(count: int) -> str:
+    return ",".join("?" * count)
+
+
+def extract_all(
+    extract: Callable[[Memory], MemoryGraph], memories: Sequence[Memory]
+) -> list[MemoryGraph]:
+    """The graph of each memory (blocking: run it in a thread for many)."""
+    return [extract(memory) for memory in memories]
+
+
+async def write_graphs(
+    db: aiosqlite.Connection,
+    items: Sequence[tuple[Memory, MemoryGraph]],
+    extract: Callable[[Memory], MemoryGraph],
+) -> int:
+    """Replace the graphs of memories, inside the caller's write transaction.
+
+    A memory deleted since it was read is skipped; one whose content, category or
+    importance changed since is extracted again from what it holds now.
+    Returns how many graphs were written.
+    """
+    if not items:
+        return 0
+    ids = [memory.id for memory, _ in items]
+    rows = await db.execute_fetchall(
+        "SELECT id, content, category, importance, updated_at FROM memories "
+        f"WHERE id IN ({_marks(len(ids))})",
+        ids,
+    )
+    current = {int(row[0]): (row[1], row[2], float(row[3]), float(row[4])) for row in rows}
+    written = 0
+    for memory, graph in items:
+        now = current.get(memory.id)
+        if now is None:
+            await delete_graph(db, memory.id)
+            continue
+        if now[:3] != (memory.content, memory.category, memory.importance):
+            memory = dataclasses.replace(
+                memory, content=now[0], category=now[1], importance=now[2], updated_at=now[3]
+            )
+            graph = extract(memory)
+        await delete_graph(db, memory.id)
+        await write_graph(db, memory.id, graph, now=now[3])
+        written += 1
+    return written
+
+
+def reset_vector_index(index: VectorIndex, ids: np.ndarray, matrix: np.ndarray) -> None:
+    """Make ``index`` hold exactly these vectors (blocking; run it in a thread)."""
+    extra = np.setdiff1d(index.ids(), ids)
+    if len(extra):
+        index.remove(extra)
+    if len(ids):
+        index.add(ids, matrix)
+
+
+def vectors_of(rows: Iterable[Any], dim: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(ids, matrix)`` of ``(memory id, vector blob)`` rows."""
+    pairs = list(rows)
+    ids = np.fromiter((int(row[0]) for row in pairs), dtype=np.int64, count=len(pairs))
+    matrix = np.zeros((len(pairs), dim), dtype=np.float32)
+    for position, row in enumerate(pairs):
+        matrix[position] = np.frombuffer(row[1], dtype=np.float32, count=dim)
+    return ids, matrix

@@ -1,0 +1,310 @@
+"""The maintenance of one open memory: its jobs, their schedule and their status.
+
+Every :class:`~spade_memory.manager.MemoryManager` has one :class:`Maintenance`
+(``manager.maintenance``). On open it resumes interrupted rebuilds and checks the
+memory in the background (the memory is usable at once); the maintenance
+behaviour calls :meth:`Maintenance.run_due` on the agent's schedule. One job runs
+at a time; :attr:`Maintenance.status` says which, and how far it got.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from ..config import MaintenanceConfig
+from ..errors import StoreClosedError
+from .backup import backup_memory
+from .consistency import ConsistencyChecker, ConsistencyReport
+from .consolidation import ConsolidationResult, consolidate
+from .decay import CleanupResult, DecayResult, cleanup, decay_importance, set_status
+from .rebuild import REBUILD_KINDS, Progress, Rebuilder, RebuildKind, RebuildResult
+
+if TYPE_CHECKING:
+    from ..llm.messages import LLMClient
+    from ..manager import MemoryManager
+
+__all__ = ["Maintenance", "MaintenanceState", "MaintenanceStatus"]
+
+logger = logging.getLogger(__name__)
+
+MaintenanceState = Literal[
+    "idle", "checking", "repairing", "rebuilding", "working", "done", "failed"
+]
+
+_HOUR = 3600.0
+_LAST_RUN = "maintenance:{}_at"
+_CONSOLIDATED_SEQ = "maintenance:consolidated_seq"
+
+
+@dataclass(frozen=True, slots=True)
+class MaintenanceStatus:
+    """What the memory's maintenance is doing, or did last.
+
+    Attributes:
+        state: ``idle`` (nothing ran yet), ``checking``, ``repairing``,
+            ``rebuilding``, ``working`` (decay, cleanup, consolidation, backup),
+            ``done`` or ``failed``.
+        job: the job running or last run (``"check"``, ``"rebuild fts"``, ...).
+        done, total: its progress (steps or memories).
+        report: the last consistency report.
+        error: why the last job failed.
+    """
+
+    state: MaintenanceState = "idle"
+    job: str | None = None
+    done: int = 0
+    total: int = 0
+    report: ConsistencyReport | None = None
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "state": self.state,
+            "job": self.job,
+            "done": self.done,
+            "total": self.total,
+            "report": None if self.report is None else self.report.to_dict(),
+            "error": self.error,
+        }
+
+
+class Maintenance:
+    """Maintenance jobs of one open memory.
+
+    Args:
+        manager: the memory maintained.
+        config: intervals, rates and thresholds.
+    """
+
+    def __init__(self, manager: MemoryManager, config: MaintenanceConfig) -> None:
+        self._manager = manager
+        self._config = config
+        self._status = MaintenanceStatus()
+        self._lock = asyncio.Lock()
+        self._task: asyncio.Task[None] | None = None
+        self._closed = False
+
+    @property
+    def config(self) -> MaintenanceConfig:
+        return self._config
+
+    @property
+    def status(self) -> MaintenanceStatus:
+        """The state of the running or last job."""
+        return self._status
+
+    # -- lifecycle ----------------------------------------------------------------
+
+    def start_background(self) -> None:
+        """Resume interrupted rebuilds, then check and repair, in a background task."""
+        if self._task is None and not self._closed:
+            self._task = asyncio.create_task(
+                self._on_open(), name=f"maintenance:{self._manager.jid}"
+            )
+
+    async def wait(self) -> MaintenanceStatus:
+        """Wait for the background job started on open (if any) and return the status."""
+        if self._task is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.shield(self._task)
+        return self._status
+
+    async def aclose(self) -> None:
+        """Stop the background job; idempotent."""
+        self._closed = True
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+
+    async def _on_open(self) -> None:
+        try:
+            await self.resume_rebuilds()
+            await self.check(repair=True)
+        except StoreClosedError:
+            return
+        except Exception:  # reported through the status; the memory stays usable
+            logger.exception("%s: maintenance on open failed", self._manager.jid)
+
+    # -- status helpers -----------------------------------------------------------
+
+    def _set(self, **changes: Any) -> None:
+        self._status = replace(self._status, **changes)
+
+    def _progress(self, outer: Progress | None) -> Progress:
+        def update(done: int, total: int) -> object:
+            self._set(done=done, total=total)
+            return None if outer is None else outer(done, total)
+
+        return update
+
+    @contextlib.asynccontextmanager
+    async def _job(self, name: str, state: MaintenanceState) -> Any:
+        if self._manager.closed:
+            raise StoreClosedError(f"the memory of {self._manager.jid} is closed")
+        async with self._lock:
+            self._set(state=state, job=name, done=0, total=0, error=None)
+            try:
+                yield
+            except BaseException as exc:
+                reason = "cancelled" if isinstance(exc, asyncio.CancelledError) else str(exc)
+                self._set(state="failed", error=reason or type(exc).__name__)
+                raise
+            self._set(state="done")
+
+    # -- jobs ------------------------------------------------------------------------
+
+    async def check(
+        self, *, repair: bool = False, deep: bool = False, progress: Progress | None = None
+    ) -> ConsistencyReport:
+        """Check the memory's indexes against its memories (see ``consistency``)."""
+        async with self._job("check", "checking"):
+            checker = ConsistencyChecker(
+                self._manager,
+                progress=self._progress(progress),
+                on_phase=lambda phase: self._set(state=phase),
+            )
+            report = await checker.run(repair=repair, deep=deep)
+            self._set(report=report)
+        return report
+
+    async def rebuild(
+        self,
+        what: RebuildKind | Literal["all"] = "all",
+        *,
+        batch: int = 200,
+        progress: Progress | None = None,
+    ) -> list[RebuildResult]:
+        """Rebuild the keyword index, the vectors and/or the graph (resuming if interrupted)."""
+        kinds: tuple[RebuildKind, ...] = REBUILD_KINDS if what == "all" else (what,)
+        if what == "all" and self._manager.indexer is None:
+            kinds = tuple(kind for kind in kinds if kind != "vectors")
+        results: list[RebuildResult] = []
+        rebuilder = Rebuilder(self._manager, batch=batch)
+        for kind in kinds:
+            async with self._job(f"rebuild {kind}", "rebuilding"):
+                results.append(await rebuilder.rebuild(kind, progress=self._progress(progress)))
+        return results
+
+    async def resume_rebuilds(self, *, progress: Progress | None = None) -> list[RebuildResult]:
+        """Finish the rebuilds an interruption left half done."""
+        results: list[RebuildResult] = []
+        for kind in await Rebuilder(self._manager).interrupted():
+            if kind == "vectors" and self._manager.indexer is None:
+                continue
+            results.extend(await self.rebuild(kind, progress=progress))
+        return results
+
+    async def backup(self) -> Path:
+        """Back up the memory now (SQLite backup API); returns the file."""
+        async with self._job("backup", "working"):
+            return await backup_memory(self._manager)
+
+    async def decay(self) -> DecayResult:
+        """Decay importance since the last run (the first run only starts the clock)."""
+        async with self._job("decay", "working"):
+            now = self._manager.now()
+            since = await self._last("decay")
+            if since is None:
+                result = DecayResult(decayed=0, protected=0, days=0.0)
+            else:
+                rate = self._config.decay_rate_per_day
+                result = await decay_importance(
+                    self._manager, now=now, since=since, rate_per_day=rate
+                )
+            await self._ran("decay", now)
+            return result
+
+    async def expire(self) -> dict[str, int]:
+        """Record atoms whose lifetime lapsed (dormant, then expired)."""
+        async with self._job("expiry", "working"):
+            return await self._manager.refresh_atoms()
+
+    async def cleanup(self) -> CleanupResult:
+        """Archive or delete old, unimportant, unused memories (``cleanup_policy``)."""
+        async with self._job("cleanup", "working"):
+            return await cleanup(self._manager, now=self._manager.now(), config=self._config)
+
+    async def archive(self, memory_ids: list[int]) -> list[int]:
+        """Archive memories (kept, not searched); returns those archived."""
+        return await set_status(self._manager, memory_ids, "archived", now=self._manager.now())
+
+    async def restore_archived(self, memory_ids: list[int]) -> list[int]:
+        """Make archived memories active again; returns those restored."""
+        return await set_status(self._manager, memory_ids, "active", now=self._manager.now())
+
+    async def consolidate(self, *, llm: LLMClient | None = None) -> ConsolidationResult:
+        """Merge near-duplicate memories (optionally through ``llm``)."""
+        async with self._job("consolidation", "working"):
+            raw = await self._manager.base_store.meta_get(_CONSOLIDATED_SEQ)
+            result = await consolidate(
+                self._manager,
+                threshold=self._config.consolidation_threshold,
+                now=self._manager.now(),
+                llm=llm,
+                after_seq=int(raw or 0),
+            )
+            await self._manager.base_store.meta_set(_CONSOLIDATED_SEQ, str(result.last_seq))
+            return result
+
+    async def run_due(self, *, llm: LLMClient | None = None) -> dict[str, Any]:
+        """Flush, then run each job whose interval has passed; returns what ran."""
+        await self._manager.flush()
+        now = self._manager.now()
+        ran: dict[str, Any] = {}
+        plan: list[tuple[str, float, Callable[[], Any]]] = [
+            ("expiry", self._config.expiry_interval_hours, self.expire),
+            ("decay", self._config.decay_interval_hours, self._decay_and_cleanup),
+            (
+                "consolidation",
+                self._config.consolidation_interval_hours,
+                lambda: self.consolidate(llm=llm),
+            ),
+        ]
+        if self._manager.root is not None:
+            plan.append(("backup", self._config.backup_interval_hours, self._scheduled_backup))
+        for name, hours, job in plan:
+            if hours <= 0:
+                continue
+            last = await self._last(name)
+            if last is not None and now - last < hours * _HOUR:
+                continue
+            result = await job()
+            if name != "decay":  # decay records its own run: it measures time from it
+                await self._ran(name, now)
+            ran[name] = result.to_dict() if hasattr(result, "to_dict") else result
+        return ran
+
+    async def _decay_and_cleanup(self) -> dict[str, Any]:
+        decayed = await self.decay()
+        cleaned = await self.cleanup()
+        return {"decay": decayed.to_dict(), "cleanup": cleaned.to_dict()}
+
+    async def _scheduled_backup(self) -> dict[str, Any]:
+        path = await self.backup()
+        return {"path": str(path)}
+
+    # -- schedule -------------------------------------------------------------------
+
+    async def _last(self, name: str) -> float | None:
+        raw = await self._manager.base_store.meta_get(_LAST_RUN.format(name))
+        try:
+            return None if raw is None else float(json.loads(raw))
+        except (TypeError, ValueError):
+            return None
+
+    async def _ran(self, name: str, when: float) -> None:
+        await self._manager.base_store.meta_set(_LAST_RUN.format(name), json.dumps(when))
+
+    async def last_runs(self) -> dict[str, float | None]:
+        """When each scheduled job last ran (Unix seconds, memory clock)."""
+        return {
+            name: await self._last(name) for name in ("expiry", "decay", "consolidation", "backup")
+        }

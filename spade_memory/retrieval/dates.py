@@ -1,0 +1,164 @@
+"""Dates, weekdays and times in English and Chinese text, as normalised graph keys.
+
+``"May 1, 2024"``, ``"1 May 2024"``, ``"2024-05-01"`` and ``"2024年5月1日"`` all give
+the key ``"date:2024-05-01"``; a date without a year gives ``"date:05-01"``;
+``"Monday"``, ``"星期一"`` and ``"周一"`` give ``"weekday:monday"``; ``"3:30 pm"`` and
+``"下午三点半"`` give ``"time:15:30"``. Impossible dates (month 13) are skipped.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["chinese_number", "find_dates"]
+
+_MONTHS = {
+    name: number
+    for number, names in enumerate(
+        (
+            ("january", "jan"),
+            ("february", "feb"),
+            ("march", "mar"),
+            ("april", "apr"),
+            ("may",),
+            ("june", "jun"),
+            ("july", "jul"),
+            ("august", "aug"),
+            ("september", "sep", "sept"),
+            ("october", "oct"),
+            ("november", "nov"),
+            ("december", "dec"),
+        ),
+        start=1,
+    )
+    for name in names
+}
+_WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+_ZH_WEEKDAYS = {"一": 0, "二": 1, "三": 2, "四": 3, "五": 4, "六": 5, "日": 6, "天": 6}
+_ZH_DIGITS = {"零": 0, "〇": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5}
+_ZH_DIGITS.update({"六": 6, "七": 7, "八": 8, "九": 9})
+
+_MONTH = r"(?P<month>" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.?"
+_DAY = r"(?P<day>\d{1,2})(?:st|nd|rd|th)?"
+_YEAR = r"(?P<year>\d{4})"
+_ZH_NUM = r"[0-9０-９零〇一二两三四五六七八九十]{1,4}"
+
+_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(rf"\b{_YEAR}-(?P<m>\d{{1,2}})-(?P<day>\d{{1,2}})\b"), "iso"),
+    (re.compile(rf"\b(?P<m>\d{{1,2}})/(?P<day>\d{{1,2}})/{_YEAR}\b"), "us"),
+    (re.compile(rf"\b{_DAY}\s+(?:of\s+)?{_MONTH},?(?:\s+{_YEAR})?\b", re.IGNORECASE), "dmy"),
+    (re.compile(rf"\b{_MONTH}\s+{_DAY}(?:,?\s+{_YEAR})?\b", re.IGNORECASE), "mdy"),
+    (re.compile(rf"\b{_MONTH},?\s+{_YEAR}\b", re.IGNORECASE), "my"),
+    (
+        re.compile(rf"(?:(?P<year>{_ZH_NUM})年)?(?P<m>{_ZH_NUM})月(?:(?P<day>{_ZH_NUM})[日号])?"),
+        "zh",
+    ),
+)
+_WEEKDAY = re.compile(r"\b(" + "|".join(_WEEKDAYS) + r")s?\b", re.IGNORECASE)
+_ZH_WEEKDAY = re.compile(r"(?:星期|礼拜|周)([一二三四五六日天])")
+_TIME = re.compile(
+    r"\b(?P<h>\d{1,2})(?::(?P<min>\d{2}))?\s*(?P<ampm>am|pm|a\.m\.|p\.m\.)(?![a-z])"
+    r"|\b(?P<h24>\d{1,2}):(?P<min24>\d{2})\b",
+    re.IGNORECASE,
+)
+_ZH_TIME = re.compile(
+    rf"(?P<part>上午|下午|晚上|早上|中午|凌晨|傍晚)?(?P<h>{_ZH_NUM})点(?:(?P<half>半)|(?P<min>{_ZH_NUM})分)?"
+)
+_PM_PARTS = ("下午", "晚上", "傍晚")
+_DIGIT = re.compile(r"[0-9０-９]")
+_ZH_WEEK_CUE = re.compile(r"星期|礼拜|周")
+
+
+def chinese_number(text: str) -> int | None:
+    """``"十二"`` -> 12, ``"二零二四"`` -> 2024, ``"１２"`` -> 12; ``None`` if not a number."""
+    text = text.translate({0xFF10 + i: ord("0") + i for i in range(10)})
+    if text.isdigit():
+        return int(text)
+    if "十" in text:
+        tens, _, ones = text.partition("十")
+        high = 1 if not tens else _ZH_DIGITS.get(tens)
+        low = 0 if not ones else _ZH_DIGITS.get(ones)
+        if high is None or low is None or len(tens) > 1 or len(ones) > 1:
+            return None
+        return high * 10 + low
+    digits = [_ZH_DIGITS.get(ch) for ch in text]
+    if not digits or any(d is None for d in digits):
+        return None
+    value = 0
+    for digit in digits:
+        assert digit is not None
+        value = value * 10 + digit
+    return value
+
+
+def _date_key(year: int | None, month: int | None, day: int | None) -> str | None:
+    if month is None or not 1 <= month <= 12:
+        return None
+    if day is not None and not 1 <= day <= 31:
+        return None
+    if year is not None and not 1000 <= year <= 9999:
+        return None
+    if day is None:
+        return f"date:{year:04d}-{month:02d}" if year is not None else None
+    if year is None:
+        return f"date:{month:02d}-{day:02d}"
+    return f"date:{year:04d}-{month:02d}-{day:02d}"
+
+
+def _number(value: str | None) -> int | None:
+    return None if value is None else chinese_number(value)
+
+
+def find_dates(text: str) -> list[tuple[int, int, str, str]]:
+    """Dates, weekdays and times in ``text``: ``(start, end, text, key)``, overlaps removed."""
+    found: list[tuple[int, int, str, str]] = []
+    digits = bool(_DIGIT.search(text))
+    lower = text.lower()
+    # Each family of patterns runs only on a text that could hold a match.
+    for pattern, kind in _PATTERNS:
+        if not (digits or (kind == "zh" and "月" in text)):
+            continue
+        for match in pattern.finditer(text):
+            groups = match.groupdict()
+            if kind in ("dmy", "mdy", "my"):
+                month: int | None = _MONTHS[groups["month"].lower()]
+            else:
+                month = _number(groups.get("m"))
+            key = _date_key(_number(groups.get("year")), month, _number(groups.get("day")))
+            if key is not None:
+                found.append((match.start(), match.end(), match.group(), key))
+    for match in _WEEKDAY.finditer(text) if "day" in lower else ():
+        day = match.group(1).lower()
+        found.append((match.start(), match.end(), match.group(), f"weekday:{day}"))
+    for match in _ZH_WEEKDAY.finditer(text) if _ZH_WEEK_CUE.search(text) else ():
+        day = _WEEKDAYS[_ZH_WEEKDAYS[match.group(1)]]
+        found.append((match.start(), match.end(), match.group(), f"weekday:{day}"))
+    for match in _TIME.finditer(text) if digits else ():
+        if match.group("h24") is not None:
+            hour, minute = int(match.group("h24")), int(match.group("min24"))
+        else:
+            hour, minute = int(match.group("h")), int(match.group("min") or 0)
+            pm = match.group("ampm").lower().startswith("p")
+            if not 1 <= hour <= 12:
+                continue
+            hour = hour % 12 + (12 if pm else 0)
+        if hour <= 23 and minute <= 59:
+            found.append(
+                (match.start(), match.end(), match.group(), f"time:{hour:02d}:{minute:02d}")
+            )
+    for match in _ZH_TIME.finditer(text) if "点" in text else ():
+        hour_value = _number(match.group("h"))
+        minute_value = 30 if match.group("half") else _number(match.group("min")) or 0
+        if hour_value is None or hour_value > 24 or minute_value > 59:
+            continue
+        if match.group("part") in _PM_PARTS and hour_value < 12:
+            hour_value += 12
+        key = f"time:{hour_value % 24:02d}:{minute_value:02d}"
+        found.append((match.start(), match.end(), match.group(), key))
+    found.sort(key=lambda item: (item[0], -(item[1] - item[0])))
+    kept: list[tuple[int, int, str, str]] = []
+    for item in found:
+        if kept and item[0] < kept[-1][1]:
+            continue
+        kept.append(item)
+    return kept

@@ -1,0 +1,379 @@
+"""The graph route: memories found through the entities a query names.
+
+Keyword part, as evidence summed per memory:
+
+1. the query's entities (and its words and word pairs, for queries typed in lower
+   case) are looked up as graph nodes; a matched node counts for each memory
+   naming it by how specific it is (an entity named once weighs 1, one named by
+   a twentieth of the memories about 0.25). A concept of several words or a
+   Chinese name ("security team", 星辰科技) also counts for the memories whose
+   text holds it, though their extraction did not make it an entity;
+2. from the matched nodes the graph is followed 1 hop (or 2, see
+   ``RetrievalConfig.graph_hops``), ``graph_hop_decay`` per hop: "who does Alice
+   work with?" reaches "Bob and Alice are on the payments team" (Alice) and from
+   there the memories about Bob and about the payments team. Edges of the
+   relation the query asks about ("work with" -> ``works_with``) count most,
+   typed ones next, co-occurrence least;
+3. trigram full-text search over the entries' summaries adds the query's other
+   words, each by its rarity (a query shorter than three characters uses ``LIKE``).
+
+Entities too common to say anything (named by more than ``graph_hub_fraction``
+of the memories: the speakers of a chat, the agent's owner) find no memories by
+themselves; they add their small weight to memories found otherwise and are
+followed through typed relations only.
+
+A memory's evidence becomes its strength ``1 - exp(-evidence)``; the vector part
+(the query vector against one vector per graph entry) then orders the anchored
+memories by ``graph_keyword_weight``: it never adds a memory of its own, so a
+query naming nothing known leaves the graph route empty and the document route
+alone ranks. Route scores are on [0, 1].
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import re
+from collections.abc import Awaitable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+from ..config import RetrievalConfig
+from ..storage.graph_store import GraphStore
+from .entities import EntityExtractor, Extraction
+from .fusion import minmax
+from .intent import QueryIntent
+from .tokenizer import STOPWORDS, get_tokenizer
+
+__all__ = ["GraphHits", "GraphRetriever", "GraphVectorSource", "entry_summary"]
+
+logger = logging.getLogger(__name__)
+
+_FTS_WEIGHT = 0.5
+_SUMMARY_CHARS = 400  # trigram rows grow with the text: entries stay short
+_MIN_STRENGTH = 0.05
+_HUB_WEIGHT = 0.5  # what a hub passes on along its typed relations
+_MAX_TERMS = 8
+_MAX_PHRASES = 20  # nodes per step whose phrase is looked for in the memories' text
+_NO_PHRASE = frozenset({"date", "time", "weekday", "jid", "mention"})
+_HUB_MIN_ENTRIES = 20
+_MAX_NEIGHBOURS = 40
+_PER_NEIGHBOUR = 20
+_ASKED_FACTOR = 1.5
+_TYPED_FACTOR = 0.8
+_COOCCURRENCE_FACTOR = 0.6
+_CJK_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
+_LATIN = re.compile(r"[^\W\d_]{3,}|\d{3,}")
+
+
+class GraphVectorSource(Protocol):
+    """What the graph route needs of the vector side: a search over entry vectors."""
+
+    async def search_graph(
+        self, query: np.ndarray, k: int, *, allowed_ids: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]: ...
+
+
+@dataclass(slots=True)
+class GraphHits:
+    """What the graph route found: route scores on [0, 1] and their parts."""
+
+    scores: dict[int, float] = field(default_factory=dict)
+    keyword: dict[int, float] = field(default_factory=dict)
+    vector: dict[int, float] = field(default_factory=dict)
+    nodes: tuple[str, ...] = ()
+
+
+def entry_summary(extraction: Extraction) -> str:
+    """The text of a memory's graph entry: its relations as phrases, then its entities.
+
+    ``"Bob works with Alice. Bob member of payments team. Bob; Alice; payments team"``.
+    It is what the trigram search and the entry vector see: shorter than the memory
+    and about its entities only. (Embedding the memory's own text instead, reusing
+    its document vector, measured worse on both LoCoMo and the relations set.)
+    """
+    values = {entity.key: entity.value for entity in extraction.entities}
+    phrases = [
+        f"{values[r.source]} {r.relation.replace('_', ' ')} {values[r.target]}."
+        for r in extraction.relations
+        if r.relation != "related_to" and r.source in values and r.target in values
+    ]
+    names = "; ".join(entity.value for entity in extraction.entities)
+    return " ".join([*dict.fromkeys(phrases), names]).strip()[:_SUMMARY_CHARS]
+
+
+def _share(entries: int, total: int) -> float:
+    """How specific an entity named by ``entries`` of ``total`` entries is: 1 down to ~0."""
+    return math.log1p(total / max(1, entries)) / math.log1p(total)
+
+
+def _rarity(entries: int, total: int) -> float:
+    """The weight of a direct match: the specificity squared, so common entities fade fast.
+
+    Of 400 entries, an entity named once weighs 1, by 20 of them 0.26, by half 0.03.
+    """
+    return _share(entries, total) ** 2
+
+
+class GraphRetriever:
+    """The graph route over one agent's graph tables."""
+
+    def __init__(
+        self,
+        store: GraphStore,
+        extractor: EntityExtractor,
+        *,
+        config: RetrievalConfig,
+        vectors: GraphVectorSource | None = None,
+    ) -> None:
+        self._store = store
+        self._extractor = extractor
+        self._config = config
+        self._vectors = vectors
+
+    async def search(
+        self,
+        query: str,
+        *,
+        intent: QueryIntent,
+        candidates: int,
+        categories: Sequence[str] | None = None,
+        query_vector: Awaitable[np.ndarray] | None = None,
+    ) -> GraphHits:
+        """The memories the graph links to ``query``, with route scores on [0, 1].
+
+        Only memories the query's entities (or rarer words) anchor are returned;
+        the entry vectors order them and never add memories of their own.
+        """
+        raw, nodes = await self._keyword(query, intent, candidates, categories)
+        strength = {key: 1.0 - math.exp(-value) for key, value in raw.items()}
+        anchored = [key for key in strength if strength[key] >= _MIN_STRENGTH]
+        anchored.sort(key=lambda key: -strength[key])
+        anchored = anchored[: max(candidates * 2, 50)]
+        if not anchored:
+            return GraphHits(nodes=nodes)
+        vector: dict[int, float] = {}
+        if query_vector is not None:
+            vector = await self._vector(query_vector, anchored, len(anchored))
+        weight = self._config.graph_keyword_weight
+        closeness = _closeness({key: vector[key] for key in anchored if key in vector})
+        scores = {
+            key: strength[key] * (weight + (1.0 - weight) * closeness.get(key, 0.0))
+            if closeness
+            else strength[key]
+            for key in anchored
+        }
+        ranked = sorted(scores, key=lambda key: -scores[key])[:candidates]
+        return GraphHits(
+            scores={key: scores[key] for key in ranked},
+            keyword={key: strength[key] for key in ranked},
+            vector={key: vector[key] for key in ranked if key in vector},
+            nodes=nodes,
+        )
+
+    # -- keyword -------------------------------------------------------------
+
+    async def _keyword(
+        self,
+        query: str,
+        intent: QueryIntent,
+        candidates: int,
+        categories: Sequence[str] | None,
+    ) -> tuple[dict[int, float], tuple[str, ...]]:
+        """Evidence per memory, summed: each match through an entity weighs its rarity.
+
+        A match through a rare entity counts about 1, through an entity most
+        memories name almost nothing. Such hubs find no memories by themselves,
+        and are expanded through typed relations only ("Melanie likes pottery").
+        """
+        store = self._store
+        total = max(2, await store.entry_count())
+        hub = max(_HUB_MIN_ENTRIES, self._config.graph_hub_fraction * total)
+        keys = self._extractor.query_keys(query)
+        nodes = [n for n in await store.nodes_by_keys(keys) if n.entries]
+        named = tuple(node.key for node in nodes)
+        weights = {node.id: _rarity(node.entries, total) for node in nodes}
+        seeds = {node.id for node in nodes if node.entries <= hub}
+        hubs = [node.id for node in nodes if node.entries > hub]
+        raw: dict[int, float] = {}
+        per_node = max(50, candidates * 2)
+        direct = {node_id: weights[node_id] for node_id in seeds}
+        for memory_id, score in await self._memories_of(direct, per_node, total, categories, 2):
+            raw[memory_id] = raw.get(memory_id, 0.0) + score
+        frontier = {n.id: weights[n.id] if n.id in seeds else _HUB_WEIGHT for n in nodes}
+        seen = set(weights)
+        decay = self._config.graph_hop_decay
+        for _ in range(self._config.graph_hops):
+            if not frontier:
+                break
+            frontier = await self._expand(frontier, seen, intent, total, hub, decay, set(hubs))
+            seen.update(frontier)
+            for memory_id, score in await self._memories_of(
+                frontier, _PER_NEIGHBOUR, total, categories, 1
+            ):
+                raw[memory_id] = raw.get(memory_id, 0.0) + score
+        named_words = {word for key in named for word in key.split()}
+        text_hits = await self._text_matches(query, named_words, candidates, total, categories)
+        for memory_id, value in text_hits.items():
+            raw[memory_id] = raw.get(memory_id, 0.0) + _FTS_WEIGHT * value
+        if hubs and raw:
+            # A hub still adds its (small) weight to the memories found otherwise.
+            for memory_id, node_id in await store.entry_nodes(list(raw), hubs):
+                raw[memory_id] += weights[node_id]
+        return raw, named
+
+    async def _memories_of(
+        self,
+        scores: dict[int, float],
+        per_node: int,
+        total: int,
+        categories: Sequence[str] | None,
+        power: int,
+    ) -> list[tuple[int, float]]:
+        """``(memory, score)`` for the memories naming each node of ``scores``.
+
+        A memory names a node when the node is one of its entry's nodes, or, for a
+        concept of several words or a Chinese name ("security team", 星辰科技),
+        when its text holds the phrase: the node may have come from another
+        memory's pattern only. A phrase found in more memories than the node's
+        entries weakens the node's score (its specificity, to ``power``).
+        """
+        if not scores:
+            return []
+        pairs: dict[tuple[int, int], float] = {}
+        for node_id, memory_id in await self._store.node_memories(
+            list(scores), per_node=per_node, categories=categories
+        ):
+            pairs[(node_id, memory_id)] = scores[node_id]
+        tokenizer = get_tokenizer()
+        for node in await self._store.nodes_by_ids(list(scores)[:_MAX_PHRASES]):
+            if node.type in _NO_PHRASE:
+                continue
+            cjk = bool(_CJK_RUN.search(node.value))
+            terms = tokenizer.tokenize(node.value)
+            if not (cjk and len(node.value) >= 2) and len(terms) < 2:
+                continue
+            phrase = node.value if cjk else " ".join(terms)
+            count, ids = await self._store.phrase_memories(
+                phrase, tokens=not cjk, limit=per_node, categories=categories
+            )
+            score = scores[node.id]
+            if count > node.entries:
+                ratio = _share(count, total) / _share(max(1, node.entries), total)
+                score *= ratio**power
+            for memory_id in ids:
+                pairs[(node.id, memory_id)] = max(pairs.get((node.id, memory_id), 0.0), score)
+        return [(memory_id, score) for (_, memory_id), score in pairs.items()]
+
+    async def _expand(
+        self,
+        frontier: dict[int, float],
+        seen: set[int],
+        intent: QueryIntent,
+        total: int,
+        hub: float,
+        decay: float,
+        hubs: set[int],
+    ) -> dict[int, float]:
+        """The nodes one hop from ``frontier``, scored by the path that reaches them.
+
+        From a hub only typed relations are followed (it co-occurs with everything).
+        """
+        reached: dict[int, float] = {}
+        for node, neighbour, relation, weight in await self._store.neighbours(list(frontier)):
+            if neighbour in seen or (node in hubs and relation == "related_to"):
+                continue
+            if relation in intent.relations:
+                factor = _ASKED_FACTOR
+            elif relation == "related_to":
+                factor = _COOCCURRENCE_FACTOR
+            else:
+                factor = _TYPED_FACTOR
+            # one co-occurrence (weight 0.5) counts 0.75; a typed or repeated link 1
+            score = frontier[node] * decay * factor * min(1.0, 0.5 + weight / 2)
+            reached[neighbour] = max(reached.get(neighbour, 0.0), score)
+        if not reached:
+            return {}
+        entries = await self._store.entry_counts(reached)
+        for neighbour in list(reached):
+            count = entries.get(neighbour, 0)
+            if count == 0 or count > hub:
+                del reached[neighbour]
+            else:
+                reached[neighbour] *= _share(count, total)
+        best = sorted(reached, key=lambda key: -reached[key])[:_MAX_NEIGHBOURS]
+        return {key: reached[key] for key in best}
+
+    async def _text_matches(
+        self,
+        query: str,
+        named: set[str],
+        candidates: int,
+        total: int,
+        categories: Sequence[str] | None,
+    ) -> dict[int, float]:
+        """Entries holding the query's other words, each word weighted by its rarity.
+
+        Trigram search finds words of three characters or more (a Latin word only
+        where it starts a word of the entry: "art" is not found in "party");
+        shorter ones, such as two-character Chinese names, use ``LIKE``. Words
+        naming a node already matched (``named``) are left out: the node counted.
+        """
+        terms: list[str] = []
+        for word in _LATIN.findall(query.casefold()):
+            if word not in STOPWORDS and word not in named:
+                terms.append(word)
+        for run in _CJK_RUN.findall(query):
+            if len(run) <= 2 and run not in named:
+                terms.append(run)
+            for word in get_tokenizer().tokenize(run):
+                if _CJK_RUN.fullmatch(word) and word not in STOPWORDS and word not in named:
+                    terms.append(word)
+        stripped = query.strip()
+        if 0 < len(stripped) < 3 and stripped not in named:
+            terms.append(stripped)
+        found: dict[int, float] = {}
+        for term in list(dict.fromkeys(terms))[:_MAX_TERMS]:
+            if len(term) >= 3:
+                count, hits = await self._store.search_entries(
+                    term, limit=candidates, categories=categories
+                )
+                if not _CJK_RUN.search(term):
+                    starts = re.compile(rf"(?<!\w){re.escape(term)}", re.IGNORECASE)
+                    hits = [hit for hit in hits if starts.search(hit[1])]
+                ids = [memory_id for memory_id, _ in hits]
+            else:
+                count, ids = await self._store.like_entries(
+                    term, limit=candidates, categories=categories
+                )
+            weight = _rarity(count, total)
+            for memory_id in ids:
+                found[memory_id] = found.get(memory_id, 0.0) + weight
+        return found
+
+    # -- vector -----------------------------------------------------------------
+
+    async def _vector(
+        self, query_vector: Awaitable[np.ndarray], among: Sequence[int], k: int
+    ) -> dict[int, float]:
+        """Cosine similarity of the query to the entries of ``among``: the ``k`` closest."""
+        if self._vectors is None or not among or k <= 0:
+            return {}
+        try:
+            vector = await query_vector
+            allowed = np.fromiter(among, dtype=np.int64, count=len(among))
+            ids, scores = await self._vectors.search_graph(vector, k, allowed_ids=allowed)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            logger.exception("graph vector search failed; using graph keywords only")
+            return {}
+        return {int(i): float(s) for i, s in zip(ids.tolist(), scores.tolist(), strict=True)}
+
+
+def _closeness(similarity: dict[int, float]) -> dict[int, float]:
+    """Similarities scaled to [0, 1] per query (a single one is 1)."""
+    return minmax(similarity) if len(similarity) > 1 else dict.fromkeys(similarity, 1.0)

@@ -1,0 +1,372 @@
+"""Reads of the graph tables of one base memory: nodes, neighbours, entries, vectors.
+
+The graph is written with its memory (:func:`~spade_memory.storage.graph.write_graph`);
+this is what the graph route and the background embedder read of it, plus
+:meth:`GraphStore.replace` to extract graphs again.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..errors import StorageError
+from .graph import MemoryGraph, delete_graph, write_graph
+
+if TYPE_CHECKING:
+    from .base import BaseMemoryStore
+
+__all__ = ["GraphStore", "NodeHit"]
+
+_CHUNK = 500
+
+
+@dataclass(frozen=True, slots=True)
+class NodeHit:
+    """A node found by key, with the number of entries that name it."""
+
+    id: int
+    key: str
+    type: str
+    value: str
+    entries: int
+
+
+def _marks(count: int) -> str:
+    return ",".join("?" * count)
+
+
+def _chunks(items: Sequence[Any]) -> Iterable[Sequence[Any]]:
+    for start in range(0, len(items), _CHUNK):
+        yield items[start : start + _CHUNK]
+
+
+def _escape_like(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def _filters(
+    categories: Sequence[str] | None, statuses: Sequence[str] | None
+) -> tuple[str, builtins.list[Any]]:
+    clauses: builtins.list[str] = []
+    params: builtins.list[Any] = []
+    if statuses:
+        clauses.append(f"m.status IN ({_marks(len(statuses))})")
+        params.extend(statuses)
+    if categories:
+        clauses.append(f"m.category IN ({_marks(len(categories))})")
+        params.extend(categories)
+    return (" AND ".join(clauses) or "1"), params
+
+
+class GraphStore:
+    """Reads of the graph tables of one base memory (and its entry vectors)."""
+
+    def __init__(self, base: BaseMemoryStore) -> None:
+        self._base = base
+
+    @property
+    def base(self) -> BaseMemoryStore:
+        return self._base
+
+    async def replace(self, items: Sequence[tuple[int, MemoryGraph, float]]) -> None:
+        """Rewrite the graphs of existing memories in one transaction.
+
+        Args:
+            items: ``(memory id, graph, time written)``; the time starts the atoms'
+                lifetimes. A memory that no longer exists is skipped.
+        """
+        if not items:
+            return
+        async with self._base.transaction() as db:
+            for memory_id, graph, now in items:
+                rows = await db.execute_fetchall(
+                    "SELECT 1 FROM memories WHERE id = ?", (int(memory_id),)
+                )
+                await delete_graph(db, memory_id)
+                if rows:
+                    await write_graph(db, memory_id, graph, now=now)
+
+    async def entry_count(self) -> int:
+        """How many memories have a graph entry."""
+        rows = await self._base.fetchall("SELECT count(*) FROM graph_entries")
+        return int(rows[0][0])
+
+    async def node_count(self) -> int:
+        rows = await self._base.fetchall("SELECT count(*) FROM graph_nodes")
+        return int(rows[0][0])
+
+    async def nodes_by_keys(self, keys: Iterable[str]) -> builtins.list[NodeHit]:
+        """The nodes with these canonical keys, with how many entries name each."""
+        wanted = list(dict.fromkeys(keys))
+        found: builtins.list[NodeHit] = []
+        for chunk in _chunks(wanted):
+            rows = await self._base.fetchall(
+                "SELECT n.id, n.key, n.type, n.value, "
+                "(SELECT count(*) FROM graph_entry_nodes AS e WHERE e.node_id = n.id) "
+                f"FROM graph_nodes AS n WHERE n.key IN ({_marks(len(chunk))})",
+                chunk,
+            )
+            found.extend(NodeHit(int(r[0]), r[1], r[2], r[3], int(r[4])) for r in rows)
+        return found
+
+    async def nodes_by_ids(self, node_ids: Iterable[int]) -> builtins.list[NodeHit]:
+        """The nodes with these ids, with how many entries name each."""
+        wanted = list(dict.fromkeys(node_ids))
+        found: builtins.list[NodeHit] = []
+        for chunk in _chunks(wanted):
+            rows = await self._base.fetchall(
+                "SELECT n.id, n.key, n.type, n.value, "
+                "(SELECT count(*) FROM graph_entry_nodes AS e WHERE e.node_id = n.id) "
+                f"FROM graph_nodes AS n WHERE n.id IN ({_marks(len(chunk))})",
+                chunk,
+            )
+            found.extend(NodeHit(int(r[0]), r[1], r[2], r[3], int(r[4])) for r in rows)
+        return found
+
+    async def phrase_memories(
+        self,
+        phrase: str,
+        *,
+        tokens: bool,
+        limit: int,
+        categories: Sequence[str] | None = None,
+        statuses: Sequence[str] | None = ("active",),
+    ) -> tuple[int, builtins.list[int]]:
+        """Memories whose text holds ``phrase``, newest first: ``(how many, ids cut at limit)``.
+
+        Args:
+            phrase: with ``tokens``, the phrase's index terms joined by spaces (matched
+                as an FTS5 phrase over the memories' content); else a substring of
+                the content (for Chinese, matched with ``LIKE``).
+        """
+        if not phrase.strip() or limit <= 0:
+            return 0, []
+        where, params = _filters(categories, statuses)
+        if tokens:
+            match = 'content_tokens : "' + phrase.replace('"', '""') + '"'
+            counted = await self._base.fetchall(
+                "SELECT count(*) FROM memories_fts WHERE memories_fts MATCH ?", (match,)
+            )
+            rows = await self._base.fetchall(
+                "SELECT m.id FROM memories_fts AS f JOIN memories AS m ON m.id = f.rowid "
+                f"WHERE memories_fts MATCH ? AND {where} ORDER BY m.updated_at DESC LIMIT ?",
+                [match, *params, int(limit)],
+            )
+        else:
+            pattern = "%" + _escape_like(phrase) + "%"
+            counted = await self._base.fetchall(
+                "SELECT count(*) FROM memories WHERE content LIKE ? ESCAPE '\\'", (pattern,)
+            )
+            rows = await self._base.fetchall(
+                f"SELECT m.id FROM memories AS m WHERE m.content LIKE ? ESCAPE '\\' AND {where} "
+                "ORDER BY m.updated_at DESC LIMIT ?",
+                [pattern, *params, int(limit)],
+            )
+        return int(counted[0][0]), [int(r[0]) for r in rows]
+
+    async def entry_counts(self, node_ids: Iterable[int]) -> dict[int, int]:
+        """How many entries name each node."""
+        wanted = list(dict.fromkeys(node_ids))
+        counts: dict[int, int] = {}
+        for chunk in _chunks(wanted):
+            rows = await self._base.fetchall(
+                "SELECT node_id, count(*) FROM graph_entry_nodes "
+                f"WHERE node_id IN ({_marks(len(chunk))}) GROUP BY node_id",
+                chunk,
+            )
+            counts.update((int(r[0]), int(r[1])) for r in rows)
+        return counts
+
+    async def node_memories(
+        self,
+        node_ids: Sequence[int],
+        *,
+        per_node: int,
+        categories: Sequence[str] | None = None,
+        statuses: Sequence[str] | None = ("active",),
+    ) -> builtins.list[tuple[int, int]]:
+        """``(node id, memory id)`` of the memories naming each node, newest first per node."""
+        where, params = _filters(categories, statuses)
+        pairs: builtins.list[tuple[int, int]] = []
+        for chunk in _chunks(list(node_ids)):
+            rows = await self._base.fetchall(
+                "SELECT node_id, memory_id FROM (SELECT e.node_id, e.memory_id, row_number() "
+                "OVER (PARTITION BY e.node_id ORDER BY m.updated_at DESC, m.id DESC) AS r "
+                "FROM graph_entry_nodes AS e JOIN memories AS m ON m.id = e.memory_id "
+                f"WHERE e.node_id IN ({_marks(len(chunk))}) AND {where}) WHERE r <= ?",
+                [*chunk, *params, int(per_node)],
+            )
+            pairs.extend((int(r[0]), int(r[1])) for r in rows)
+        return pairs
+
+    async def entry_nodes(
+        self, memory_ids: Sequence[int], node_ids: Sequence[int]
+    ) -> builtins.list[tuple[int, int]]:
+        """``(memory id, node id)`` for each of these memories that names one of these nodes."""
+        nodes = list(dict.fromkeys(node_ids))[:_CHUNK]
+        pairs: builtins.list[tuple[int, int]] = []
+        for chunk in _chunks(list(memory_ids)):
+            rows = await self._base.fetchall(
+                "SELECT memory_id, node_id FROM graph_entry_nodes "
+                f"WHERE memory_id IN ({_marks(len(chunk))}) AND node_id IN ({_marks(len(nodes))})",
+                [*chunk, *nodes],
+            )
+            pairs.extend((int(r[0]), int(r[1])) for r in rows)
+        return pairs
+
+    async def neighbours(
+        self, node_ids: Sequence[int]
+    ) -> builtins.list[tuple[int, int, str, float]]:
+        """``(node, neighbour, relation, total weight)`` over edges in either direction."""
+        found: builtins.list[tuple[int, int, str, float]] = []
+        for chunk in _chunks(list(node_ids)):
+            marks = _marks(len(chunk))
+            rows = await self._base.fetchall(
+                "SELECT a, b, relation, sum(weight) FROM ("
+                f"SELECT source_id AS a, target_id AS b, relation, weight FROM graph_edges "
+                f"WHERE source_id IN ({marks}) UNION ALL "
+                f"SELECT target_id AS a, source_id AS b, relation, weight FROM graph_edges "
+                f"WHERE target_id IN ({marks})) GROUP BY a, b, relation",
+                [*chunk, *chunk],
+            )
+            found.extend((int(r[0]), int(r[1]), str(r[2]), float(r[3])) for r in rows)
+        return found
+
+    async def search_entries(
+        self,
+        term: str,
+        *,
+        limit: int,
+        categories: Sequence[str] | None = None,
+        statuses: Sequence[str] | None = ("active",),
+    ) -> tuple[int, builtins.list[tuple[int, str]]]:
+        """Entries containing ``term`` (trigram FTS; at least three characters).
+
+        Returns:
+            ``(how many entries contain it, [(memory id, summary), ...])``, the
+            list best first (bm25) and cut at ``limit``, after the filters.
+        """
+        if len(term) < 3 or limit <= 0:
+            return 0, []
+        match = '"' + term.replace('"', '""') + '"'
+        counted = await self._base.fetchall(
+            "SELECT count(*) FROM graph_entries_fts WHERE graph_entries_fts MATCH ?", (match,)
+        )
+        where, params = _filters(categories, statuses)
+        rows = await self._base.fetchall(
+            "SELECT g.memory_id, g.summary FROM graph_entries_fts AS f "
+            "JOIN graph_entries AS g ON g.memory_id = f.rowid JOIN memories AS m ON m.id = f.rowid "
+            f"WHERE graph_entries_fts MATCH ? AND {where} ORDER BY bm25(graph_entries_fts) "
+            "LIMIT ?",
+            [match, *params, int(limit)],
+        )
+        return int(counted[0][0]), [(int(r[0]), str(r[1])) for r in rows]
+
+    async def like_entries(
+        self,
+        needle: str,
+        *,
+        limit: int,
+        categories: Sequence[str] | None = None,
+        statuses: Sequence[str] | None = ("active",),
+    ) -> tuple[int, builtins.list[int]]:
+        """Entries containing a short ``needle`` (plain ``LIKE``, for under three characters).
+
+        Returns:
+            ``(how many entries contain it, memory ids newest first, cut at limit)``.
+        """
+        if not needle or limit <= 0:
+            return 0, []
+        pattern = "%" + _escape_like(needle) + "%"
+        counted = await self._base.fetchall(
+            "SELECT count(*) FROM graph_entries WHERE summary LIKE ? ESCAPE '\\'", (pattern,)
+        )
+        where, params = _filters(categories, statuses)
+        rows = await self._base.fetchall(
+            "SELECT g.memory_id FROM graph_entries AS g JOIN memories AS m ON m.id = g.memory_id "
+            f"WHERE g.summary LIKE ? ESCAPE '\\' AND {where} ORDER BY g.updated_at DESC LIMIT ?",
+            [pattern, *params, int(limit)],
+        )
+        return int(counted[0][0]), [int(r[0]) for r in rows]
+
+    # -- entry vectors -----------------------------------------------------
+
+    async def pending_vectors(
+        self, fingerprint: str, limit: int, *, after_id: int = 0
+    ) -> builtins.list[tuple[int, str, float, np.ndarray | None]]:
+        """Entries without a vector of ``fingerprint``: ``(id, summary, updated_at, reuse)``.
+
+        ``reuse`` is the memory's document vector when the summary is its content
+        word for word (so it need not be embedded twice), else ``None``.
+        """
+        rows = await self._base.fetchall(
+            "SELECT g.memory_id, g.summary, g.updated_at, "
+            "CASE WHEN g.summary = m.content THEN d.vector END, d.dim "
+            "FROM graph_entries AS g JOIN memories AS m ON m.id = g.memory_id "
+            "LEFT JOIN graph_embeddings AS v ON v.memory_id = g.memory_id AND v.fingerprint = ? "
+            "LEFT JOIN embeddings AS d ON d.memory_id = g.memory_id AND d.fingerprint = ? "
+            "WHERE v.memory_id IS NULL AND g.memory_id > ? ORDER BY g.memory_id LIMIT ?",
+            (fingerprint, fingerprint, int(after_id), int(limit)),
+        )
+        return [
+            (
+                int(r[0]),
+                str(r[1]),
+                float(r[2]),
+                None if r[3] is None else np.frombuffer(r[3], dtype=np.float32, count=int(r[4])),
+            )
+            for r in rows
+        ]
+
+    async def count_pending_vectors(self, fingerprint: str) -> int:
+        rows = await self._base.fetchall(
+            "SELECT count(*) FROM graph_entries AS g LEFT JOIN graph_embeddings AS v "
+            "ON v.memory_id = g.memory_id AND v.fingerprint = ? WHERE v.memory_id IS NULL",
+            (fingerprint,),
+        )
+        return int(rows[0][0])
+
+    async def put_vectors(
+        self, fingerprint: str, items: Sequence[tuple[int, float, np.ndarray]]
+    ) -> builtins.list[int]:
+        """Store entry vectors ``(id, updated_at, vector)``; return the ids stored.
+
+        An entry rewritten since it was read (its ``updated_at`` changed) is skipped.
+        """
+        stored: builtins.list[int] = []
+        if not items:
+            return stored
+        async with self._base.transaction() as db:
+            for memory_id, updated_at, vector in items:
+                array = np.ascontiguousarray(vector, dtype=np.float32)
+                if array.ndim != 1 or not np.all(np.isfinite(array)):
+                    raise StorageError(f"refusing a malformed graph vector for memory {memory_id}")
+                cursor = await db.execute(
+                    "INSERT INTO graph_embeddings (memory_id, fingerprint, dim, vector) "
+                    "SELECT memory_id, ?, ?, ? FROM graph_entries "
+                    "WHERE memory_id = ? AND updated_at = ? ON CONFLICT (memory_id) DO UPDATE "
+                    "SET fingerprint = excluded.fingerprint, dim = excluded.dim, "
+                    "vector = excluded.vector",
+                    (fingerprint, int(array.shape[0]), array.tobytes(), memory_id, updated_at),
+                )
+                if cursor.rowcount:
+                    stored.append(memory_id)
+                await cursor.close()
+        return stored
+
+    async def load_vectors(self, fingerprint: str, dim: int) -> tuple[np.ndarray, np.ndarray]:
+        """Every entry vector of ``fingerprint``: ``(ids, matrix)``."""
+        rows = await self._base.fetchall(
+            "SELECT memory_id, vector FROM graph_embeddings WHERE fingerprint = ? AND dim = ?",
+            (fingerprint, int(dim)),
+        )
+        ids = np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
+        matrix = np.zeros((len(rows), dim), dtype=np.float32)
+        for index, row in enumerate(rows):
+            matrix[index] = np.frombuffer(row[1], dtype=np.float32, count=dim)
+        return ids, matrix

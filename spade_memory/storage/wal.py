@@ -1,0 +1,96 @@
+"""A check of SQLite's write-ahead log before a database opens.
+
+In WAL mode the last commits live only in ``<database>-wal`` until a checkpoint
+copies them into the database file. SQLite ignores a log whose 32-byte header
+fails its checksum, and overwrites it at the next write, so a damaged header
+would silently drop every commit the log holds. :func:`check_wal` catches that
+first: the log is moved aside (quarantined, never deleted) and
+:class:`~spade_memory.errors.StorageCorrupted` is raised; the next open then
+shows what the database file holds.
+
+A log cut short after its header is not caught here: SQLite keeps the commits
+whose frames are whole, which is what a crash leaves too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import struct
+import time
+from pathlib import Path
+
+from ..errors import StorageCorrupted
+from .files import quarantine
+
+__all__ = ["check_wal", "wal_header_valid"]
+
+logger = logging.getLogger(__name__)
+
+_HEADER_SIZE = 32
+_MAGIC_LITTLE = 0x377F0682  # checksums over little-endian words
+_MAGIC_BIG = 0x377F0683  # checksums over big-endian words
+_VERSION = 3007000
+_READS = 3  # a header read while another process rewrites it is read again
+
+
+def _checksum(data: bytes, big_endian: bool) -> tuple[int, int]:
+    words = struct.unpack((">" if big_endian else "<") + f"{len(data) // 4}I", data)
+    s0 = s1 = 0
+    for i in range(0, len(words), 2):
+        s0 = (s0 + words[i] + s1) & 0xFFFFFFFF
+        s1 = (s1 + words[i + 1] + s0) & 0xFFFFFFFF
+    return s0, s1
+
+
+def wal_header_valid(header: bytes) -> bool:
+    """Whether ``header`` (the first 32 bytes of a WAL file) is one SQLite accepts."""
+    if len(header) < _HEADER_SIZE:
+        return False
+    magic, version, page_size = struct.unpack_from(">III", header)
+    if magic not in (_MAGIC_LITTLE, _MAGIC_BIG) or version != _VERSION:
+        return False
+    if page_size < 512 or page_size > 65536 or page_size & (page_size - 1):
+        return False
+    stored = struct.unpack_from(">II", header, 24)
+    return _checksum(header[:24], magic == _MAGIC_BIG) == stored
+
+
+def _read_header(path: Path) -> bytes | None:
+    try:
+        with path.open("rb") as handle:
+            return handle.read(_HEADER_SIZE)
+    except FileNotFoundError:
+        return None
+
+
+def check_wal(database: Path) -> None:
+    """Refuse to open ``database`` over a write-ahead log whose header is damaged.
+
+    A missing log, or one shorter than its header, is what SQLite itself leaves
+    and is accepted.
+
+    Raises:
+        StorageCorrupted: the log was damaged; it was moved aside (with the
+            ``-shm`` index that describes it).
+        OSError: the log could not be read or moved.
+    """
+    wal = database.with_name(database.name + "-wal")
+    for attempt in range(_READS):
+        header = _read_header(wal)
+        if header is None or len(header) < _HEADER_SIZE or wal_header_valid(header):
+            return
+        if attempt + 1 < _READS:
+            time.sleep(0.02)
+    moved = quarantine(wal, "damaged write-ahead log header")
+    shm = database.with_name(database.name + "-shm")
+    with contextlib.suppress(OSError):
+        shm.replace(moved.with_name(moved.name + "-shm"))
+    raise StorageCorrupted(
+        f"{wal} (the write-ahead log of {database.name}) is damaged: its header fails "
+        f"SQLite's checks, so the commits it held cannot be read; it was moved to {moved}. "
+        f"Opening again shows what {database.name} itself holds; restore from backup/ "
+        "to get the rest back",
+        path=wal,
+        quarantined_to=moved,
+    )

@@ -1,0 +1,186 @@
+"""LLMAgent: tools registered once, extra tools, templates, asking other agents."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from spade.container import Container
+from spade.template import Template
+
+from spade_memory.agents import LLMAgent
+from spade_memory.behaviours import ConversationBehaviour
+from spade_memory.config import MemoryConfig
+from spade_memory.errors import StoreClosedError
+from spade_memory.llm import ChatMessage, LLMResponse, ScriptedLLM, ToolCall
+from spade_memory.tools import ToolContext, ToolResult
+from spade_memory.xmpp_server import EmbeddedXMPPServer
+
+MEMORY_TOOLS = {
+    "store_memory",
+    "search_memories",
+    "list_memories",
+    "remember_interaction_info",
+    "forget_memory",
+}
+
+Starter = Callable[[LLMAgent], Awaitable[LLMAgent]]
+
+
+class Clock:
+    """An extra tool: answers the time of day (fixed)."""
+
+    name = "get_time"
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[Mapping[str, Any] | str, ToolContext]] = []
+
+    def schema(self) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": "The current time.",
+                "parameters": {"type": "object", "properties": {}},
+            },
+        }
+
+    async def call(self, arguments: Mapping[str, Any] | str, context: ToolContext) -> ToolResult:
+        self.calls.append((arguments, context))
+        return ToolResult(ok=True, text="It is 09:30.")
+
+
+class TimeAsker:
+    """An LLM that calls get_time once, then answers with the tool's text."""
+
+    def __init__(self) -> None:
+        self.offered: list[list[str]] = []
+
+    async def complete(
+        self, messages: Sequence[ChatMessage], tools: Sequence[Mapping[str, Any]] = ()
+    ) -> LLMResponse:
+        self.offered.append([tool["function"]["name"] for tool in tools])
+        if messages[-1].role == "tool":
+            return LLMResponse(text=f"The clock says: {messages[-1].content}")
+        return LLMResponse(text=None, tool_calls=(ToolCall("t1", "get_time", json.dumps({})),))
+
+    async def aclose(self) -> None:
+        return None
+
+
+@pytest.fixture
+async def xmpp(tmp_path: Path) -> AsyncIterator[EmbeddedXMPPServer]:
+    Container().reset()
+    async with EmbeddedXMPPServer(folder=tmp_path / "xmpp") as server:
+        yield server
+
+
+@pytest.fixture
+async def start(xmpp: EmbeddedXMPPServer) -> AsyncIterator[Starter]:
+    started: list[LLMAgent] = []
+
+    async def starter(agent: LLMAgent) -> LLMAgent:
+        started.append(agent)
+        await asyncio.wait_for(agent.start(auto_register=True), 20)
+        return agent
+
+    yield starter
+    for agent in started:
+        with contextlib.suppress(Exception):
+            await agent.stop()
+
+
+def new_agent(xmpp: EmbeddedXMPPServer, tmp_path: Path, name: str, **kwargs: Any) -> LLMAgent:
+    kwargs.setdefault("memory", MemoryConfig(root=tmp_path / "memory", embedder="hashing"))
+    return LLMAgent(xmpp.jid(f"{name}-{uuid.uuid4().hex[:8]}"), "pw", port=xmpp.port, **kwargs)
+
+
+def conversations(agent: LLMAgent) -> list[ConversationBehaviour]:
+    return [
+        b for b in agent.behaviours if isinstance(b, ConversationBehaviour) and not b.is_killed()
+    ]
+
+
+async def test_memory_tools_are_registered_once_across_restarts_and_setups(
+    xmpp: EmbeddedXMPPServer, start: Starter, tmp_path: Path
+) -> None:
+    agent = new_agent(xmpp, tmp_path, "once", tools=[Clock()])
+    await start(agent)
+    names = [tool.name for tool in agent.tools]
+    assert sorted(names) == sorted([*MEMORY_TOOLS, "get_time"])
+    await agent.setup()
+    assert [tool.name for tool in agent.tools] == names
+    assert len(conversations(agent)) == 1
+    await agent.stop()
+    await start(agent)
+    assert [tool.name for tool in agent.tools] == names
+    assert len(conversations(agent)) == 1
+    offered = [tool.schema()["function"]["name"] for tool in agent.conversation.tools]
+    assert offered == names
+
+
+async def test_extra_tool_is_offered_and_called_with_the_turn_context(
+    xmpp: EmbeddedXMPPServer, start: Starter, tmp_path: Path
+) -> None:
+    clock = Clock()
+    llm = TimeAsker()
+    agent = await start(new_agent(xmpp, tmp_path, "timekeeper", llm=llm, tools=[clock]))
+    asker = await start(new_agent(xmpp, tmp_path, "asker"))
+    answer = await asker.ask(str(agent.jid), "what time is it?", timeout=10)
+    assert answer.body == "The clock says: It is 09:30."
+    assert set(llm.offered[0]) == MEMORY_TOOLS | {"get_time"}
+    ((_, context),) = clock.calls
+    assert context.sender == str(asker.jid.bare)
+    assert context.manager is agent.memory
+    assert context.budget is not None
+
+
+async def test_template_filters_what_reaches_the_llm(
+    xmpp: EmbeddedXMPPServer, start: Starter, tmp_path: Path
+) -> None:
+    template = Template()
+    template.set_metadata("ontology", "memory")
+    llm = ScriptedLLM()
+    agent = await start(new_agent(xmpp, tmp_path, "picky", llm=llm, template=template))
+    asker = await start(new_agent(xmpp, tmp_path, "asker"))
+    with pytest.raises(TimeoutError):
+        await asker.ask(str(agent.jid), "remember that nobody hears this", timeout=0.5)
+    assert llm.calls == []
+    answer = await asker.ask(
+        str(agent.jid), "remember that the door code is 1234", metadata={"ontology": "memory"}
+    )
+    assert answer.get_metadata("performative") == "inform"
+    assert [m.content for m in await agent.memory.list()] == ["the door code is 1234"]
+
+
+def test_default_llm_is_the_offline_scripted_one() -> None:
+    agent = LLMAgent("solo@localhost", "pw", memory=MemoryConfig(in_memory=True))
+    assert isinstance(agent.llm, ScriptedLLM)
+    assert agent.tools == ()
+    with pytest.raises(StoreClosedError, match="has not started"):
+        _ = agent.conversation
+
+
+async def test_ask_before_start_is_refused() -> None:
+    agent = LLMAgent("solo@localhost", "pw", memory=MemoryConfig(in_memory=True))
+    with pytest.raises(StoreClosedError, match="not running"):
+        await agent.ask("other@localhost", "hello")
+
+
+def test_tool_names_must_be_distinct_and_not_reuse_memory_tools() -> None:
+    with pytest.raises(ValueError, match="distinct"):
+        LLMAgent("a@localhost", "pw", tools=[Clock(), Clock()])
+    shadow = Clock()
+    shadow.name = "search_memories"
+    with pytest.raises(ValueError, match="search_memories"):
+        LLMAgent("a@localhost", "pw", tools=[shadow])
+    with pytest.raises(TypeError, match="not a tool"):
+        LLMAgent("a@localhost", "pw", tools=[object()])  # type: ignore[list-item]
+    with pytest.raises(ValueError, match="max_tool_rounds"):
+        LLMAgent("a@localhost", "pw", max_tool_rounds=-1)

@@ -1,0 +1,387 @@
+"""ConversationBehaviour turns, driven directly with a real in-memory MemoryManager.
+
+The behaviour runs without XMPP here: messages go into its mailbox and the replies
+it sends are collected. Agents over a real XMPP server are in tests/integration.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any
+
+import pytest
+from slixmpp import JID
+from spade.message import Message
+
+from spade_memory.behaviours import IN_REPLY_TO, REPLY_WITH, ConversationBehaviour
+from spade_memory.config import ContextBudget, MemoryConfig, ToolBudget
+from spade_memory.errors import LLMError
+from spade_memory.identity import conversation_id_for
+from spade_memory.llm import ChatMessage, LLMResponse, ScriptedLLM, ToolCall
+from spade_memory.manager import MemoryManager
+from spade_memory.tools import ToolContext, ToolResult
+
+ME = "bob@localhost"
+PEER = "alice@localhost"
+
+
+class FakeAgent:
+    """What the behaviour needs of an agent: a JID, a memory and a loop."""
+
+    def __init__(self, manager: MemoryManager) -> None:
+        self.jid = JID(ME)
+        self.memory = manager
+        self.loop = asyncio.get_running_loop()
+        self.presence = None
+        self.web = None
+
+
+class Recording(ConversationBehaviour):
+    """The behaviour with ``send`` collecting messages instead of using XMPP."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.sent: list[Message] = []
+
+    async def send(self, msg: Message) -> None:
+        self.sent.append(msg)
+
+
+class FakeLLM:
+    """Answers with the responses given, in order, and records every request."""
+
+    def __init__(self, *responses: LLMResponse | Exception) -> None:
+        self.responses = list(responses)
+        self.requests: list[tuple[list[ChatMessage], list[str]]] = []
+
+    async def complete(
+        self, messages: Sequence[ChatMessage], tools: Sequence[Mapping[str, Any]] = ()
+    ) -> LLMResponse:
+        self.requests.append((list(messages), [t["function"]["name"] for t in tools]))
+        response = self.responses.pop(0) if self.responses else LLMResponse(text="done")
+        if isinstance(response, Exception):
+            raise response
+        return response
+
+    async def aclose(self) -> None:
+        return None
+
+
+def call(name: str, arguments: Any, call_id: str = "c1") -> ToolCall:
+    text = arguments if isinstance(arguments, str) else json.dumps(arguments)
+    return ToolCall(id=call_id, name=name, arguments=text)
+
+
+def incoming(body: str | None, *, sender: str = PEER, thread: str | None = None) -> Message:
+    msg = Message(to=ME, sender=sender, body=body, thread=thread)
+    msg.set_metadata("performative", "request")
+    return msg
+
+
+@pytest.fixture
+async def manager() -> AsyncIterator[MemoryManager]:
+    config = MemoryConfig(in_memory=True, embedder="hashing")
+    async with await MemoryManager.open(ME, config) as opened:
+        yield opened
+
+
+async def make(manager: MemoryManager, **kwargs: Any) -> Recording:
+    kwargs.setdefault("tools", manager.tools())
+    behaviour = Recording(**kwargs)
+    behaviour.set_agent(FakeAgent(manager))
+    return behaviour
+
+
+async def turn(behaviour: Recording, msg: Message) -> Message | None:
+    """Deliver one message and run one cycle; the reply sent, if any."""
+    before = len(behaviour.sent)
+    await behaviour.queue.put(msg)
+    await behaviour.run()
+    return behaviour.sent[-1] if len(behaviour.sent) > before else None
+
+
+async def test_store_then_recall_through_scripted_tool_calls(manager: MemoryManager) -> None:
+    llm = ScriptedLLM()
+    behaviour = await make(manager, llm=llm)
+    reply = await turn(behaviour, incoming("remember that the Lisbon office opens on 3 March"))
+    assert reply is not None
+    assert reply.get_metadata("performative") == "inform"
+    assert "Lisbon office opens on 3 March" in reply.body
+    assert str(reply.to) == PEER
+    stored = await manager.list()
+    assert [m.content for m in stored] == ["the Lisbon office opens on 3 March"]
+    assert stored[0].source_sender == PEER
+    assert stored[0].source_conversation == conversation_id_for(ME, PEER)
+
+    reply = await turn(behaviour, incoming("what do you know about the Lisbon office?"))
+    assert reply is not None
+    assert "3 March" in reply.body
+    assert llm.calls[-2].response.tool_calls[0].name == "search_memories"
+
+
+async def test_recalled_memory_is_a_user_message_before_the_request(
+    manager: MemoryManager,
+) -> None:
+    await manager.store("The deadline is Friday", source_sender=PEER)
+    await manager.add_note(conversation_id_for(ME, PEER), "Alice answers tersely")
+    llm = FakeLLM(LLMResponse(text="ok"))
+    behaviour = await make(manager, llm=llm, system_prompt="You are {name}.")
+    await turn(behaviour, incoming("when is the deadline?"))
+    messages, offered = llm.requests[0]
+    assert [m.role for m in messages] == ["system", "user", "user"]
+    assert messages[0].content == "You are bob."
+    assert "deadline" not in (messages[0].content or "")
+    context = messages[1].content or ""
+    assert context.startswith("<memory-context>")
+    assert '"The deadline is Friday"' in context
+    assert '"Alice answers tersely"' in context
+    assert messages[2].content == "when is the deadline?"
+    assert set(offered) == {t.name for t in manager.tools()}
+
+
+async def test_notes_are_recalled_again_every_turn(manager: MemoryManager) -> None:
+    llm = ScriptedLLM()
+    behaviour = await make(manager, llm=llm)
+    await turn(behaviour, incoming("hello"))
+    first_request = llm.calls[-1].messages
+    assert not any((m.content or "").startswith("<memory-context") for m in first_request)
+    await turn(behaviour, incoming("note that Alice works nights"))
+    await turn(behaviour, incoming("hello again"))
+    contexts = [m for m in llm.calls[-1].messages if (m.content or "").startswith("<memory-")]
+    assert len(contexts) == 1
+    assert '"Alice works nights"' in (contexts[0].content or "")
+    assert await manager.notes(conversation_id_for(ME, PEER))
+
+
+async def test_thread_is_the_conversation_id_and_is_kept_in_the_reply(
+    manager: MemoryManager,
+) -> None:
+    behaviour = await make(manager, llm=ScriptedLLM())
+    reply = await turn(behaviour, incoming("note that this is thread work", thread="t-42"))
+    assert reply is not None
+    assert reply.thread == "t-42"
+    assert [n.content for n in await manager.notes("t-42")] == ["this is thread work"]
+    assert await manager.notes(conversation_id_for(ME, PEER)) == []
+
+
+async def test_conversation_id_ignores_resources(manager: MemoryManager) -> None:
+    behaviour = await make(manager, llm=ScriptedLLM())
+    one = behaviour.conversation_id(incoming("x", sender="Alice@localhost/phone"))
+    two = behaviour.conversation_id(incoming("x", sender="alice@localhost/laptop"))
+    assert one == two == conversation_id_for(ME, PEER)
+
+
+async def test_bad_tool_arguments_go_back_to_the_llm_and_store_nothing(
+    manager: MemoryManager,
+) -> None:
+    llm = FakeLLM(
+        LLMResponse(text=None, tool_calls=(call("store_memory", '{"content": '),)),
+        LLMResponse(text=None, tool_calls=(call("store_memory", {"content": "x"}, "c2"),)),
+        LLMResponse(text="sorry, I could not store it"),
+    )
+    behaviour = await make(manager, llm=llm)
+    reply = await turn(behaviour, incoming("remember this"))
+    assert reply is not None
+    assert reply.body == "sorry, I could not store it"
+    assert reply.get_metadata("performative") == "inform"
+    messages, _ = llm.requests[1]
+    assert messages[-2].role == "assistant" and messages[-2].tool_calls[0].id == "c1"
+    assert messages[-1].role == "tool" and messages[-1].tool_call_id == "c1"
+    assert "invalid arguments" in (messages[-1].content or "")
+    missing_category = llm.requests[2][0][-1].content or ""
+    assert "category" in missing_category
+    assert await manager.list() == []
+
+
+async def test_unknown_tool_is_reported_as_a_tool_result(manager: MemoryManager) -> None:
+    llm = FakeLLM(
+        LLMResponse(text=None, tool_calls=(call("launch_rockets", {}),)),
+        LLMResponse(text="fine"),
+    )
+    behaviour = await make(manager, llm=llm)
+    reply = await turn(behaviour, incoming("do it"))
+    assert reply is not None and reply.body == "fine"
+    result = llm.requests[1][0][-1]
+    assert result.role == "tool"
+    assert "unknown tool 'launch_rockets'" in (result.content or "")
+    assert "search_memories" in (result.content or "")
+
+
+async def test_tool_rounds_are_bounded_then_a_final_answer_without_tools(
+    manager: MemoryManager,
+) -> None:
+    looping = [
+        LLMResponse(text=None, tool_calls=(call("list_memories", {}, f"c{i}"),)) for i in range(10)
+    ]
+    llm = FakeLLM(*looping)
+    behaviour = await make(manager, llm=llm, max_tool_rounds=2)
+    reply = await turn(behaviour, incoming("loop forever"))
+    assert reply is not None
+    assert len(llm.requests) == 3
+    assert [bool(offered) for _, offered in llm.requests] == [True, True, False]
+    assert reply.body == "I have nothing to add."
+
+
+async def test_one_budget_per_incoming_message(manager: MemoryManager) -> None:
+    config = MemoryConfig(in_memory=True, embedder="hashing", tools=ToolBudget(max_calls=2))
+    async with await MemoryManager.open("carol@localhost", config) as small:
+        calls = tuple(call("list_memories", {}, f"c{i}") for i in range(3))
+        llm = FakeLLM(
+            LLMResponse(text=None, tool_calls=calls),
+            LLMResponse(text="first"),
+            LLMResponse(text=None, tool_calls=calls[:1]),
+            LLMResponse(text="second"),
+        )
+        behaviour = await make(small, llm=llm)
+        await turn(behaviour, incoming("one"))
+        results = [m for m in llm.requests[1][0] if m.role == "tool"]
+        assert [("not run" in (m.content or "")) for m in results] == [False, False, True]
+        await turn(behaviour, incoming("two"))
+        fresh = [m for m in llm.requests[3][0] if m.role == "tool"][-1]
+        assert "not run" not in (fresh.content or "")
+
+
+async def test_failing_llm_gives_a_failure_reply_and_the_behaviour_goes_on(
+    manager: MemoryManager, caplog: pytest.LogCaptureFixture
+) -> None:
+    llm = FakeLLM(LLMError("endpoint down"), LLMResponse(text="back again"))
+    behaviour = await make(manager, llm=llm)
+    reply = await turn(behaviour, incoming("first", thread="t1"))
+    assert reply is not None
+    assert reply.get_metadata("performative") == "failure"
+    assert "LLMError" in reply.body
+    assert reply.thread == "t1"
+    assert "failed to answer" in caplog.text
+    reply = await turn(behaviour, incoming("second"))
+    assert reply is not None
+    assert (reply.body, reply.get_metadata("performative")) == ("back again", "inform")
+
+
+async def test_raising_extra_tool_becomes_a_failed_tool_result(manager: MemoryManager) -> None:
+    class Broken:
+        name = "broken"
+
+        def schema(self) -> dict[str, Any]:
+            return {"type": "function", "function": {"name": "broken", "parameters": {}}}
+
+        async def call(
+            self, arguments: Mapping[str, Any] | str, context: ToolContext
+        ) -> ToolResult:
+            raise RuntimeError("boom")
+
+    llm = FakeLLM(LLMResponse(text=None, tool_calls=(call("broken", {}),)), LLMResponse(text="ok"))
+    behaviour = await make(manager, llm=llm, tools=[Broken()])
+    reply = await turn(behaviour, incoming("use it"))
+    assert reply is not None and reply.body == "ok"
+    assert "broken failed (RuntimeError)" in (llm.requests[1][0][-1].content or "")
+
+
+async def test_empty_answer_falls_back_to_a_short_text(manager: MemoryManager) -> None:
+    behaviour = await make(manager, llm=FakeLLM(LLMResponse(text="  ")))
+    reply = await turn(behaviour, incoming("hm"))
+    assert reply is not None and reply.body == "I have nothing to add."
+
+
+async def test_messages_without_body_and_answers_are_not_answered(
+    manager: MemoryManager,
+) -> None:
+    llm = FakeLLM()
+    behaviour = await make(manager, llm=llm)
+    assert await turn(behaviour, incoming(None)) is None
+    answer = incoming("thanks")
+    answer.set_metadata(IN_REPLY_TO, "whatever")
+    assert await turn(behaviour, answer) is None
+    assert llm.requests == []
+
+
+async def test_reply_answers_reply_with_and_marks_itself(manager: MemoryManager) -> None:
+    behaviour = await make(manager, llm=FakeLLM(LLMResponse(text="yes")))
+    question = incoming("are you there?")
+    question.set_metadata(REPLY_WITH, "q-1")
+    reply = await turn(behaviour, question)
+    assert reply is not None
+    assert reply.get_metadata(IN_REPLY_TO) == "q-1"
+    plain = await turn(behaviour, incoming("and now?"))
+    assert plain is not None
+    assert plain.get_metadata(IN_REPLY_TO) == conversation_id_for(ME, PEER)
+
+
+async def test_ask_is_resolved_by_the_matching_answer(manager: MemoryManager) -> None:
+    behaviour = await make(manager, llm=FakeLLM())
+    asking = asyncio.create_task(behaviour.ask(PEER, "ping?", timeout=5))
+    while not behaviour.sent:
+        await asyncio.sleep(0)
+    question = behaviour.sent[0]
+    assert question.get_metadata("performative") == "request"
+    answer = question.make_reply()
+    answer.body = "pong"
+    answer.set_metadata(IN_REPLY_TO, question.get_metadata(REPLY_WITH) or "")
+    await turn(behaviour, answer)
+    result = await asyncio.wait_for(asking, 5)
+    assert result.body == "pong"
+    assert behaviour._waiting == {}
+
+
+async def test_ask_times_out_and_refuses_empty_text(manager: MemoryManager) -> None:
+    behaviour = await make(manager, llm=FakeLLM())
+    with pytest.raises(TimeoutError):
+        await behaviour.ask(PEER, "anyone?", timeout=0.05)
+    with pytest.raises(ValueError, match="empty"):
+        await behaviour.ask(PEER, "")
+
+
+async def test_history_is_bounded_per_conversation(manager: MemoryManager) -> None:
+    llm = FakeLLM(*(LLMResponse(text=f"answer {i}") for i in range(5)))
+    behaviour = await make(manager, llm=llm, history_turns=1)
+    await turn(behaviour, incoming("q0"))
+    await turn(behaviour, incoming("q1"))
+    await turn(behaviour, incoming("q2"))
+    messages, _ = llm.requests[-1]
+    assert [m.content for m in messages if m.role != "system"] == ["q1", "answer 1", "q2"]
+    await turn(behaviour, incoming("other", thread="t-other"))
+    assert [m.content for m in llm.requests[-1][0] if m.role != "system"] == ["other"]
+
+
+async def test_recall_limits_come_from_the_config() -> None:
+    config = MemoryConfig(
+        in_memory=True, embedder="hashing", context=ContextBudget(recall_limit=0, max_notes=0)
+    )
+    async with await MemoryManager.open(ME, config) as quiet:
+        await quiet.store("The deadline is Friday")
+        await quiet.add_note(conversation_id_for(ME, PEER), "a note")
+        llm = FakeLLM(LLMResponse(text="ok"))
+        behaviour = await make(quiet, llm=llm)
+        await turn(behaviour, incoming("deadline?"))
+        assert [m.role for m in llm.requests[0][0]] == ["system", "user"]
+
+
+class Named:
+    name = "same"
+
+    def schema(self) -> dict[str, Any]:
+        return {"type": "function", "function": {"name": self.name, "parameters": {}}}
+
+    async def call(self, arguments: Mapping[str, Any] | str, context: ToolContext) -> ToolResult:
+        return ToolResult(ok=True, text="")
+
+
+def test_invalid_construction_is_refused() -> None:
+    with pytest.raises(ValueError, match="max_tool_rounds"):
+        ConversationBehaviour(llm=ScriptedLLM(), max_tool_rounds=-1)
+    with pytest.raises(ValueError, match="distinct"):
+        ConversationBehaviour(llm=ScriptedLLM(), tools=[Named(), Named()])
+
+
+async def test_sender_without_a_valid_jid_gets_a_failure_and_the_loop_survives(
+    manager: MemoryManager,
+) -> None:
+    behaviour = await make(manager, llm=FakeLLM(LLMResponse(text="fine")))
+    reply = await turn(behaviour, incoming("who am I?", sender="localhost"))
+    assert reply is not None
+    assert reply.get_metadata("performative") == "failure"
+    assert reply.get_metadata(IN_REPLY_TO) == "-"
+    assert not behaviour.is_killed()
+    reply = await turn(behaviour, incoming("and now?"))
+    assert reply is not None and reply.body == "fine"

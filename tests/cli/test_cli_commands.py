@@ -1,0 +1,242 @@
+"""The ``spade-memory`` subcommands, run in-process through ``main`` and as a process."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from spade_memory import commands
+from spade_memory.cli import main
+from spade_memory.config import MaintenanceConfig, MemoryConfig
+from spade_memory.identity import AgentIdentity
+from spade_memory.manager import MemoryManager
+
+ALICE = "alice@localhost"
+FACTS = (
+    ("Alice prefers green tea in the morning", "preference"),
+    ("The Lisbon office opens on 3 March", "fact"),
+    ("用户喜欢在周末去爬山", "preference"),
+    ("Deploys happen on Tuesdays after the standup", "pattern"),
+)
+
+
+async def build(root: Path) -> None:
+    config = MemoryConfig(
+        root=root, embedder="hashing", maintenance=MaintenanceConfig(check_on_open=False)
+    )
+    async with await MemoryManager.open(ALICE, config) as alice:
+        for content, category in FACTS:
+            await alice.store(
+                content,
+                category=category,
+                context="told by Bob",
+                importance=0.7,
+                metadata={"source": "cli-test", "tags": ["a", "ü"]},
+                source_conversation="conv-1",
+                source_sender="bob@localhost",
+            )
+        await alice.add_note("conv-1", "Bob asked about the Lisbon office", author="bob@localhost")
+        await alice.add_note("conv-2", "Carol prefers e-mail", author="carol@localhost")
+        await alice.flush()
+    async with await MemoryManager.open("bob@localhost", config) as bob:
+        await bob.store("Bob keeps a memory too")
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    folder = tmp_path / "memory"
+    asyncio.run(build(folder))
+    return folder
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    status = main(list(argv))
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> Any:
+    status, out, err = run(capsys, *argv, "--json")
+    assert status == 0, err
+    return json.loads(out)
+
+
+def test_every_subcommand_is_documented() -> None:
+    assert commands.__doc__ is not None
+    for name, text, _, _ in commands.SUBCOMMANDS:
+        assert f"spade-memory {name}" in commands.__doc__ and text
+
+
+def test_ls_lists_agents_and_sizes(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = run_json(capsys, "ls", "--root", str(root))
+    agents = {entry["jid"]: entry for entry in data["agents"]}
+    assert set(agents) == {ALICE, "bob@localhost"}
+    assert agents[ALICE]["memories"] == len(FACTS) and agents[ALICE]["database_bytes"] > 0
+    status, out, _ = run(capsys, "ls", "--root", str(root))
+    assert status == 0 and ALICE in out and "bob@localhost" in out
+    status, out, err = run(capsys, "ls", "--root", str(root / "nowhere"))
+    assert (status, out) == (1, "") and "no memory root" in err
+
+
+def test_stats_counts_and_errors(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = run_json(capsys, "stats", ALICE, "--root", str(root))
+    assert data["memories"] == len(FACTS) and data["embedded"] == len(FACTS)
+    assert data["by_category"] == {"preference": 2, "fact": 1, "pattern": 1}
+    assert data["notes"] == 2 and data["atoms_by_status"]["active"] >= len(FACTS)
+    assert list(data["vectors_by_fingerprint"].values()) == [len(FACTS)]
+    status, out, _ = run(capsys, "stats", ALICE, "--root", str(root))
+    assert status == 0 and "pending_embeddings" in out
+    status, _, err = run(capsys, "stats", "nobody@localhost", "--root", str(root))
+    assert status == 1 and "holds no memory of nobody@localhost" in err
+    assert not (root / AgentIdentity.of("nobody@localhost").database_name).exists()
+    status, _, err = run(capsys, "stats", "not a jid", "--root", str(root))
+    assert status == 2 and "not a valid agent JID" in err
+
+
+def test_search_with_and_without_explanations(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    found = run_json(capsys, "search", ALICE, "green tea", "--root", str(root), "--limit", "2")
+    assert len(found) <= 2 and found[0]["memory"]["content"] == FACTS[0][0]
+    assert found[0]["explanation"] is None
+    explained = run_json(capsys, "search", ALICE, "爬山", "--root", str(root), "--explain")
+    assert explained[0]["memory"]["content"] == FACTS[2][0]
+    assert "keyword" in explained[0]["explanation"]["routes"]
+    status, out, _ = run(capsys, "search", ALICE, "Lisbon", "--root", str(root), "--explain")
+    assert status == 0 and "Lisbon" in out and "routes" in out and "k+" in out
+    with pytest.raises(SystemExit) as usage:
+        main(["search", ALICE, "tea", "--limit", "0", "--root", str(root)])
+    assert usage.value.code == 2
+
+
+def test_show_and_forget(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    shown = run_json(capsys, "show", ALICE, "2", "--root", str(root))
+    assert shown["memory"]["content"] == FACTS[1][0]
+    assert shown["atoms"] and shown["atoms"][0]["memory_id"] == 2
+    status, out, _ = run(capsys, "show", ALICE, "2", "--root", str(root))
+    assert status == 0 and "Lisbon" in out and "atoms" in out
+    assert run_json(capsys, "forget", ALICE, "2", "--root", str(root)) == {"forgotten": 2}
+    status, _, err = run(capsys, "show", ALICE, "2", "--root", str(root))
+    assert status == 1 and "no memory with id 2" in err
+    status, _, err = run(capsys, "forget", ALICE, "2", "--root", str(root))
+    assert status == 1 and "no memory with id 2" in err
+
+
+def test_export_then_import_round_trips_exactly(
+    root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, out, err = run(capsys, "export", ALICE, "--root", str(root))
+    assert status == 0 and f"exported {len(FACTS)} memories" in err
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert [line["type"] for line in lines] == ["header"] + ["memory"] * len(FACTS) + ["notes"] * 2
+    dump = tmp_path / "alice.jsonl"
+    dump.write_text(out, encoding="utf-8")
+    added = run_json(capsys, "import", "carol@localhost", str(dump), "--root", str(root))
+    assert added == {"memories_added": len(FACTS), "notes_added": 2}
+    status, again, _ = run(capsys, "export", "carol@localhost", "--root", str(root))
+    copied = [json.loads(line) for line in again.splitlines()]
+    assert copied[0] == {**lines[0], "agent": "carol@localhost"}
+    assert copied[1:] == lines[1:]  # every field of every memory, and every note
+    assert run_json(capsys, "import", "carol@localhost", str(dump), "--root", str(root)) == {
+        "memories_added": 0,
+        "notes_added": 0,
+    }
+    out_file = tmp_path / "again.jsonl"
+    assert main(["export", "carol@localhost", "--root", str(root), "-o", str(out_file)]) == 0
+    assert out_file.read_text(encoding="utf-8") == again
+
+
+def test_import_reads_stdin_and_refuses_what_is_not_an_export(
+    root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    status, out, _ = run(capsys, "export", ALICE, "--root", str(root))
+    monkeypatch.setattr(sys, "stdin", io.StringIO(out))
+    fresh = tmp_path / "fresh-root"  # created by the import
+    added = run_json(capsys, "import", "dave@localhost", "-", "--root", str(fresh))
+    assert added["memories_added"] == len(FACTS)
+    assert run_json(capsys, "stats", "dave@localhost", "--root", str(fresh))["memories"] == 4
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"type": "memory", "content": "no header"}\n', encoding="utf-8")
+    status, _, err = run(capsys, "import", ALICE, str(bad), "--root", str(root))
+    assert status == 2 and "header" in err
+    bad.write_text(out.splitlines()[0] + "\nnot json at all\n", encoding="utf-8")
+    status, _, err = run(capsys, "import", ALICE, str(bad), "--root", str(root))
+    assert status == 2 and "line 2 is not JSON" in err
+    status, _, err = run(capsys, "import", ALICE, str(tmp_path / "missing"), "--root", str(root))
+    assert status == 1 and "no file" in err
+
+
+def test_check_finds_and_repairs(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, _ = run(capsys, "check", ALICE, "--root", str(root))
+    assert status == 0 and "consistent" in out
+    connection = sqlite3.connect(root / AgentIdentity.of(ALICE).database_name)
+    connection.execute("DELETE FROM memories_fts WHERE rowid IN (1, 3)")
+    connection.commit()
+    connection.close()
+    status, out, _ = run(capsys, "check", ALICE, "--root", str(root))
+    assert status == 1 and "fts_missing" in out and "--repair" in out
+    status, out, _ = run(capsys, "check", ALICE, "--root", str(root), "--quick", "--json")
+    assert status == 1 and json.loads(out)["found"] == {"fts_missing": 2}
+    repaired = run_json(capsys, "check", ALICE, "--root", str(root), "--repair")
+    assert repaired["fixed"] == {"fts_missing": 2} and repaired["remaining"] == 0
+    assert run_json(capsys, "check", ALICE, "--root", str(root))["problems"] == 0
+    found = run_json(capsys, "search", ALICE, "green tea", "--root", str(root))
+    assert found[0]["memory"]["id"] == 1
+
+
+def test_rebuild_each_part(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    [fts] = run_json(capsys, "rebuild", ALICE, "--root", str(root), "--what", "fts")
+    assert (fts["what"], fts["processed"], fts["generation"]) == ("fts", len(FACTS), 1)
+    rebuilt = run_json(capsys, "rebuild", ALICE, "--root", str(root))
+    assert [r["what"] for r in rebuilt] == ["fts", "vectors", "graph"]
+    status, out, _ = run(capsys, "rebuild", ALICE, "--root", str(root), "--what", "graph")
+    assert status == 0 and "graph" in out
+    status, _, err = run(
+        capsys, "rebuild", ALICE, "--root", str(root), "--what", "vectors", "--embedder", "none"
+    )
+    assert status == 2 and "no embedder" in err
+    assert run_json(capsys, "check", ALICE, "--root", str(root))["problems"] == 0
+
+
+def test_backup_list_and_restore(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    made = run_json(capsys, "backup", ALICE, "--root", str(root))
+    backup = Path(made["path"])
+    assert backup.parent == root / "backup" and backup.exists()
+    listed = run_json(capsys, "backup", ALICE, "--root", str(root), "--list")
+    assert [entry["path"] for entry in listed] == [str(backup)]
+    assert run(capsys, "forget", ALICE, "1", "--root", str(root))[0] == 0
+    restored = run_json(capsys, "restore", ALICE, backup.name, "--root", str(root))
+    assert restored["restored"] == str(backup)
+    assert run_json(capsys, "show", ALICE, "1", "--root", str(root))["memory"]["id"] == 1
+    status, _, err = run(capsys, "restore", ALICE, "no-such.db", "--root", str(root))
+    assert status == 1 and "no backup file" in err
+    status, _, err = run(capsys, "restore", "bob@localhost", str(backup), "--root", str(root))
+    assert status == 1 and "not of 'bob@localhost'" in err
+    status, out, _ = run(capsys, "backup", ALICE, "--root", str(root), "--list")
+    assert status == 0 and "pre-restore" in out
+
+
+def process(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "spade_memory.cli", *argv],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_as_a_process(root: Path) -> None:
+    found = process("search", ALICE, "Lisbon office", "--root", str(root), "--json")
+    assert found.returncode == 0, found.stderr
+    assert json.loads(found.stdout)[0]["memory"]["id"] == 2
+    usage = process("search", ALICE, "--root", str(root))
+    assert usage.returncode == 2 and "QUERY" in usage.stderr

@@ -1,0 +1,188 @@
+"""Memory atoms: split, typed, aged on a simulated clock, reinforced and superseded."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from spade_memory.atoms import build_atoms, classify_atom, ttl_seconds
+from spade_memory.config import AtomConfig, MemoryConfig, RetrievalConfig
+from spade_memory.errors import MemoryNotFound
+from spade_memory.manager import MemoryManager
+from spade_memory.retrieval.entities import get_extractor
+
+DAY = 86_400.0
+
+
+class Clock:
+    """A clock the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = 1_700_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, days: float) -> None:
+        self.now += days * DAY
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+async def memory(clock: Clock) -> AsyncIterator[MemoryManager]:
+    # No retrieval cache: the clock jumps days between identical searches.
+    retrieval = RetrievalConfig(cache_ttl_seconds=0)
+    config = MemoryConfig(in_memory=True, embedder=None, retrieval=retrieval)
+    async with await MemoryManager.open("atoms@localhost", config, clock=clock) as opened:
+        await opened.maintenance.wait()  # the check on open, before writing
+        yield opened
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        ("Alice lives in Paris.", "fact"),
+        ("Alice likes green tea.", "preference"),
+        ("我喜欢喝咖啡。", "preference"),
+        ("We will meet Bob tomorrow.", "plan"),
+        ("我们明天去北京。", "plan"),
+        ("Yesterday we went to the zoo.", "episode"),
+        ("昨天我们去了动物园。", "episode"),
+        ("Carol is a friend of Dave.", "relation"),
+        ("hmm ok", "unknown"),
+    ],
+)
+def test_atoms_are_typed_by_relations_and_cues(text: str, kind: str) -> None:
+    relations = get_extractor().extract(text).relations
+    assert classify_atom(text, relations) == kind
+
+
+def test_the_memory_category_types_what_nothing_else_does() -> None:
+    assert classify_atom("hmm ok", [], category="preference") == "preference"
+    assert classify_atom("hmm ok", [], category="capability") == "fact"
+
+
+def test_lifetimes_grow_with_importance() -> None:
+    config = AtomConfig()
+    assert ttl_seconds("plan", 0.0, config) == 2 * DAY
+    assert ttl_seconds("fact", 1.0, config) == 360 * DAY
+    assert ttl_seconds("nonsense", 0.0, config) == 30 * DAY
+
+
+def test_a_memory_splits_into_sentence_atoms_with_claims() -> None:
+    text = "Alice lives in Paris. She likes jazz! Meeting tomorrow?"
+    atoms = build_atoms(
+        text, get_extractor().extract(text), category="fact", importance=0.5, config=AtomConfig()
+    )
+    assert [a.text for a in atoms] == [
+        "Alice lives in Paris.",
+        "She likes jazz!",
+        "Meeting tomorrow?",
+    ]
+    assert [a.type for a in atoms] == ["fact", "preference", "plan"]
+    assert (atoms[0].subject, atoms[0].predicate, atoms[0].object) == ("alice", "lives_in", "paris")
+    assert atoms[0].functional and not atoms[1].functional
+
+
+async def test_a_plan_expires_goes_dormant_then_expired(
+    memory: MemoryManager, clock: Clock
+) -> None:
+    plan = await memory.store("We will call Bob tomorrow.", importance=0.0)
+    assert [a.type for a in await memory.live_atoms(plan.id)] == ["plan"]
+    clock.advance(2.5)  # past its 2-day lifetime, inside the dormant half
+    assert await memory.live_atoms(plan.id) == []
+    assert [a.status for a in await memory.atoms(plan.id)] == ["dormant"]
+    clock.advance(1.0)
+    assert [a.status for a in await memory.atoms(plan.id)] == ["expired"]
+    assert await memory.refresh_atoms() == {"dormant": 0, "expired": 1}
+
+
+async def test_a_memory_whose_atoms_all_lapsed_leaves_search_results(
+    memory: MemoryManager, clock: Clock
+) -> None:
+    plan = await memory.store("We will call Bob about the invoice tomorrow.", importance=0.0)
+    fact = await memory.store("The invoice total is 40 euros.", importance=0.0)
+    assert {r.memory.id for r in await memory.search("invoice")} == {plan.id, fact.id}
+    clock.advance(3)
+    assert [r.memory.id for r in await memory.search("invoice")] == [fact.id]
+    relaxed = MemoryConfig(
+        in_memory=True,
+        embedder=None,
+        atoms=AtomConfig(hide_expired=False),
+        retrieval=RetrievalConfig(cache_ttl_seconds=0),
+    )
+    async with await MemoryManager.open("keep@localhost", relaxed, clock=clock) as keeping:
+        await keeping.maintenance.wait()  # the check on open, before writing
+        kept = await keeping.store("We will call Bob about the invoice tomorrow.")
+        clock.advance(10)
+        assert [r.memory.id for r in await keeping.search("invoice")] == [kept.id]
+
+
+async def test_storing_a_fact_again_reinforces_and_revives_it(
+    memory: MemoryManager, clock: Clock
+) -> None:
+    first = await memory.store("The office wifi password is tulip42.", importance=0.0)
+    clock.advance(29)
+    await memory.store("The office wifi password is tulip42.", importance=0.0)
+    atom = (await memory.atoms(first.id))[0]
+    assert atom.reinforcements == 1 and atom.status == "active"
+    # reinforced: 180 days * (1 + 0.5) from the second store, not 180 from the first
+    assert atom.expires_at == pytest.approx(clock.now + 180 * DAY * 1.5)
+    clock.advance(180 * 1.5 + 1)  # dormant now
+    assert (await memory.atoms(first.id))[0].status == "dormant"
+    await memory.store("The office wifi password is tulip42.", importance=0.0)
+    assert (await memory.atoms(first.id))[0].status == "active"
+
+
+async def test_a_newer_claim_supersedes_an_older_one(memory: MemoryManager, clock: Clock) -> None:
+    paris = await memory.store("Alice lives in Paris.")
+    clock.advance(1)
+    berlin = await memory.store("Alice lives in Berlin.")
+    old = (await memory.atoms(paris.id))[0]
+    new = (await memory.atoms(berlin.id))[0]
+    assert old.status == "superseded" and old.superseded_by == new.id
+    assert [r.memory.id for r in await memory.search("where does Alice live")] == [berlin.id]
+    # Likes are not exclusive: a second preference supersedes nothing.
+    await memory.store("Alice likes tea.")
+    coffee = await memory.store("Alice likes coffee.")
+    assert all(a.live for a in await memory.atoms(coffee.id - 1))
+    # Forgetting the newer claim brings the older one back.
+    await memory.forget(berlin.id)
+    assert (await memory.atoms(paris.id))[0].status == "active"
+    assert paris.id in {r.memory.id for r in await memory.search("where does Alice live")}
+
+
+async def test_forgetting_one_atom_keeps_the_rest(memory: MemoryManager) -> None:
+    stored = await memory.store("Alice lives in Paris. Alice likes jazz.")
+    atoms = await memory.atoms(stored.id)
+    forgotten = await memory.forget_atom(atoms[1].id)
+    assert forgotten.status == "forgotten"
+    assert [a.text for a in await memory.live_atoms(stored.id)] == ["Alice lives in Paris."]
+    with pytest.raises(MemoryNotFound):
+        await memory.forget_atom(10_000)
+
+
+async def test_atoms_of_a_deleted_memory_go_with_it(memory: MemoryManager) -> None:
+    stored = await memory.store("Alice lives in Paris.")
+    await memory.forget(stored.id)
+    assert await memory.atoms(stored.id) == []
+
+
+async def test_imported_memories_arrive_live(memory: MemoryManager, clock: Clock) -> None:
+    await memory.store("We will call Bob about the invoice tomorrow.")
+    exported = await memory.export()
+    clock.advance(2 * 365)
+    config = MemoryConfig(
+        in_memory=True, embedder=None, retrieval=RetrievalConfig(cache_ttl_seconds=0)
+    )
+    async with await MemoryManager.open("moved@localhost", config, clock=clock) as moved:
+        await moved.maintenance.wait()  # the check on open, before writing
+        assert await moved.import_data(exported) == (1, 0)
+        found = await moved.search("invoice")
+        assert len(found) == 1
+        assert [a.type for a in await moved.live_atoms(found[0].memory.id)] == ["plan"]

@@ -1,0 +1,40 @@
+"""The relations benchmark: its data set, its metrics, and a small run of it."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks.relations import Query, load_set, run, summarise
+
+
+def test_the_relations_set_is_well_formed() -> None:
+    memories, queries = load_set()
+    assert len(queries) >= 30
+    assert {q.language for q in queries} == {"en", "zh"}
+    contents = {m["id"]: m["content"] for m in memories}
+    for query in queries:
+        for gold in query.gold:
+            # the answer never names the person the question is about
+            named = query.text.split("'")[0].split()[-1] if query.language == "en" else ""
+            assert not named or named not in contents[gold], (query.text, gold)
+
+
+def test_summaries_count_hits_and_reciprocal_ranks() -> None:
+    queries = [Query("a", "en", ("x",)), Query("b", "zh", ("y",))]
+    summary = summarise(queries, [["w", "x"], ["z"]])
+    assert summary["all"]["hit@1"] == 0.0
+    assert summary["all"]["hit@3"] == pytest.approx(0.5)
+    assert summary["en"]["mrr@10"] == pytest.approx(0.5)
+    assert summary["zh"]["hit@10"] == 0.0
+
+
+async def test_following_links_finds_answers_keywords_alone_miss() -> None:
+    memories, queries = load_set()
+    chosen = [q for q in queries if q.language == "en"][:4] + [
+        q for q in queries if q.language == "zh"
+    ][:4]
+    results = await run(memories, chosen, embedder=None)
+    document = summarise(chosen, results["document"]["rankings"])["all"]
+    dual = summarise(chosen, results["dual"]["rankings"])["all"]
+    assert dual["hit@5"] > document["hit@5"]
+    assert dual["mrr@10"] > document["mrr@10"]

@@ -1,0 +1,132 @@
+"""Backups through the SQLite backup API, restores into a stopped agent, retention."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from pathlib import Path
+
+import pytest
+from maint_support import FACTS, Clock, Opener, fill
+
+from spade_memory.config import MaintenanceConfig, MemoryConfig, StorageConfig
+from spade_memory.errors import ConfigError, StorageError
+from spade_memory.identity import AgentIdentity
+from spade_memory.maintenance.backup import list_backups, prune_backups, restore_backup
+from spade_memory.manager import MemoryManager
+
+ALICE = AgentIdentity.of("alice@localhost")
+
+
+def contents(path: Path) -> list[str]:
+    connection = sqlite3.connect(path)
+    try:
+        return [row[0] for row in connection.execute("SELECT content FROM memories ORDER BY id")]
+    finally:
+        connection.close()
+
+
+async def test_backup_then_restore_brings_back_exactly_that_memory(
+    open_memory: Opener, root: Path, clock: Clock
+) -> None:
+    memory = await open_memory()
+    await fill(memory, FACTS[:6])
+    await memory.add_note("conv-1", "Alice asked about the Lisbon office", author="bob@localhost")
+    backup = await memory.backup()
+    assert backup.parent == root / "backup" and backup.name.startswith(ALICE.stem)
+    assert contents(backup) == list(FACTS[:6])
+    assert not list(backup.parent.glob("*-wal"))  # one self-contained file
+    saved_export = await memory.export()
+    with pytest.raises(StorageError, match="open in this process"):
+        await asyncio.to_thread(restore_backup, root, "alice@localhost", backup)
+
+    clock.advance(1)
+    await memory.store("Written after the backup: the canteen serves ramen")
+    await memory.forget(1)
+    await memory.add_note("conv-1", "a later note")
+    await memory.aclose()
+
+    previous = await asyncio.to_thread(restore_backup, root, "alice@localhost", backup, now=clock())
+    assert "ramen" in " ".join(contents(previous))  # what was replaced is kept
+    assert [info.kind for info in list_backups(root, stem=ALICE.stem)] == ["manual", "pre-restore"]
+    assert not (root / ALICE.snapshot_name).exists()  # the cache of the old vectors is gone
+
+    memory = await open_memory()
+    await memory.flush()
+    restored = await memory.export()
+    assert restored["memories"] == saved_export["memories"]
+    assert restored["notes"] == saved_export["notes"]
+    assert (await memory.check(deep=True)).clean
+    assert (await memory.search("Lisbon office"))[0].memory.content == FACTS[1]
+    assert all("ramen" not in r.memory.content for r in await memory.search("ramen"))
+
+
+async def test_restore_refuses_what_is_not_this_agents_backup(
+    open_memory: Opener, root: Path, tmp_path: Path
+) -> None:
+    bob = await open_memory("bob@localhost")
+    await bob.store("Bob's memory")
+    bob_backup = await bob.backup()
+    await bob.aclose()
+    alice = await open_memory()
+    await alice.store("Alice's memory")
+    await alice.aclose()
+    with pytest.raises(StorageError, match="memory of 'bob@localhost', not of 'alice@localhost'"):
+        restore_backup(root, "alice@localhost", bob_backup)
+    garbage = tmp_path / "garbage.db"
+    garbage.write_bytes(b"this is not a database" * 100)
+    with pytest.raises(StorageError, match="not a readable memory backup"):
+        restore_backup(root, "alice@localhost", garbage)
+    with pytest.raises(StorageError, match="no backup file"):
+        restore_backup(root, "alice@localhost", tmp_path / "missing.db")
+    assert contents(root / ALICE.database_name) == ["Alice's memory"]
+
+
+async def test_backups_older_than_the_retention_are_removed(
+    open_memory: Opener, root: Path, clock: Clock
+) -> None:
+    memory = await open_memory(storage=StorageConfig(backup_keep_days=14))
+    await memory.store("a memory worth keeping")
+    first = await memory.backup()
+    clock.advance(10)
+    second = await memory.backup()
+    clock.advance(10)
+    third = await memory.backup()
+    assert [info.path for info in list_backups(root)] == [second, third]
+    assert not first.exists()
+    notes = sorted(path.name for path in (root / "backup").glob("*.json"))
+    stamps = [path.name.split(".")[1] for path in (second, third)]
+    assert notes == [f"{ALICE.stem}_interactions.{stamp}.json" for stamp in stamps]
+    migration = root / "backup" / f"{ALICE.stem}_base_memory.v1.20200101T000000.db"
+    migration.write_bytes(third.read_bytes())
+    assert [info.kind for info in list_backups(root)] == ["migration", "manual", "manual"]
+    removed = prune_backups(root, keep_days=0, now=clock() + 1)
+    assert removed == [migration, second]
+    assert [info.path for info in list_backups(root)] == [third]  # the newest always stays
+
+
+async def test_scheduled_backups_follow_their_interval(
+    open_memory: Opener, root: Path, clock: Clock
+) -> None:
+    memory = await open_memory(
+        maintenance=MaintenanceConfig(check_on_open=False, backup_interval_hours=24)
+    )
+    await memory.store("scheduled backups")
+    assert "backup" in await memory.maintenance.run_due()
+    assert "backup" not in await memory.maintenance.run_due()
+    clock.advance(1)
+    ran = await memory.maintenance.run_due()
+    assert Path(ran["backup"]["path"]).exists()
+    assert len(list_backups(root)) == 2
+
+
+async def test_an_in_memory_memory_cannot_be_backed_up() -> None:
+    config = MemoryConfig(
+        in_memory=True,
+        embedder=None,
+        maintenance=MaintenanceConfig(check_on_open=False, backup_interval_hours=24),
+    )
+    async with await MemoryManager.open("eph@localhost", config) as memory:
+        with pytest.raises(ConfigError, match="in-memory"):
+            await memory.backup()
+        assert "backup" not in await memory.maintenance.run_due()

@@ -1,0 +1,175 @@
+"""Consolidation: near-duplicates of one category merged, by rule or through an LLM."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pytest
+from maint_support import Clock, Opener
+
+from spade_memory.errors import LLMError, MemoryNotFound
+from spade_memory.llm import ChatMessage, LLMResponse
+from spade_memory.maintenance.consolidation import chance_similarity, validate_merge
+from spade_memory.manager import MemoryManager
+from spade_memory.models import Memory
+from spade_memory.retrieval.embedders import shared_hashing
+
+
+class FakeLLM:
+    """Answers every request with a fixed text, or fails; records what it was asked."""
+
+    def __init__(self, answer: str | None = None, *, error: Exception | None = None) -> None:
+        self.answer = answer
+        self.error = error
+        self.requests: list[list[ChatMessage]] = []
+
+    async def complete(
+        self, messages: Sequence[ChatMessage], tools: Sequence[Mapping[str, Any]] = ()
+    ) -> LLMResponse:
+        self.requests.append(list(messages))
+        if self.error is not None:
+            raise self.error
+        return LLMResponse(text=self.answer)
+
+    async def aclose(self) -> None:
+        return None
+
+
+class AnisotropicEmbedder:
+    """Hashing vectors pushed towards one direction, as multilingual-e5 does: unrelated
+    texts score about 0.8, so a raw cosine threshold of 0.7 would merge everything."""
+
+    dim = 256
+    fingerprint = "anisotropic-test-embedder"
+
+    def __init__(self) -> None:
+        self._axis = np.zeros(self.dim, dtype=np.float32)
+        self._axis[0] = 1.0
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        matrix = shared_hashing().embed_documents(texts) + 2.0 * self._axis
+        return (matrix / np.linalg.norm(matrix, axis=1, keepdims=True)).astype(np.float32)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.embed_documents([text])[0]
+
+
+async def duplicates(memory: MemoryManager) -> dict[str, Memory]:
+    found = {
+        "short": await memory.store(
+            "Alice likes green tea",
+            category="preference",
+            importance=0.4,
+            source_conversation="c1",
+            source_sender="bob@localhost",
+        ),
+        "long": await memory.store(
+            "Alice likes green tea very much",
+            category="preference",
+            importance=0.7,
+            confidence=0.6,
+            source_conversation="c2",
+            source_sender="carol@localhost",
+            metadata={"merged_from": ["uid-of-an-older-merge"]},
+        ),
+        "other category": await memory.store("Alice likes green tea", category="fact"),
+        "unrelated": await memory.store("The warehouse closes at 6pm", category="preference"),
+        "protected": await memory.store(
+            "Alice likes green tea a lot", category="preference", metadata={"protected": True}
+        ),
+    }
+    await memory.flush()
+    return found
+
+
+async def test_near_duplicates_are_merged_by_rule(open_memory: Opener, clock: Clock) -> None:
+    memory = await open_memory()
+    found = await duplicates(memory)
+    clock.advance(1)
+    result = await memory.maintenance.consolidate()
+    assert [(m.survivor, m.merged, m.by_llm) for m in result.merges] == [
+        (found["long"].id, (found["short"].id,), False)
+    ]
+    assert result.merges[0].similarity >= 0.7
+    kept = await memory.get(found["long"].id)
+    assert kept.content == "Alice likes green tea very much"
+    assert (kept.importance, kept.confidence, kept.updated_at) == (0.7, 1.0, clock())
+    assert kept.metadata["merged_from"] == ["uid-of-an-older-merge", found["short"].uid]
+    assert kept.metadata["sources"] == [
+        {"conversation": "c2", "sender": "carol@localhost"},
+        {"conversation": "c1", "sender": "bob@localhost"},
+    ]
+    with pytest.raises(MemoryNotFound):
+        await memory.get(found["short"].id)
+    for name in ("other category", "unrelated", "protected"):
+        assert (await memory.get(found[name].id)).content == found[name].content
+    await memory.flush()
+    assert (await memory.check(deep=True)).clean
+    again = await memory.maintenance.consolidate()  # nothing embedded since: nothing to do
+    assert again.merges == ()
+
+
+async def test_an_llm_merges_the_texts_when_its_answer_is_sound(open_memory: Opener) -> None:
+    memory = await open_memory()
+    found = await duplicates(memory)
+    llm = FakeLLM("Alice likes green tea very much, above all in the morning")
+    result = await memory.maintenance.consolidate(llm=llm)
+    assert [(m.survivor, m.by_llm) for m in result.merges] == [(found["long"].id, True)]
+    [request] = llm.requests
+    assert request[0].role == "system" and "Alice likes green tea" in (request[1].content or "")
+    await memory.flush()
+    kept = await memory.get(found["long"].id)
+    assert kept.content.endswith("in the morning")
+    assert (await memory.search("morning"))[0].memory.id == kept.id
+    assert (await memory.check(deep=True)).clean
+
+
+@pytest.mark.parametrize(
+    "llm",
+    [
+        FakeLLM("Sorry, I cannot help with that."),
+        FakeLLM(""),
+        FakeLLM(None),
+        FakeLLM(error=LLMError("the model is down")),
+        FakeLLM(error=RuntimeError("connection reset")),
+    ],
+    ids=["refusal", "empty", "no text", "llm error", "other error"],
+)
+async def test_an_unusable_llm_answer_falls_back_to_the_rule(
+    open_memory: Opener, llm: FakeLLM
+) -> None:
+    memory = await open_memory()
+    found = await duplicates(memory)
+    result = await memory.maintenance.consolidate(llm=llm)
+    assert [(m.survivor, m.by_llm) for m in result.merges] == [(found["long"].id, False)]
+    assert (await memory.get(found["long"].id)).content == "Alice likes green tea very much"
+
+
+def test_merged_texts_are_validated() -> None:
+    texts = ["The Lisbon office opens on 3 March", "Lisbon office opens 3 March"]
+    assert validate_merge("  The Lisbon office opens on 3 March.  ", texts, max_chars=500)
+    assert validate_merge('"The Lisbon office opens on 3 March"', texts, max_chars=500) == (
+        "The Lisbon office opens on 3 March"
+    )
+    assert validate_merge("Lisbon", texts, max_chars=500) is None  # far too short
+    assert validate_merge("Paris is lovely in the spring time", texts, max_chars=500) is None
+    assert validate_merge("The Lisbon office opens on 3 March", texts, max_chars=10) is None
+    assert validate_merge("x" * 300, texts, max_chars=500) is None  # far too long
+
+
+async def test_similarity_is_measured_above_the_embedders_chance_level(
+    open_memory: Opener,
+) -> None:
+    skewed = AnisotropicEmbedder()
+    assert chance_similarity(shared_hashing()) < 0.2
+    assert chance_similarity(skewed) > 0.6
+    memory = await open_memory(embedder=skewed)
+    found = await duplicates(memory)
+    vectors = skewed.embed_documents(["The warehouse closes at 6pm", "Alice likes green tea"])
+    assert float(vectors[0] @ vectors[1]) > 0.7  # raw cosine: unrelated texts look alike
+    result = await memory.maintenance.consolidate()
+    assert [(m.survivor, m.merged) for m in result.merges] == [
+        (found["long"].id, (found["short"].id,))
+    ]
