@@ -168,6 +168,8 @@ class Retriever:
         if not blended:
             timings.fusion = time.perf_counter() - fusion_started
             return []
+        if config.neighbour_weight > 0:
+            await self._add_neighbours(blended, limit, config.neighbour_weight)
         ranked = sorted(blended, key=lambda key: -blended[key])
         # Graph-only hits are loaded with the rest, in one batch.
         memories = await self._base.get_many(ranked[: max(pool_size * 2, candidates)])
@@ -221,6 +223,25 @@ class Retriever:
                 SearchResult(memory=memory, score=final[memory_id], explanation=explanation)
             )
         return results
+
+    async def _add_neighbours(self, scores: dict[int, float], limit: int, weight: float) -> None:
+        """Give the memories stored just before and after a top hit, in the same
+        conversation, a share of its score: a question's answer is often the
+        next turn, and the turn before gives the context."""
+        parents = sorted(scores, key=lambda key: -scores[key])[:limit]
+        around = {parent + step for parent in parents for step in (-1, 1)}
+        loaded = await self._base.get_many([*parents, *around])
+        for parent in parents:
+            origin = loaded.get(parent)
+            if origin is None or origin.source_conversation is None:
+                continue
+            for neighbour_id in (parent - 1, parent + 1):
+                neighbour = loaded.get(neighbour_id)
+                if neighbour is None or neighbour.source_conversation != origin.source_conversation:
+                    continue
+                share = weight * scores[parent]
+                if share > scores.get(neighbour_id, 0.0):
+                    scores[neighbour_id] = share
 
     async def _keyword(
         self,

@@ -113,3 +113,30 @@ async def test_access_statistics_are_coalesced(manager: MemoryManager) -> None:
     assert (await manager.get(stored.id)).access_count == 0  # not written per read
     await manager.flush()
     assert (await manager.get(stored.id)).access_count >= 1
+
+
+async def test_the_turn_after_a_hit_in_the_same_conversation_is_recalled(tmp_path: Path) -> None:
+    turns = [
+        "Mel: Anything you are excited for in the adoption process?",
+        "Caroline: Meeting the kids at the agency next Tuesday, honestly.",
+        "Mel: The weather has been lovely lately.",
+    ]
+    found = {}
+    for weight in (0.0, 0.5):
+        config = MemoryConfig(
+            root=tmp_path / str(weight),
+            embedder=None,
+            retrieval=RetrievalConfig(neighbour_weight=weight),
+        )
+        async with await MemoryManager.open("n@localhost", config) as memory:
+            await memory.store_many([{"content": t, "source_conversation": "s1"} for t in turns])
+            await memory.store(
+                "Unrelated: the adoption of the new budget", source_conversation="s2"
+            )
+            results = await memory.search(
+                "what is she excited for in the adoption process?", limit=3
+            )
+            found[weight] = [r.memory.content for r in results]
+    assert turns[1] not in found[0.0]  # it shares no word with the question
+    assert turns[1] in found[0.5]  # reached as the reply to the turn that matched
+    assert "Unrelated: the adoption of the new budget" in found[0.5]  # other hits stay
