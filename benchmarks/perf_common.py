@@ -1,4 +1,4 @@
-"""Shared helpers of the performance benchmarks (``python -m benchmarks.perf_*``).
+"""Shared utilities of the performance benchmarks (``python -m benchmarks.perf_*``).
 
 Timing and percentiles, process figures read from ``/proc/self`` (resident memory,
 bytes written to disk, open file descriptors), generated LoCoMo-like texts and
@@ -6,7 +6,7 @@ questions, and the runner of the spade_llm side of a comparison.
 
 This module imports the standard library only, so the spade_llm worker can import
 it from the separate virtual environment that holds spade_llm (``.venv-bench``).
-Helpers that need spade_memory import it inside the function.
+Functions that need spade_memory import it inside the function.
 """
 
 from __future__ import annotations
@@ -401,7 +401,7 @@ def now() -> float:
     return time.perf_counter()
 
 
-# -- spade_memory helpers (imported lazily: the worker environment lacks it) ----------------
+# -- spade_memory utilities (imported lazily: the worker environment lacks it) ----------------
 
 
 def prefill_embedder() -> Any:
@@ -577,7 +577,7 @@ async def prefilled(
     return folder, seconds
 
 
-# -- spade_llm helpers (run inside the spade_llm environment) ------------------------------
+# -- spade_llm utilities (run inside the spade_llm environment) ------------------------------
 
 
 async def spade_llm_memory(folder: Path, jid: str, count: int, *, texts: TextGenerator) -> Any:

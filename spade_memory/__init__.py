@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from .agents import LLMAgent, MemoryMixin
 from .behaviours import ConversationBehaviour
-from .config import ContextBudget, MemoryConfig, RetrievalConfig, StorageConfig, ToolBudget
+from .behaviours.maintenance import MaintenanceBehaviour
+from .config import (
+    ContextBudget,
+    MaintenanceConfig,
+    MemoryConfig,
+    RetrievalConfig,
+    StorageConfig,
+    ToolBudget,
+)
 from .errors import (
     BudgetExceeded,
     ConfigError,
@@ -43,6 +51,8 @@ __all__ = [
     "LLMClient",
     "LLMError",
     "LLMResponse",
+    "MaintenanceBehaviour",
+    "MaintenanceConfig",
     "Memory",
     "MemoryConfig",
     "MemoryManager",

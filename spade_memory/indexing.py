@@ -100,6 +100,7 @@ class VectorIndexer:
                 dim=dim,
                 fingerprint=stamp,
                 kind=kind,
+                ef_search=storage.hnsw_ef_search,
             )
         if loaded is not None and loaded[1].seq > await base.max_embedding_seq():
             # Newer than the database (restored from a backup): its vectors may
@@ -111,7 +112,7 @@ class VectorIndexer:
             applied = await cls._catch_up(base, index, fingerprint, dim, after_seq=info.seq)
             logger.debug("%s: snapshot loaded (%d vectors)", base.agent, index.ntotal)
         else:
-            index = VectorIndex(dim, kind=kind)
+            index = VectorIndex(dim, kind=kind, ef_search=storage.hnsw_ef_search)
             ids, matrix, applied = await base.load_vectors(fingerprint, dim)
             if len(ids):
                 await asyncio.to_thread(index.add, ids, matrix)

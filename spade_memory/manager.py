@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import contextlib
+import dataclasses
 import glob
 import logging
 import os
@@ -615,6 +616,29 @@ class MemoryManager:
         """
         self._check_open()
         return await self._atoms.live(check_id(memory_id), self._clock())
+
+    async def recall(
+        self, query: str, *, limit: int = 5, category: str | None = None
+    ) -> builtins.list[SearchResult]:
+        """:meth:`search` for prompt assembly: each memory carries only its live atoms.
+
+        A memory with atoms comes back with the text of its live ones as content, in
+        order (a superseded or lapsed sentence is left out, and a memory with none
+        live is left out); one stored before atoms existed comes back whole.
+        """
+        results = await self.search(query, limit=limit, category=category)
+        found = await self._atoms.atoms([r.memory.id for r in results], self._clock())
+        recalled: builtins.list[SearchResult] = []
+        for result in results:
+            atoms = found.get(result.memory.id)
+            if atoms is None:
+                recalled.append(result)
+                continue
+            live = [atom.text for atom in atoms if atom.live]
+            if live:
+                memory = dataclasses.replace(result.memory, content=" ".join(live))
+                recalled.append(dataclasses.replace(result, memory=memory))
+        return recalled
 
     async def atoms(self, memory_id: int) -> builtins.list[Atom]:
         """Every atom of a memory with its status now (active, dormant, superseded, ...)."""

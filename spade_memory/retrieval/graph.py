@@ -42,7 +42,7 @@ from typing import Protocol
 import numpy as np
 
 from ..config import RetrievalConfig
-from ..storage.graph_store import GraphStore
+from ..storage.graph_store import GraphStore, NodeHit
 from .entities import EntityExtractor, Extraction
 from .fusion import minmax
 from .intent import QueryIntent
@@ -190,18 +190,23 @@ class GraphRetriever:
         and are expanded through typed relations only ("Melanie likes pottery").
         """
         store = self._store
-        total = max(2, await store.entry_count())
+        total = max(2, await store.memory_count())
         hub = max(_HUB_MIN_ENTRIES, self._config.graph_hub_fraction * total)
         keys = self._extractor.query_keys(query)
         nodes = [n for n in await store.nodes_by_keys(keys) if n.entries]
         named = tuple(node.key for node in nodes)
-        weights = {node.id: _rarity(node.entries, total) for node in nodes}
-        seeds = {node.id for node in nodes if node.entries <= hub}
-        hubs = [node.id for node in nodes if node.entries > hub]
+        # How common a name is, is how many memories mention it, entity or not: a
+        # common word that one memory happened to capitalise is not a rare entity.
+        mentioned = {node.id: max(node.entries, await self._mentions(node)) for node in nodes}
+        weights = {node.id: _rarity(mentioned[node.id], total) for node in nodes}
+        seeds = {node.id for node in nodes if mentioned[node.id] <= hub}
+        hubs = [node.id for node in nodes if mentioned[node.id] > hub]
         raw: dict[int, float] = {}
         per_node = max(50, candidates * 2)
         direct = {node_id: weights[node_id] for node_id in seeds}
-        for memory_id, score in await self._memories_of(direct, per_node, total, categories, 2):
+        for memory_id, score in await self._memories_of(
+            direct, per_node, total, categories, 2, counted=mentioned
+        ):
             raw[memory_id] = raw.get(memory_id, 0.0) + score
         frontier = {n.id: weights[n.id] if n.id in seeds else _HUB_WEIGHT for n in nodes}
         seen = set(weights)
@@ -225,6 +230,15 @@ class GraphRetriever:
                 raw[memory_id] += weights[node_id]
         return raw, named
 
+    async def _mentions(self, node: NodeHit) -> int:
+        """How many memories' text mentions ``node`` (its words, or its Chinese words)."""
+        if node.type in _NO_PHRASE:
+            return 0
+        terms = get_tokenizer().query_terms(node.value)[:8]
+        if not terms:
+            return 0
+        return await self._store.text_count(terms, phrase=not _CJK_RUN.search(node.value))
+
     async def _memories_of(
         self,
         scores: dict[int, float],
@@ -232,6 +246,7 @@ class GraphRetriever:
         total: int,
         categories: Sequence[str] | None,
         power: int,
+        counted: dict[int, int] | None = None,
     ) -> list[tuple[int, float]]:
         """``(memory, score)`` for the memories naming each node of ``scores``.
 
@@ -239,7 +254,8 @@ class GraphRetriever:
         concept of several words or a Chinese name ("security team", 星辰科技),
         when its text holds the phrase: the node may have come from another
         memory's pattern only. A phrase found in more memories than the node's
-        entries weakens the node's score (its specificity, to ``power``).
+        entries (or than ``counted``, the mentions its score already reflects)
+        weakens the node's score (its specificity, to ``power``).
         """
         if not scores:
             return []
@@ -261,8 +277,9 @@ class GraphRetriever:
                 phrase, tokens=not cjk, limit=per_node, categories=categories
             )
             score = scores[node.id]
-            if count > node.entries:
-                ratio = _share(count, total) / _share(max(1, node.entries), total)
+            known = max(node.entries, (counted or {}).get(node.id, 0))
+            if count > known:
+                ratio = _share(count, total) / _share(max(1, known), total)
                 score *= ratio**power
             for memory_id in ids:
                 pairs[(node.id, memory_id)] = max(pairs.get((node.id, memory_id), 0.0), score)

@@ -217,13 +217,7 @@ class BaseMemoryStore:
             raise StorageError(f"could not open {label}: {exc}") from exc
         store = cls(db, agent=agent, label=label)
         try:
-            # Before anything can write to the file (enabling WAL writes a header).
-            if expect_existing and await store._schema_version() == 0:
-                raise _Unusable(
-                    "it holds no memory at all, yet this agent's memory existed (its "
-                    "interaction file is there): it was emptied or replaced"
-                )
-            await store._configure(storage, in_memory=path is None)
+            await store._configure(storage, in_memory=path is None, expect_existing=expect_existing)
             await migrate(db, backup_dir=backup_dir, label=path.stem if path else "memory")
             await store._claim(categories, now)
         except sqlite3.DatabaseError as exc:
@@ -251,10 +245,18 @@ class BaseMemoryStore:
             _OPEN_PATHS[store._path] = _OPEN_PATHS.get(store._path, 0) + 1
         return store
 
-    async def _configure(self, storage: StorageConfig, *, in_memory: bool) -> None:
+    async def _configure(
+        self, storage: StorageConfig, *, in_memory: bool, expect_existing: bool = False
+    ) -> None:
         db = self._db
         # First, so every later statement waits for another process's lock.
         await db.execute(f"PRAGMA busy_timeout = {int(storage.busy_timeout_ms)}")
+        # Before anything can write to the file (enabling WAL writes a header).
+        if expect_existing and await self._schema_version() == 0:
+            raise _Unusable(
+                "it holds no memory at all, yet this agent's memory existed (its "
+                "interaction file is there): it was emptied or replaced"
+            )
         if not in_memory:
             async with db.execute("PRAGMA journal_mode = WAL") as cursor:
                 row = await cursor.fetchone()

@@ -91,6 +91,26 @@ class GraphStore:
                 if rows:
                     await write_graph(db, memory_id, graph, now=now)
 
+    async def memory_count(self) -> int:
+        """How many memories there are (of any status)."""
+        rows = await self._base.fetchall("SELECT count(*) FROM memories")
+        return int(rows[0][0])
+
+    async def text_count(self, terms: Sequence[str], *, phrase: bool) -> int:
+        """How many memories' text holds ``terms`` (index terms): as a phrase, or all of them."""
+        quoted = ['"' + term.replace('"', '""') + '"' for term in terms if term]
+        if not quoted:
+            return 0
+        match = "content_tokens : " + (
+            '"' + " ".join(t.replace('"', '""') for t in terms) + '"'
+            if phrase
+            else "(" + " AND ".join(quoted) + ")"
+        )
+        rows = await self._base.fetchall(
+            "SELECT count(*) FROM memories_fts WHERE memories_fts MATCH ?", (match,)
+        )
+        return int(rows[0][0])
+
     async def entry_count(self) -> int:
         """How many memories have a graph entry."""
         rows = await self._base.fetchall("SELECT count(*) FROM graph_entries")

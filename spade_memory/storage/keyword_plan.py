@@ -70,7 +70,7 @@ class KeywordPlanner:
         fetch: Fetch,
         *,
         bm25_weights: str,
-        exact_rows: int = 6_000,
+        exact_rows: int = 3_000,
         budget_rows: int = 2_000,
     ) -> None:
         self._fetch = fetch

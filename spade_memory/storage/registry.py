@@ -148,12 +148,19 @@ class Registry:
         """Read the registry; raise ``_Damaged`` if it is damaged (caller takes the lock)."""
         path = resolve_inside(self._root, REGISTRY_NAME)
         try:
-            raw = path.read_bytes()
+            with open(path, "rb") as handle:
+                version = _file_version(os.fstat(handle.fileno()))
+                known = _DECODED.get(str(path))
+                if known is not None and known[0] == version:
+                    return dict(known[1])  # unchanged since decoded (entries never mutate)
+                raw = handle.read()
         except FileNotFoundError:
             return {}
         except OSError as exc:
             raise StorageError(f"could not read the agent registry {path}: {exc}") from exc
-        return _decode(raw, path)
+        entries = _decode(raw, path)
+        _DECODED[str(path)] = (version, dict(entries))
+        return entries
 
     def _read_locked(self) -> Entries:
         """Read the registry under the lock, recovering it if it is damaged."""
@@ -233,7 +240,20 @@ class Registry:
             "agents": {stem: entries[stem] for stem in sorted(entries)},
         }
         data = json.dumps(document, ensure_ascii=False, indent=1).encode("utf-8")
-        files.atomic_write_bytes(resolve_inside(self._root, REGISTRY_NAME), data)
+        path = resolve_inside(self._root, REGISTRY_NAME)
+        files.atomic_write_bytes(path, data)
+        with contextlib.suppress(OSError):  # still under the lock: nobody else wrote it
+            _DECODED[str(path)] = (_file_version(path.stat()), dict(entries))
+
+
+# The last registry decoded per path, with the file's identity at that time: opening
+# many agents under one root reads the same, growing registry again and again.
+_DECODED: dict[str, tuple[tuple[int, int, int, int], Entries]] = {}
+
+
+def _file_version(stat: os.stat_result) -> tuple[int, int, int, int]:
+    """What changes whenever the file is replaced or rewritten."""
+    return (stat.st_dev, stat.st_ino, stat.st_mtime_ns, stat.st_size)
 
 
 @functools.lru_cache(maxsize=1 << 16)

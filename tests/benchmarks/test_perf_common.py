@@ -1,4 +1,4 @@
-"""Helpers of the performance benchmarks: percentiles, summaries, /proc figures, texts."""
+"""Utilities of the performance benchmarks: percentiles, summaries, /proc figures, texts."""
 
 from __future__ import annotations
 

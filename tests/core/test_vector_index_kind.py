@@ -60,6 +60,20 @@ def test_default_is_flat_and_bad_values_are_refused() -> None:
         StorageConfig(vector_index="ivf")  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="hnsw_threshold"):
         dataclasses.replace(StorageConfig(), hnsw_threshold=0)
+    with pytest.raises(ConfigError, match="hnsw_ef_search"):
+        StorageConfig(hnsw_ef_search=0)
+
+
+async def test_hnsw_search_breadth_comes_from_the_config(memory_root: Path) -> None:
+    storage = {"vector_index": "hnsw", "hnsw_ef_search": 77}
+    async with await MemoryManager.open(JID, config(memory_root, **storage)) as manager:
+        await manager.store_many({"content": line} for line in LINES)
+        await manager.flush()
+        assert manager.indexer is not None
+        assert manager.indexer.index._ef_search == 77
+    async with await MemoryManager.open(JID, config(memory_root, **storage)) as manager:
+        assert manager.indexer is not None  # loaded from the snapshot written at close
+        assert manager.indexer.index._ef_search == 77
 
 
 async def test_an_index_rebuilt_from_sqlite_is_snapshotted_for_the_next_open(

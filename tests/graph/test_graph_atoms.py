@@ -186,3 +186,13 @@ async def test_imported_memories_arrive_live(memory: MemoryManager, clock: Clock
         found = await moved.search("invoice")
         assert len(found) == 1
         assert [a.type for a in await moved.live_atoms(found[0].memory.id)] == ["plan"]
+
+
+async def test_recall_gives_only_the_live_atoms(memory: MemoryManager, clock: Clock) -> None:
+    both = await memory.store("The invoice total is 40 euros. We will pay the invoice tomorrow.")
+    assert [r.memory.content for r in await memory.recall("invoice")] == [both.content]
+    clock.advance(5)  # the plan lapsed, the fact lives on
+    recalled = await memory.recall("invoice")
+    assert [r.memory.content for r in recalled] == ["The invoice total is 40 euros."]
+    assert recalled[0].memory.id == both.id
+    assert (await memory.get(both.id)).content == both.content  # the memory itself is whole

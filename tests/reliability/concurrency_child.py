@@ -1,23 +1,27 @@
-"""A worker process for the multi-process concurrency test.
+"""Worker processes for the multi-process concurrency test.
 
-Run as ``python concurrency_child.py '<json spec>'``; the spec holds ``root``,
-``agents`` (the JIDs this process alone uses), ``shared`` (a JID every process
-uses at once), ``ops`` per agent, ``seed`` and ``start`` (first sequence number).
+Run as ``python concurrency_child.py '<json list of specs>'``. Each spec holds
+``root``, ``agents`` (the JIDs that process alone uses), ``shared`` (a JID every
+process uses at once), ``ops`` per agent, ``seed``, ``start`` (first sequence
+number) and ``latencies`` (a file for the operation timings).
 
-It prints ``WAITING``, waits for a line on stdin (so that every process opens its
-memories at the same moment), then runs the operations and prints one JSON object
-per line: ``{"ack": "store", "jid", "id", "seq"}``, ``{"ack": "forget", "jid",
-"id"}``, ``{"ack": "note", "jid", "conversation", "seq"}``, ``{"error": ...}`` for
-any exception that reached a caller, and finally ``{"latencies": {op: [seconds]}}``.
+It imports everything, prints ``{"state": "WAITING"}``, waits for a line on stdin,
+then forks one worker process per spec, so that every worker opens its memories at
+the same moment. Workers print one JSON object per line: ``{"ack": "store", "jid",
+"id", "seq"}``, ``{"ack": "forget", "jid", "id"}``, ``{"ack": "note", "jid",
+"conversation", "seq"}`` and ``{"error": ...}`` for any exception that reached a
+caller. Last comes ``{"exits": [<status of each worker>]}`` (0 when it succeeded).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import random
 import sys
 import time
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -79,8 +83,6 @@ async def work(
 
 
 async def main(spec: dict[str, Any]) -> None:
-    emit({"state": "WAITING"})
-    await asyncio.to_thread(sys.stdin.readline)
     config = MemoryConfig(root=Path(spec["root"]), embedder="hashing")
     jids = [*spec["agents"], spec["shared"]]
     managers = await asyncio.gather(*(MemoryManager.open(jid, config) for jid in jids))
@@ -99,8 +101,29 @@ async def main(spec: dict[str, Any]) -> None:
     finally:
         for manager in managers:
             await manager.aclose()
-    emit({"latencies": latencies})
+    Path(spec["latencies"]).write_text(json.dumps(latencies))
+
+
+def serve(specs: list[dict[str, Any]]) -> None:
+    emit({"state": "WAITING"})
+    sys.stdin.readline()
+    pids = []
+    for spec in specs:
+        pid = os.fork()
+        if pid == 0:  # a worker
+            code = 0
+            try:
+                asyncio.run(main(spec))
+            except BaseException:
+                traceback.print_exc()
+                code = 1
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(code)
+        pids.append(pid)
+    emit({"exits": [os.waitpid(pid, 0)[1] for pid in pids]})
 
 
 if __name__ == "__main__":
-    asyncio.run(main(json.loads(sys.argv[1])))
+    serve(json.loads(sys.argv[1]))

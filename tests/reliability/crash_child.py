@@ -2,7 +2,10 @@
 adds interaction notes, printing each acknowledgement as it happens, until the test
 kills it with SIGKILL.
 
-Run as ``python crash_child.py '<json spec>'``. The spec holds ``root``, ``jid``,
+Run as ``python crash_child.py``: it imports everything once, then for each JSON
+spec read from stdin forks one writer process (so each trial starts at once, not
+after seconds of imports), waits for it and prints ``END exit <code>`` or ``END
+killed <signal>``. The writer prints ``PID <pid>`` first. The spec holds ``root``, ``jid``,
 ``start`` (first sequence number), ``count`` (memory operations), ``seed``,
 ``snapshot_min_changes`` and ``pause``: ``null``, or ``{"file": "faiss" |
 "interactions", "phase": "write" | "replace-before" | "replace-after", "nth": k}``
@@ -10,8 +13,9 @@ to stop dead (and wait to be killed) in the middle of the ``k``-th atomic write 
 that file: half-way through writing the temporary file, just before ``os.replace``
 or just after it.
 
-Lines printed (each flushed at once):
+Lines printed by a writer (each flushed at once):
 
+- ``PID <pid>``: the writer started (SIGKILL this process);
 - ``READY``: the memory is open;
 - ``I M <op> store <seq>`` / ``I M <op> update <id> <seq>`` / ``I M <op> forget <id>``:
   a memory operation is about to start; ``A M <op> [<id>]``: it was acknowledged;
@@ -28,6 +32,7 @@ import os
 import random
 import sys
 import threading
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -35,6 +40,7 @@ from typing import Any
 from rel_support import FileOps, crash_config, memory_text, note_text
 
 from spade_memory.manager import MemoryManager
+from spade_memory.retrieval.tokenizer import get_tokenizer
 from spade_memory.storage import files
 
 
@@ -89,6 +95,7 @@ class PausingFileOps(FileOps):
 
 
 async def main(spec: dict[str, Any]) -> None:
+    emit(f"PID {os.getpid()}")
     pause = spec.get("pause")
     if pause:
         files.os = PausingFileOps(pause["file"], pause["phase"], int(pause["nth"]))
@@ -144,5 +151,30 @@ async def main(spec: dict[str, Any]) -> None:
     emit("CLOSED")
 
 
+def serve() -> None:
+    """Fork one writer per spec line; report how each ended."""
+    get_tokenizer().tokenize("warm up the dictionaries before forking")
+    emit("SERVING")
+    for line in sys.stdin:
+        spec = json.loads(line)
+        pid = os.fork()
+        if pid == 0:  # the writer
+            code = 0
+            try:
+                asyncio.run(main(spec))
+            except BaseException:
+                traceback.print_exc()
+                code = 1
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        if os.WIFSIGNALED(status):
+            emit(f"END killed {os.WTERMSIG(status)}")
+        else:
+            emit(f"END exit {os.WEXITSTATUS(status)}")
+
+
 if __name__ == "__main__":
-    asyncio.run(main(json.loads(sys.argv[1])))
+    serve()

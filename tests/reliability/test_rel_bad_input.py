@@ -403,7 +403,7 @@ def test_the_generator_only_makes_invalid_calls() -> None:
     for tool in build_memory_tools(("fact", "pattern", "preference", "capability")):
         generator = Generator(tool, {}, seed=7)
         validator = jsonschema.Draft202012Validator(tool.parameters)
-        for _ in range(300):
+        for _ in range(150):
             call = generator.make()
             args = call.arguments
             if not isinstance(args, dict) or call.kind in _CONTEXTUAL | _BEYOND_JSON_SCHEMA:

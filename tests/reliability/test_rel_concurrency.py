@@ -191,61 +191,49 @@ async def run_processes(root: Path, tmp_path: Path) -> tuple[Ledger, list[str]]:
             "ops": PROCESS_OPS,
             "seed": p,
             "start": (p + 1) * 10_000_000,
+            "latencies": str(tmp_path / f"latencies-{p}.json"),
         }
         for p in range(PROCESSES)
     ]
-    procs = []
-    logs = []
-    for index, spec in enumerate(specs):
-        log = (tmp_path / f"proc-{index}.log").open("wb")
-        logs.append(log)
-        procs.append(
-            await asyncio.create_subprocess_exec(
-                sys.executable,
-                str(CHILD),
-                json.dumps(spec),
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=log,
-            )
+    log_path = tmp_path / "workers.log"
+    with log_path.open("wb") as log:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            str(CHILD),
+            json.dumps(specs),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=log,
         )
     try:
-        for proc in procs:  # every process is ready to open ...
-            assert proc.stdout is not None
-            line = await asyncio.wait_for(proc.stdout.readline(), 60)
-            assert json.loads(line) == {"state": "WAITING"}
-        for proc in procs:  # ... and all open at once
-            assert proc.stdin is not None
-            proc.stdin.write(b"go\n")
-            await proc.stdin.drain()
-            proc.stdin.close()
-        outputs = await asyncio.wait_for(
-            asyncio.gather(*(proc.communicate() for proc in procs)), 240
-        )
+        assert proc.stdout is not None and proc.stdin is not None
+        line = await asyncio.wait_for(proc.stdout.readline(), 120)
+        assert json.loads(line) == {"state": "WAITING"}, log_path.read_text(errors="replace")
+        stdout, _ = await asyncio.wait_for(proc.communicate(b"go\n"), 240)  # all open at once
     finally:
-        for proc in procs:
-            if proc.returncode is None:
-                proc.kill()
-                await proc.wait()
-        for log in logs:
-            log.close()
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    errors = log_path.read_text(errors="replace")
+    assert proc.returncode == 0 and "Traceback" not in errors, errors[-3000:]
     ledger = Ledger()
-    for index, ((stdout, _), proc) in enumerate(zip(outputs, procs, strict=True)):
-        stderr = (tmp_path / f"proc-{index}.log").read_text(errors="replace")
-        assert proc.returncode == 0, f"process {index} failed:\n{stderr[-3000:]}"
-        for line in stdout.decode().splitlines():
-            record = json.loads(line)
-            if "error" in record:
-                ledger.errors.append(f"process {index}: {record}")
-            elif record.get("ack") == "store":
-                ledger.stored(record["jid"], record["id"], memory_text(record["seq"]))
-            elif record.get("ack") == "forget":
-                ledger.forgot(record["jid"], record["id"])
-            elif record.get("ack") == "note":
-                ledger.noted(record["jid"], record["conversation"], note_text(record["seq"]))
-            elif "latencies" in record:
-                for op, values in record["latencies"].items():
-                    ledger.latencies.setdefault(op, []).extend(values)
+    exits = None
+    for line in stdout.decode().splitlines():
+        record = json.loads(line)
+        if "error" in record:
+            ledger.errors.append(str(record))
+        elif record.get("ack") == "store":
+            ledger.stored(record["jid"], record["id"], memory_text(record["seq"]))
+        elif record.get("ack") == "forget":
+            ledger.forgot(record["jid"], record["id"])
+        elif record.get("ack") == "note":
+            ledger.noted(record["jid"], record["conversation"], note_text(record["seq"]))
+        elif "exits" in record:
+            exits = record["exits"]
+    assert exits == [0] * PROCESSES, f"workers failed: {exits}\n{errors[-3000:]}"
+    for spec in specs:
+        for op, values in json.loads(Path(str(spec["latencies"])).read_text()).items():
+            ledger.latencies.setdefault(op, []).extend(values)
     jids = [jid for spec in specs for jid in spec["agents"]] + [shared]  # type: ignore[union-attr]
     return ledger, jids
 

@@ -19,7 +19,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import random
+import signal
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -70,7 +72,7 @@ class Expected:
 @dataclass
 class ChildRun:
     lines: list[str]
-    returncode: int
+    end: str  # "END exit <code>" or "END killed <signal>"
     stderr: str
 
 
@@ -108,57 +110,93 @@ def apply_lines(expected: Expected, lines: list[str]) -> None:
             expected.maybe_forget = int(intent[1])
 
 
-async def run_child(spec: dict[str, object], kind: str, rng: random.Random, log: Path) -> ChildRun:
-    """Start the child and SIGKILL it as ``kind`` says; return every line it printed."""
-    with log.open("wb") as stderr:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            str(CHILD),
-            json.dumps(spec),
-            stdout=asyncio.subprocess.PIPE,
-            stderr=stderr,
-        )
-        assert proc.stdout is not None
-        lines: list[str] = []
+class Writers:
+    """``crash_child.py`` as a fork server: one writer process per trial, started at once."""
+
+    def __init__(self, proc: asyncio.subprocess.Process, log: Path) -> None:
+        self._proc = proc
+        self._log = log
+
+    @classmethod
+    async def start(cls, log: Path) -> Writers:
+        with log.open("wb") as stderr:
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable,
+                str(CHILD),
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=stderr,
+            )
+        writers = cls(proc, log)
+        assert (await writers._line(120.0)) == "SERVING", log.read_text(errors="replace")
+        return writers
+
+    async def _line(self, timeout: float) -> str:
+        assert self._proc.stdout is not None
+        raw = await asyncio.wait_for(self._proc.stdout.readline(), timeout)
+        assert raw, f"the fork server died:\n{self._log.read_text(errors='replace')[-3000:]}"
+        return raw.decode().rstrip("\n")
+
+    async def run(self, spec: dict[str, object], kind: str, rng: random.Random) -> ChildRun:
+        """Run one writer and SIGKILL it as ``kind`` says; every line it printed."""
+        assert self._proc.stdin is not None
+        loop = asyncio.get_running_loop()
+        errors_before = self._log.stat().st_size
+        self._proc.stdin.write(json.dumps(spec).encode() + b"\n")
+        await self._proc.stdin.drain()
         count = spec["count"]
         assert isinstance(count, int)
         acks_wanted = rng.randint(1, count) if kind == "acks" else None
-        deadline = asyncio.get_running_loop().time() + 60.0
-        killed_at_time = rng.uniform(0.3, 4.0) if kind == "time" else None
-        started = asyncio.get_running_loop().time()
+        lines: list[str] = []
+        pid: int | None = None
+        kill_at: float | None = None
+        killed = False
         acks = 0
+        deadline = loop.time() + 120.0
+        while True:
+            now = loop.time()
+            timeout = deadline - now
+            if kill_at is not None and not killed:
+                timeout = max(0.0, min(timeout, kill_at - now))
+            try:
+                line = await self._line(timeout)
+            except TimeoutError:
+                assert kill_at is not None and not killed and pid is not None, lines[-3:]
+                killed = _kill(pid)
+                continue
+            if line.startswith("END "):
+                end = line
+                break
+            lines.append(line)
+            if line.startswith("PID "):
+                pid = int(line.split()[1])
+                if kind == "time":
+                    kill_at = loop.time() + rng.uniform(0.05, 3.0)
+            elif line.startswith("A "):
+                acks += 1
+            wanted = acks_wanted is not None and acks >= acks_wanted
+            if not killed and pid is not None and (line.startswith("P ") or wanted):
+                killed = _kill(pid)
+        with self._log.open("rb") as handle:
+            handle.seek(errors_before)
+            stderr = handle.read().decode(errors="replace")
+        return ChildRun(lines, end, stderr)
+
+    async def aclose(self) -> None:
+        if self._proc.stdin is not None:
+            self._proc.stdin.close()
         try:
-            while True:
-                now = asyncio.get_running_loop().time()
-                if now > deadline:
-                    raise AssertionError(f"the crash child did not finish or pause: {lines[-3:]}")
-                timeout = deadline - now
-                if killed_at_time is not None:
-                    timeout = max(0.0, started + killed_at_time - now)
-                try:
-                    raw = await asyncio.wait_for(proc.stdout.readline(), timeout)
-                except TimeoutError:
-                    if killed_at_time is not None:
-                        proc.kill()
-                        break
-                    raise
-                if not raw:
-                    break
-                line = raw.decode().rstrip("\n")
-                lines.append(line)
-                if line.startswith("A "):
-                    acks += 1
-                if line.startswith("P ") or (acks_wanted is not None and acks >= acks_wanted):
-                    proc.kill()
-                    break
+            await asyncio.wait_for(self._proc.wait(), 30)
         finally:
-            if proc.returncode is None:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.kill()
-            rest = await proc.stdout.read()
-            returncode = await proc.wait()
-    lines.extend(rest.decode().splitlines())
-    return ChildRun(lines, returncode, log.read_text(errors="replace"))
+            if self._proc.returncode is None:
+                self._proc.kill()
+                await self._proc.wait()
+
+
+def _kill(pid: int) -> bool:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    return True
 
 
 def _conversations(document: object) -> dict[str, list[str]]:
@@ -205,9 +243,12 @@ async def verify(root: Path, expected: Expected) -> None:
             expected.forgotten.add(expected.maybe_forget)
 
         # every memory found by its keyword, and searches return matching content
-        for memory_id, content in stored.items():
-            hits = await base.keyword_search([token_of(content)], limit=5)
-            assert memory_id in [hit for hit, _ in hits], f"memory {memory_id} not found by keyword"
+        ids = sorted(stored)
+        for start in range(0, len(ids), 200):  # 200 keywords per query, each its own memory
+            chunk = ids[start : start + 200]
+            hits = await base.keyword_search([token_of(stored[i]) for i in chunk], limit=1000)
+            missing = set(chunk) - {hit for hit, _ in hits}
+            assert not missing, f"memories not found by keyword: {sorted(missing)[:5]}"
         sample = random.Random(len(stored)).sample(sorted(stored), min(40, len(stored)))
         for memory_id in sample:
             results = await manager.search(token_of(stored[memory_id]), limit=5)
@@ -225,13 +266,15 @@ async def verify(root: Path, expected: Expected) -> None:
         assert embedded == set(stored)
         assert set(indexer.index.ids().tolist()) == embedded
         if stored:
-            ids = sorted(stored)
             vectors = indexer.embedder.embed_documents([stored[i] for i in ids])
             for row, memory_id in enumerate(ids):
-                found, scores = indexer.index.search(vectors[row], 1, allowed_ids=[memory_id])
-                assert found.tolist() == [memory_id]
+                found, scores = indexer.index.search(vectors[row], 1)
+                # the nearest vector is the one of this very content
                 assert scores[0] == pytest.approx(1.0, abs=1e-4), (
-                    f"the FAISS vector of memory {memory_id} is not the vector of its content"
+                    f"no FAISS vector matches the content of memory {memory_id}"
+                )
+                assert stored[int(found[0])] == stored[memory_id], (
+                    f"the FAISS vector of memory {memory_id} belongs to another content"
                 )
 
         # the interaction file parses and holds every acknowledged note, in order
@@ -267,33 +310,33 @@ async def test_no_acknowledged_write_is_lost_on_sigkill(tmp_path: Path) -> None:
     rng = random.Random(20250101)
     expected = Expected()
     paused = 0
-    for trial in range(TRIALS):
-        kind = KINDS[trial % len(KINDS)]
-        pause = None
-        if ":" in kind:
-            file, phase = kind.split(":")
-            pause = {
-                "file": file,
-                "phase": phase,
-                "nth": rng.randint(1, 6 if file == "faiss" else 60),
+    writers = await Writers.start(tmp_path / "writers.log")
+    try:
+        for trial in range(TRIALS):
+            kind = KINDS[trial % len(KINDS)]
+            pause = None
+            if ":" in kind:
+                file, phase = kind.split(":")
+                nth = rng.randint(1, 6 if file == "faiss" else 60)
+                pause = {"file": file, "phase": phase, "nth": nth}
+            spec = {
+                "root": str(root),
+                "jid": JID,
+                "start": trial * 10_000_000,
+                "count": WRITES,
+                "seed": rng.randrange(2**32),
+                "snapshot_min_changes": SNAPSHOT_MIN_CHANGES,
+                "synchronous": SYNCHRONOUS,
+                "pause": pause,
             }
-        spec = {
-            "root": str(root),
-            "jid": JID,
-            "start": trial * 10_000_000,
-            "count": WRITES,
-            "seed": rng.randrange(2**32),
-            "snapshot_min_changes": SNAPSHOT_MIN_CHANGES,
-            "synchronous": SYNCHRONOUS,
-            "pause": pause,
-        }
-        run = await run_child(spec, kind.split(":")[0], rng, tmp_path / f"child-{trial}.log")
-        assert run.returncode in (0, -9), f"the child failed:\n{run.stderr}"
-        assert "Traceback" not in run.stderr, run.stderr
-        assert "READY" in run.lines or not any(line.startswith("A ") for line in run.lines)
-        paused += any(line.startswith("P ") for line in run.lines)
-        apply_lines(expected, run.lines)
-        await verify(root, expected)  # the next child starts from what is left
+            run = await writers.run(spec, kind.split(":")[0], rng)
+            assert run.end in ("END exit 0", "END killed 9"), f"the writer failed:\n{run.stderr}"
+            assert "Traceback" not in run.stderr, run.stderr
+            paused += any(line.startswith("P ") for line in run.lines)
+            apply_lines(expected, run.lines)
+            await verify(root, expected)  # the next writer starts from what is left
+    finally:
+        await writers.aclose()
     assert expected.memories, "no memory was ever acknowledged"
     assert sum(len(n) for n in expected.notes.values()) > 0
     assert paused >= TRIALS // 3, "too few trials froze inside an atomic write"

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import random
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,19 +53,41 @@ async def _fill(manager: MemoryManager, start: int, count: int) -> set[str]:
     return {memory_text(seq) for seq in range(start, start + count)}
 
 
-async def make_image(tmp_path: Path, jid: str = JID, seed: int = 0) -> Image:
-    """A root whose database file holds some memories and whose WAL holds the rest.
+_PRISTINE: dict[tuple[str, int], Image] = {}
+_cache: list[Path] = []
 
-    The second session's files are copied while it is still open, as a SIGKILL
+
+@pytest.fixture(autouse=True, scope="module")
+def _image_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Build each image once per module; every test damages its own copy."""
+    _cache.append(tmp_path_factory.mktemp("images"))
+    yield
+    _cache.clear()
+    _PRISTINE.clear()
+
+
+async def make_image(tmp_path: Path, jid: str = JID, seed: int = 0) -> Image:
+    """A copy of a root whose database file holds some memories and its WAL the rest."""
+    key = (jid, seed)
+    if key not in _PRISTINE:
+        _PRISTINE[key] = await _build_image(_cache[0] / f"{seed}", jid, seed)
+    pristine = _PRISTINE[key]
+    root = tmp_path / f"image-{seed}"
+    shutil.copytree(pristine.root, root)
+    return Image(root, pristine.contents, pristine.checkpointed, pristine.notes)
+
+
+async def _build_image(folder: Path, jid: str, seed: int) -> Image:
+    """The second session's files are copied while it is still open, as a SIGKILL
     would leave them: the last commits live only in ``-wal``.
     """
-    live = tmp_path / f"live-{seed}"
+    live = folder / "live"
     config = crash_config(live, snapshot_min_changes=8)
     async with await MemoryManager.open(jid, config) as manager:
         first = await _fill(manager, seed * 1000, CHECKPOINTED)
         for seq in range(NOTES):
             await manager.add_note("conv", note_text(seq))
-    image = tmp_path / f"image-{seed}"
+    image = folder / "image"
     async with await MemoryManager.open(jid, config) as manager:
         second = await _fill(manager, seed * 1000 + CHECKPOINTED, IN_WAL)
         wal = live / (manager.identity.database_name + "-wal")
@@ -87,6 +109,11 @@ def truncate(path: Path, rng: random.Random) -> None:
         handle.truncate(rng.randint(1, max(1, size - 1)))
 
 
+def truncate_half(path: Path, rng: random.Random) -> None:
+    with path.open("r+b") as handle:
+        handle.truncate(path.stat().st_size // 2)
+
+
 def flip_header(path: Path, rng: random.Random) -> None:
     data = bytearray(path.read_bytes())
     for position in rng.sample(range(min(16, len(data))), 3):
@@ -105,6 +132,7 @@ def garbage(path: Path, rng: random.Random) -> None:
 Damage = Callable[[Path, random.Random], None]
 DAMAGES: dict[str, Damage] = {
     "truncated": truncate,
+    "truncated-half": truncate_half,
     "flipped": flip_header,
     "empty": empty,
     "garbage": garbage,
@@ -147,7 +175,7 @@ def assert_refused_loudly(
 # -- the database file ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("damage", ["truncated", "flipped", "empty", "garbage"])
+@pytest.mark.parametrize("damage", ["truncated-half", "flipped", "empty", "garbage"])
 async def test_damaged_database_fails_loudly_and_is_quarantined(
     tmp_path: Path, damage: str
 ) -> None:
@@ -171,24 +199,54 @@ async def test_damaged_database_fails_loudly_and_is_quarantined(
     assert quarantined(image.root, name)[0].read_bytes() == damaged
 
 
-async def test_flipped_bytes_inside_database_pages_are_caught(tmp_path: Path) -> None:
+@pytest.mark.parametrize("seed", range(6))
+async def test_database_cut_anywhere_opens_whole_or_fails_loudly(tmp_path: Path, seed: int) -> None:
     image = await make_image(tmp_path)
     name = IDENTITY.database_name
     path = image.root / name
     async with await MemoryManager.open(JID, crash_config(image.root)) as manager:
         before = await contents_of(manager)
-    data = bytearray(path.read_bytes())
-    page = int.from_bytes(data[16:18], "big") or 65536
-    for number in range(1, len(data) // page):  # every b-tree page header but the first
-        data[number * page] ^= 0xFF
-    path.write_bytes(bytes(data))
-    manager_or_none, error = await open_or_refuse(image.root)
-    if manager_or_none is not None:
-        async with manager_or_none as manager:
-            shown = await contents_of(manager)
-            assert shown == before, "damaged pages were read as a different memory"
+    truncate(path, random.Random(seed))
+    damaged = path.read_bytes()
+    manager, error = await open_or_refuse(image.root)
+    if manager is None:
+        assert_refused_loudly(error, image.root, name, damaged)
         return
-    assert_refused_loudly(error, image.root, name, bytes(data))
+    async with manager:  # the cut took only unused space: everything must be there
+        assert await contents_of(manager) == before, "a cut database lost memories silently"
+        assert await manager.base_store.integrity_check() == ["ok"]
+
+
+async def test_flipped_bytes_inside_database_pages_are_caught(tmp_path: Path) -> None:
+    """A flipped byte in a page's header or cell pointers: refused, or truly harmless.
+
+    Without a check at open, such damage opens "fine", then shows fewer memories,
+    fails at some later query, or hands back garbage as a memory.
+    """
+    clean = await make_image(tmp_path / "clean")
+    async with await MemoryManager.open(JID, crash_config(clean.root)) as manager:
+        before = await contents_of(manager)
+    name = IDENTITY.database_name
+    pristine = (clean.root / name).read_bytes()
+    page = int.from_bytes(pristine[16:18], "big") or 65536
+    rng = random.Random(99)
+    spots = [
+        (number, offset) for number in range(1, len(pristine) // page) for offset in (0, 3, 5, 8)
+    ]
+    for trial, (number, offset) in enumerate(rng.sample(spots, min(30, len(spots)))):
+        root = tmp_path / f"flip-{trial}"
+        shutil.copytree(clean.root, root)
+        data = bytearray(pristine)
+        data[number * page + offset] ^= 0xFF
+        (root / name).write_bytes(bytes(data))
+        manager_or_none, error = await open_or_refuse(root)
+        if manager_or_none is None:
+            assert_refused_loudly(error, root, name, bytes(data))
+            continue
+        async with manager_or_none as manager:  # the byte was unused: all must be well
+            assert await contents_of(manager) == before, f"page {number}+{offset}: memories lost"
+            assert await manager.base_store.integrity_check() == ["ok"], f"page {number}+{offset}"
+            await manager.search("record", limit=5)
 
 
 async def test_another_agents_database_is_refused(tmp_path: Path) -> None:
