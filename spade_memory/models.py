@@ -13,8 +13,6 @@ __all__ = [
     "SearchResult",
 ]
 
-MEMORY_STATUSES: tuple[str, ...] = ("active", "archived", "forgotten")
-
 
 @dataclass(frozen=True, slots=True)
 class Memory:

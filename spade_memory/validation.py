@@ -25,7 +25,9 @@ def check_text(name: str, value: Any, *, max_chars: int, required: bool = True) 
     if required and not value.strip():
         raise InvalidToolInput(f"{name} must not be empty")
     if len(value) > max_chars:
-        raise InvalidToolInput(f"{name} is {len(value)} characters long; the limit is {max_chars}")
+        raise InvalidToolInput(
+            f"{name} is too long: {len(value)} characters, at most {max_chars} are accepted"
+        )
     if "\x00" in value:
         raise InvalidToolInput(f"{name} must not contain NUL bytes")
     try:

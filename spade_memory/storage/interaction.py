@@ -33,6 +33,7 @@ from typing import Any
 from ..errors import InvalidToolInput, StorageCorrupted, StorageError, StoreClosedError
 from ..identity import normalize_jid
 from ..models import InteractionNote
+from ..validation import check_text
 from . import files
 
 __all__ = [
@@ -54,22 +55,6 @@ Conversations = dict[str, list[InteractionNote]]
 Change = Callable[[Conversations], None]
 
 
-def _check_text(name: str, value: object, *, max_chars: int) -> str:
-    if not isinstance(value, str):
-        raise InvalidToolInput(f"{name} must be a string, got {type(value).__name__}")
-    if not value.strip():
-        raise InvalidToolInput(f"{name} must not be empty")
-    if len(value) > max_chars:
-        raise InvalidToolInput(
-            f"{name} is too long: {len(value)} characters, at most {max_chars} are accepted"
-        )
-    if "\x00" in value:
-        raise InvalidToolInput(f"{name} must not contain NUL characters")
-    if not _encodable(value):
-        raise InvalidToolInput(f"{name} contains a lone surrogate; pass valid Unicode text")
-    return value
-
-
 def _encodable(value: str) -> bool:
     try:
         value.encode("utf-8")
@@ -81,7 +66,7 @@ def _encodable(value: str) -> bool:
 def _check_author(author: object) -> str | None:
     if author is None:
         return None
-    return _check_text("author", author, max_chars=MAX_AUTHOR_CHARS)
+    return check_text("author", author, max_chars=MAX_AUTHOR_CHARS)
 
 
 def _check_time(value: object) -> float:
@@ -338,7 +323,7 @@ class InteractionStore:
             )
 
     def _conversation_id(self, conversation_id: object) -> str:
-        return _check_text("conversation_id", conversation_id, max_chars=MAX_CONVERSATION_ID_CHARS)
+        return check_text("conversation_id", conversation_id, max_chars=MAX_CONVERSATION_ID_CHARS)
 
     async def add(
         self, conversation_id: str, content: str, *, author: str | None = None
@@ -352,7 +337,7 @@ class InteractionStore:
         """
         self._ensure_open()
         conversation = self._conversation_id(conversation_id)
-        text = _check_text("content", content, max_chars=self._max_note_chars)
+        text = check_text("content", content, max_chars=self._max_note_chars)
         note = InteractionNote(conversation, text, _check_author(author), float(self._clock()))
 
         def change(state: Conversations) -> None:
@@ -466,7 +451,7 @@ class InteractionStore:
             raise InvalidToolInput(
                 f"a note filed under {conversation[:80]!r} names another conversation"
             )
-        content = _check_text("content", entry.get("content"), max_chars=self._max_note_chars)
+        content = check_text("content", entry.get("content"), max_chars=self._max_note_chars)
         created = entry.get("created_at")
         when = float(self._clock()) if created is None else _check_time(created)
         return InteractionNote(conversation, content, _check_author(entry.get("author")), when)
