@@ -13,7 +13,11 @@ SpadeMemoryError
 │   └── MigrationError          a schema migration failed; the backup was restored
 ├── BudgetExceeded              a per-request tool budget (calls, time, output) ran out
 ├── LLMError                    the LLM endpoint failed or answered something unusable
-└── XMPPServerError             the embedded XMPP server could not start
+├── XMPPServerError             the embedded XMPP server could not start
+└── SharingError                asking or sharing another agent's memory failed
+    ├── SharingRefused          the other agent refused (not allowed, rate limit)
+    ├── SharingTimeout          no answer in time (no such agent, offline, not sharing)
+    └── ProtocolError           a memory-sharing message broke the protocol
 ```
 
 Every message says what was wrong and, where there is one, what to do about it.
@@ -32,6 +36,10 @@ __all__ = [
     "MemoryNotFound",
     "MigrationError",
     "PathEscapeError",
+    "ProtocolError",
+    "SharingError",
+    "SharingRefused",
+    "SharingTimeout",
     "SpadeMemoryError",
     "StorageCorrupted",
     "StorageError",
@@ -102,3 +110,19 @@ class LLMError(SpadeMemoryError):
 
 class XMPPServerError(SpadeMemoryError, RuntimeError):
     """The embedded XMPP server could not start (port taken, one already running)."""
+
+
+class SharingError(SpadeMemoryError):
+    """Asking another agent's memory, or sharing a memory with it, failed."""
+
+
+class SharingRefused(SharingError):
+    """The other agent refused: not allowed, a private category, or a rate limit."""
+
+
+class SharingTimeout(SharingError, TimeoutError):
+    """No answer in time: the agent may not exist, be offline or not share its memory."""
+
+
+class ProtocolError(SharingError, ValueError):
+    """A memory-sharing message is malformed; the reason says which part."""

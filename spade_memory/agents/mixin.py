@@ -20,7 +20,11 @@ ready in ``setup()`` and in every behaviour, and closes in ``stop()``. The agent
 also runs the memory's
 :class:`~spade_memory.behaviours.maintenance.MaintenanceBehaviour` (unless
 ``MemoryConfig.maintenance.behaviour`` is off); ``stop()`` ends it, waiting for a
-run in progress, before the memory closes. The mixin cooperates with other
+run in progress, before the memory closes. With ``MemoryConfig.sharing`` set, the
+agent also answers the memory-sharing protocol (:mod:`spade_memory.sharing`),
+exposes ``self.sharing`` and adds the tools ``ask_agent_memory`` and
+``share_memory``; protocol messages reach only that responder, never the other
+behaviours (without sharing they are dropped). The mixin cooperates with other
 plugin mixins: it calls the next class's hooks and ``stop()`` through
 ``super()``. Put it before ``Agent`` in the bases.
 """
@@ -32,8 +36,11 @@ from typing import TYPE_CHECKING, Any
 
 from ..behaviours.maintenance import MaintenanceBehaviour
 from ..config import MemoryConfig
-from ..errors import StoreClosedError
+from ..errors import ConfigError, SharingError, StoreClosedError
 from ..manager import MemoryManager
+from ..sharing.client import MemorySharing
+from ..sharing.protocol import is_protocol_message, protocol_template
+from ..sharing.responder import SharingResponder
 
 if TYPE_CHECKING:
     from ..tools import MemoryTool
@@ -59,6 +66,7 @@ class MemoryMixin:
         def add_behaviour(self, behaviour: Any, template: Any = None) -> None: ...
         def remove_behaviour(self, behaviour: Any) -> None: ...
         def has_behaviour(self, behaviour: Any) -> bool: ...
+        def submit(self, coro: Any) -> Any: ...
 
     def __init__(self, *args: Any, memory: MemoryConfig | None = None, **kwargs: Any) -> None:
         if memory is not None and not isinstance(memory, MemoryConfig):
@@ -66,6 +74,8 @@ class MemoryMixin:
         self._memory_config = memory if memory is not None else MemoryConfig()
         self._memory_manager: MemoryManager | None = None
         self._maintenance_behaviour: MaintenanceBehaviour | None = None
+        self._sharing: MemorySharing | None = None
+        self._sharing_responder: SharingResponder | None = None
         super().__init__(*args, **kwargs)
 
     @property
@@ -95,7 +105,26 @@ class MemoryMixin:
         Raises:
             StoreClosedError: the agent is not running.
         """
-        return self.memory.tools()
+        tools = self.memory.tools()
+        if self._sharing is not None:
+            tools.extend(self._sharing.tools())
+        return tools
+
+    @property
+    def sharing(self) -> MemorySharing:
+        """Ask other agents' memories and share memories with them (see ``SharingConfig``).
+
+        Raises:
+            ConfigError: ``MemoryConfig.sharing`` is not set.
+            StoreClosedError: the agent is not running.
+        """
+        if self._memory_config.sharing is None:
+            raise ConfigError(
+                f"memory sharing is off for {self.jid}: set MemoryConfig(sharing=SharingConfig())"
+            )
+        self.memory  # noqa: B018  (raises when the memory is not open)
+        assert self._sharing is not None
+        return self._sharing
 
     async def _hook_plugin_before_connection(self, *args: Any, **kwargs: Any) -> None:
         """SPADE calls this before connecting: run the next hook, then open the memory."""
@@ -111,6 +140,50 @@ class MemoryMixin:
                 lambda: self.memory, period=maintenance.tick_seconds
             )
             self.add_behaviour(self._maintenance_behaviour)  # started with the agent
+        sharing = self._memory_config.sharing
+        if sharing is not None and self._sharing_responder is None:
+            responder = SharingResponder(
+                lambda: self.memory, sharing, self._memory_config.categories
+            )
+            self._sharing_responder = responder
+            self._sharing = MemorySharing(
+                jid=str(self.jid),
+                config=sharing,
+                memory=lambda: self.memory,
+                send=responder.send,
+                pending=responder.pending,
+            )
+            self.add_behaviour(responder, protocol_template())
+
+    def dispatch(self, msg: Any) -> list[Any]:
+        """Give a memory-sharing message only to the sharing responder; others as usual."""
+        if not is_protocol_message(msg):
+            return super().dispatch(msg)  # type: ignore[misc,no-any-return]
+        responder = self._sharing_responder
+        if responder is None:
+            logger.debug("%s: memory sharing is off; dropping %s", self.jid, msg)
+            return []
+        return [self.submit(responder.enqueue(msg))]
+
+    def _message_received(self, stanza: Any) -> list[Any]:
+        """An XMPP error bouncing a sharing request ends that request; others go on."""
+        if stanza["type"] == "error":
+            from spade.message import Message
+
+            msg = Message.from_node(stanza)
+            if is_protocol_message(msg):
+                responder = self._sharing_responder
+                if responder is not None and msg.thread:
+                    condition = stanza["error"]["condition"] or "error"
+                    responder.pending.fail(
+                        msg.thread,
+                        SharingError(
+                            f"{msg.sender.bare} could not be reached ({condition}): "
+                            "check the address; the agent may not exist or be offline"
+                        ),
+                    )
+                return []
+        return super()._message_received(stanza)  # type: ignore[misc,no-any-return]
 
     async def start(self, *args: Any, **kwargs: Any) -> None:
         """Start the agent; if starting fails, the memory it opened is closed again."""
@@ -128,6 +201,12 @@ class MemoryMixin:
             await self._close_memory()
 
     async def _close_memory(self) -> None:
+        responder, self._sharing_responder, self._sharing = self._sharing_responder, None, None
+        if responder is not None:
+            responder.kill()
+            responder.pending.close()
+            if self.has_behaviour(responder) and not responder.is_running:
+                self.remove_behaviour(responder)
         behaviour, self._maintenance_behaviour = self._maintenance_behaviour, None
         if behaviour is not None:
             await behaviour.stop()  # a run in progress is cancelled and awaited
