@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from .agents import LLMAgent, MemoryMixin
+from .atoms import Atom
 from .behaviours import ConversationBehaviour
 from .behaviours.maintenance import MaintenanceBehaviour
 from .config import (
+    AtomConfig,
     ContextBudget,
     MaintenanceConfig,
     MemoryConfig,
     RetrievalConfig,
+    SharingConfig,
     StorageConfig,
     ToolBudget,
 )
@@ -22,6 +25,10 @@ from .errors import (
     MemoryNotFound,
     MigrationError,
     PathEscapeError,
+    ProtocolError,
+    SharingError,
+    SharingRefused,
+    SharingTimeout,
     SpadeMemoryError,
     StorageCorrupted,
     StorageError,
@@ -38,6 +45,8 @@ from .xmpp_server import EmbeddedXMPPServer
 __version__ = "0.1.0"
 
 __all__ = [
+    "Atom",
+    "AtomConfig",
     "BudgetExceeded",
     "ChatMessage",
     "ConfigError",
@@ -63,11 +72,16 @@ __all__ = [
     "MigrationError",
     "OpenAICompatibleLLM",
     "PathEscapeError",
+    "ProtocolError",
     "RequestBudget",
     "RetrievalConfig",
     "ScoreExplanation",
     "ScriptedLLM",
     "SearchResult",
+    "SharingConfig",
+    "SharingError",
+    "SharingRefused",
+    "SharingTimeout",
     "SpadeMemoryError",
     "StorageConfig",
     "StorageCorrupted",
