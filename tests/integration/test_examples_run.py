@@ -81,4 +81,6 @@ def test_example_runs_by_itself(script: str, expected: list[str], tmp_path: Path
 
 def test_every_example_is_tested() -> None:
     tested = {"two_agents_learn.py", "team_coordinator.py", "ephemeral_agents.py"}
+    tested.add("shared_memory.py")  # run by tests/sharing/test_shared_memory_example.py
+    tested.add("spade_llm_agent.py")  # run by tests/integrations/test_spade_llm_example.py
     assert {path.name for path in EXAMPLES.glob("*.py")} == tested

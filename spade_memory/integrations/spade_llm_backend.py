@@ -1,0 +1,405 @@
+"""spade_llm's ``MemoryBackend`` on top of a spade_memory :class:`MemoryManager`.
+
+``AgentBaseMemory(jid, backend=SpadeMemoryBackend(...))`` keeps spade_llm's agent
+base memory in spade_memory: stores go through the manager (validation, keyword
+index, graph, vectors) and searches through its dual-route retriever, so
+``search_memories("database password rotation")`` finds "The staging database
+password rotates every 30 days", which a substring match misses.
+
+How spade_llm's ``MemoryEntry`` maps to a spade_memory :class:`Memory`:
+
+=================  ==========================================================
+``id`` (str)       ``uid`` (kept as given, 1 to 64 characters)
+``agent_id``       the manager's agent; an entry for another agent is refused
+``category``       ``category`` (one of the memory's categories)
+``content``        ``content``
+``context``        ``context``
+``confidence``     ``confidence``
+``created_at``     ``created_at`` (a naive datetime is local time, as spade_llm
+                   makes them; entries come back as naive local datetimes)
+``last_accessed``  ``last_accessed`` (never accessed: the creation time, as in
+                   spade_llm)
+``access_count``   ``access_count``
+=================  ==========================================================
+
+Entries come back as :class:`SpadeMemoryEntry`, a ``MemoryEntry`` that also
+carries ``memory_id``, ``importance``, ``status``, ``metadata`` and the search
+``score``; storing one keeps its importance and metadata.
+
+Where spade_llm's contract cannot be met exactly, the nearest behaviour:
+
+- ``store_memory`` of an id that exists updates that memory (spade_llm replaces
+  the row); its creation time is kept, and a ``None`` context does not clear one.
+- ``search_memories`` ranks by relevance (spade_llm: substring match, most
+  recently accessed first); a blank query gives the recent memories, and only the
+  first 2,000 characters of a long one are searched. The search
+  itself records one access of each hit, so the ``update_access`` that
+  ``AgentBaseMemory`` sends right after for the same hits is not counted twice.
+- ``get_memories_by_category`` lists newest stored first; an unknown category
+  gives ``[]``. Limits are capped at 100 (search) and 1000 (listings).
+- archived memories are neither searched nor listed (they still count in stats).
+- calls for another ``agent_id`` find nothing: each agent has its own memory.
+
+Lifecycle: given an open manager, the backend uses it and never closes it. Given
+a ``jid`` (and ``root`` or ``config``), it opens the manager in ``initialize()``
+and closes it in ``cleanup()``; another ``initialize()`` opens it again (in
+in-memory mode that is a new, empty memory).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import math
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from ..config import MemoryConfig
+from ..errors import ConfigError, InvalidAgentId, InvalidToolInput, StoreClosedError
+from ..identity import AgentIdentity, normalize_jid
+from ..manager import EXPORT_FORMAT, MemoryManager
+from ..models import Memory
+from ..validation import check_category, check_metadata, check_optional_text, check_text, check_unit
+from .spade_llm_tools import import_spade_llm, require_spade_llm
+
+__all__ = ["SpadeMemoryBackend", "SpadeMemoryEntry"]
+
+logger = logging.getLogger(__name__)
+
+_IMPORT_VERSION = 1  # the version of spade_memory's export format this module writes
+_MAX_SEARCH = 100
+_MAX_LIST = 1000
+_MAX_CONTEXT_CHARS = 2_000
+_MAX_QUERY_CHARS = 2_000
+
+_EntryBase: Any
+_BackendBase: Any
+try:
+    _backends = import_spade_llm("spade_llm.memory.backends.base")
+    _EntryBase, _BackendBase = _backends.MemoryEntry, _backends.MemoryBackend
+except ImportError:  # spade_llm is an optional extra; require_spade_llm() explains
+    _EntryBase = _BackendBase = object
+
+
+@dataclass
+class SpadeMemoryEntry(_EntryBase):  # type: ignore[misc]
+    """A spade_llm ``MemoryEntry`` with the spade_memory fields it has no place for.
+
+    Attributes:
+        memory_id: the memory's local id in spade_memory (``id`` is its uid).
+        importance: 0 to 1; kept when the entry is stored again.
+        status: ``active`` or ``archived``.
+        metadata: JSON-ready metadata; kept when the entry is stored again.
+        score: the search score (higher is better); ``None`` outside a search.
+    """
+
+    agent_id: str
+    category: str
+    content: str
+    context: str | None = None
+    confidence: float = 1.0
+    id: str | None = None
+    created_at: datetime | None = None
+    last_accessed: datetime | None = None
+    access_count: int = 0
+    memory_id: int | None = None
+    importance: float = 0.5
+    status: str = "active"
+    metadata: dict[str, Any] = field(default_factory=dict)
+    score: float | None = None
+
+
+def _timestamp(name: str, value: Any, default: float) -> float:
+    if value is None:
+        return default
+    if isinstance(value, datetime):
+        return value.timestamp()
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    raise InvalidToolInput(f"{name} must be a datetime, got {type(value).__name__}")
+
+
+class SpadeMemoryBackend(_BackendBase):  # type: ignore[misc]
+    """spade_llm's ``MemoryBackend`` over a spade_memory memory.
+
+    Args:
+        manager: an open manager to use (the caller closes it).
+        jid: instead of ``manager``: the agent whose memory the backend opens in
+            ``initialize()`` and closes in ``cleanup()``.
+        root: the memory root for ``jid`` (default ``config.root``).
+        config: the memory configuration for ``jid`` (default ``MemoryConfig()``;
+            ``MemoryConfig(in_memory=True)`` keeps it in RAM).
+
+    Raises:
+        ImportError: spade_llm is not installed.
+        ConfigError: neither or both of ``manager`` and ``jid`` were given.
+        InvalidAgentId: ``jid`` is not a valid JID; nothing was touched.
+    """
+
+    def __init__(
+        self,
+        manager: MemoryManager | None = None,
+        *,
+        jid: str | None = None,
+        root: Path | str | None = None,
+        config: MemoryConfig | None = None,
+    ) -> None:
+        require_spade_llm()
+        if manager is not None and (jid is not None or root is not None or config is not None):
+            raise ConfigError(
+                "give either an open manager or a jid (with root or config), not both"
+            )
+        if manager is None and jid is None:
+            raise ConfigError("give an open MemoryManager, or the jid of the agent to open")
+        self._manager = manager
+        self._owns = manager is None
+        self._jid = manager.jid if manager is not None else AgentIdentity.of(jid).jid
+        config = config or MemoryConfig()
+        if root is not None:
+            config = dataclasses.replace(config, root=root)
+        self._config = config
+        self._lock = asyncio.Lock()
+        self._counted: set[str] = set()
+
+    @property
+    def jid(self) -> str:
+        """The agent whose memory this is (normalised bare JID)."""
+        return self._jid
+
+    @property
+    def manager(self) -> MemoryManager:
+        """The manager in use.
+
+        Raises:
+            StoreClosedError: the backend opens its own and is not initialised.
+        """
+        if self._manager is None or self._manager.closed:
+            raise StoreClosedError(
+                f"the memory of {self._jid} is not open; call initialize() first"
+            )
+        return self._manager
+
+    def __repr__(self) -> str:
+        state = "open" if self._manager is not None and not self._manager.closed else "closed"
+        return f"<SpadeMemoryBackend {self._jid} {state}>"
+
+    # -- lifecycle ------------------------------------------------------------
+
+    async def initialize(self) -> None:
+        """Open the memory if this backend owns it; idempotent.
+
+        Raises:
+            StoreClosedError: the manager this backend was given is closed.
+        """
+        async with self._lock:
+            if self._manager is not None and not self._manager.closed:
+                return
+            if not self._owns:
+                raise StoreClosedError(
+                    f"the memory of {self._jid} given to this backend was closed; "
+                    "open a new MemoryManager and a new backend"
+                )
+            self._manager = await MemoryManager.open(self._jid, self._config)
+            self._counted.clear()
+            logger.debug("opened the memory of %s for spade_llm", self._jid)
+
+    async def cleanup(self) -> None:
+        """Close the memory if this backend opened it; a given manager stays open."""
+        async with self._lock:
+            if self._owns and self._manager is not None:
+                manager, self._manager = self._manager, None
+                await manager.aclose()
+
+    async def _open(self) -> MemoryManager:
+        if self._manager is None or self._manager.closed:
+            await self.initialize()
+        return self.manager
+
+    # -- mapping ---------------------------------------------------------------
+
+    def _is_mine(self, agent_id: Any) -> bool:
+        try:
+            return normalize_jid(agent_id) == self._jid
+        except InvalidAgentId:
+            return False
+
+    def _entry(self, memory: Memory, agent_id: str, score: float | None = None) -> Any:
+        accessed = memory.last_accessed if memory.last_accessed is not None else memory.created_at
+        return SpadeMemoryEntry(
+            agent_id=agent_id,
+            category=memory.category,
+            content=memory.content,
+            context=memory.context,
+            confidence=memory.confidence,
+            id=memory.uid,
+            created_at=datetime.fromtimestamp(memory.created_at),
+            last_accessed=datetime.fromtimestamp(accessed),
+            access_count=memory.access_count,
+            memory_id=memory.id,
+            importance=memory.importance,
+            status=memory.status,
+            metadata=dict(memory.metadata),
+            score=score,
+        )
+
+    def _record(self, entry: Any, manager: MemoryManager) -> dict[str, Any]:
+        """The fields of a spade_llm entry as one memory of spade_memory's export format."""
+        if not self._is_mine(getattr(entry, "agent_id", None)):
+            raise InvalidToolInput(
+                f"this backend keeps the memory of {self._jid}, not of "
+                f"{getattr(entry, 'agent_id', None)!r}; give each agent its own backend"
+            )
+        uid = entry.id if entry.id is not None else str(uuid.uuid4())
+        if not isinstance(uid, str) or not 1 <= len(uid) <= 64 or not uid.strip():
+            raise InvalidToolInput(
+                f"a memory id must be a string of 1 to 64 characters; got {uid!r}"
+            )
+        now = manager.now()
+        created = _timestamp("created_at", entry.created_at, now)
+        accessed = entry.last_accessed
+        count = entry.access_count
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise InvalidToolInput(f"access_count must be an integer >= 0; got {count!r}")
+        return {
+            "uid": uid,
+            "category": check_category(entry.category, manager.categories),
+            "content": check_text(
+                "content", entry.content, max_chars=manager.config.max_content_chars
+            ),
+            "context": check_optional_text("context", entry.context, max_chars=_MAX_CONTEXT_CHARS),
+            "confidence": check_unit("confidence", entry.confidence),
+            "importance": check_unit("importance", getattr(entry, "importance", 0.5)),
+            "metadata": check_metadata(getattr(entry, "metadata", None)),
+            "created_at": created,
+            "updated_at": created,
+            "last_accessed": None if accessed is None else _timestamp("last_accessed", accessed, 0),
+            "access_count": count,
+        }
+
+    # -- writes ------------------------------------------------------------------
+
+    async def store_memory(self, entry: Any) -> str:
+        """Store a spade_llm ``MemoryEntry``; returns its id.
+
+        Raises:
+            InvalidToolInput: a field is invalid or the entry is another agent's;
+                nothing was written.
+        """
+        manager = await self._open()
+        record = self._record(entry, manager)
+        added, _ = await manager.import_data(  # skips a uid it holds already
+            {
+                "format": EXPORT_FORMAT,
+                "version": _IMPORT_VERSION,
+                "agent": self._jid,
+                "memories": [record],
+                "notes": {},
+            }
+        )
+        if not added:
+            existing = await manager.base_store.get_by_uid(record["uid"])
+            if existing is not None:
+                await manager.update(
+                    existing.id,
+                    content=record["content"],
+                    category=record["category"],
+                    context=record["context"],
+                    confidence=record["confidence"],
+                    importance=record["importance"],
+                    metadata=record["metadata"] or None,
+                )
+        return str(record["uid"])
+
+    async def delete_memory(self, memory_id: str) -> bool:
+        """Delete a memory by id; ``False`` when there is none."""
+        manager = await self._open()
+        self._counted.discard(memory_id)
+        memory = await manager.base_store.get_by_uid(memory_id) if memory_id else None
+        if memory is None:
+            return False
+        await manager.forget(memory.id)
+        return True
+
+    async def update_access(self, memory_id: str) -> None:
+        """Record one access of a memory (unless its search recorded it already)."""
+        manager = await self._open()
+        if memory_id in self._counted:
+            self._counted.discard(memory_id)
+            return
+        memory = await manager.base_store.get_by_uid(memory_id) if memory_id else None
+        if memory is not None:
+            await manager.base_store.touch([memory.id], manager.now())
+
+    # -- reads -------------------------------------------------------------------
+
+    async def search_memories(self, agent_id: str, query: str, limit: int = 10) -> list[Any]:
+        """The memories that best match ``query``, best first (our retriever).
+
+        Raises:
+            InvalidToolInput: the query is not text or is too long.
+        """
+        manager = await self._open()
+        if not self._is_mine(agent_id) or limit < 1:
+            return []
+        if isinstance(query, str) and not query.strip():
+            return await self.get_recent_memories(agent_id, limit)
+        if isinstance(query, str):
+            query = query[:_MAX_QUERY_CHARS]  # spade_llm may pass a whole conversation
+        results = await manager.search(query, limit=min(int(limit), _MAX_SEARCH))
+        self._counted = {result.memory.uid for result in results}
+        return [self._entry(r.memory, agent_id, score=r.score) for r in results]
+
+    async def get_memories_by_category(
+        self, agent_id: str, category: str, limit: int = 50
+    ) -> list[Any]:
+        """Active memories of one category, newest stored first."""
+        manager = await self._open()
+        if not self._is_mine(agent_id) or category not in manager.categories or limit < 1:
+            return []
+        memories = await manager.list(category, limit=min(int(limit), _MAX_LIST))
+        return [self._entry(memory, agent_id) for memory in memories]
+
+    async def get_recent_memories(self, agent_id: str, limit: int = 10) -> list[Any]:
+        """Active memories, most recently accessed (or stored) first."""
+        manager = await self._open()
+        if not self._is_mine(agent_id) or limit < 1:
+            return []
+        rows = await manager.base_store.fetchall(
+            "SELECT id FROM memories WHERE status = 'active' "
+            "ORDER BY COALESCE(last_accessed, created_at) DESC, id DESC LIMIT ?",
+            (min(int(limit), _MAX_LIST),),
+        )
+        ids = [int(row[0]) for row in rows]
+        found = await manager.base_store.get_many(ids)
+        return [self._entry(found[i], agent_id) for i in ids if i in found]
+
+    async def get_memory_stats(self, agent_id: str) -> dict[str, Any]:
+        """spade_llm's statistics (``total_memories``, ``category_counts``,
+        ``oldest_memory``, ``newest_memory`` as ISO text) plus spade_memory's counts."""
+        manager = await self._open()
+        if not self._is_mine(agent_id):
+            return {
+                "total_memories": 0,
+                "category_counts": {},
+                "oldest_memory": None,
+                "newest_memory": None,
+            }
+        stats = await manager.stats()
+        rows = await manager.base_store.fetchall(
+            "SELECT MIN(created_at), MAX(created_at) FROM memories"
+        )
+        oldest, newest = rows[0] if rows else (None, None)
+        return {
+            "total_memories": stats.total,
+            "category_counts": dict(stats.by_category),
+            "oldest_memory": None if oldest is None else datetime.fromtimestamp(oldest).isoformat(),
+            "newest_memory": None if newest is None else datetime.fromtimestamp(newest).isoformat(),
+            "status_counts": dict(stats.by_status),
+            "embedded": stats.embedded,
+            "pending_embeddings": stats.pending_embeddings,
+            "in_memory": stats.in_memory,
+        }

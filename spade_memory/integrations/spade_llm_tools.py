@@ -1,0 +1,224 @@
+"""spade_memory's memory tools as spade_llm ``LLMTool`` objects.
+
+``spade_llm_tools(manager)`` gives ``store_memory``, ``search_memories``,
+``list_memories``, ``remember_interaction_info`` and ``forget_memory`` as
+``spade_llm.tools.LLMTool`` objects bound to one agent's :class:`MemoryManager`.
+Their names and arguments are those of spade_llm's own memory tools (each schema
+is a superset: spade_llm's arguments are all accepted), and every call goes
+through spade_memory's validation, so bad input gets a clear error text for the
+LLM and writes nothing.
+
+spade_llm's ``LLMBehaviour`` tells each tool the conversation it runs in
+(``set_conversation_id``) before every LLM request, and ``LLMAgent`` hands it the
+agent (``set_agent``); the tools use these for the conversation of
+``remember_interaction_info``, for the sender recorded with a stored memory, and to
+start a fresh per-request budget (``MemoryConfig.tools``).
+
+spade_llm imports LiteLLM, which fetches a model price list from the network on
+import unless ``LITELLM_LOCAL_MODEL_COST_MAP`` is set: this module sets it to
+``True`` (if unset) before importing spade_llm, so importing it never reaches the
+network. Set it to ``False`` first to have LiteLLM's remote list.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+from ..errors import ConfigError
+from ..identity import normalize_jid
+from ..manager import MemoryManager
+from ..tools import MemoryTool, RequestBudget, ToolContext
+
+__all__ = [
+    "INSTALL_HINT",
+    "SpadeLLMMemoryTool",
+    "ToolBinding",
+    "import_spade_llm",
+    "require_spade_llm",
+    "spade_llm_tools",
+]
+
+logger = logging.getLogger(__name__)
+
+INSTALL_HINT = (
+    'spade_llm is needed for this; install it with: pip install "spade-memory[spade-llm]"'
+)
+
+_NOTE_DESCRIPTION = (
+    "Write a short note about the conversation you are having right now with another "
+    "agent: what was agreed, asked, promised or left open. For knowledge that should "
+    "outlive this conversation use store_memory."
+)
+
+
+def import_spade_llm(name: str) -> Any:
+    """Import module ``name`` of spade_llm without letting LiteLLM reach the network.
+
+    Raises:
+        ImportError: spade_llm (or one of its dependencies) is not installed.
+    """
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    with warnings.catch_warnings():
+        # LiteLLM reads its bundled price list through a deprecated importlib API.
+        warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"litellm\b")
+        return importlib.import_module(name)
+
+
+_MISSING: ImportError | None
+_LLMToolBase: Any
+try:
+    _LLMToolBase = import_spade_llm("spade_llm.tools").LLMTool
+    _MISSING = None
+except ImportError as exc:  # spade_llm is an optional extra
+    _LLMToolBase = object
+    _MISSING = exc
+
+
+def require_spade_llm() -> None:
+    """Raise a clear ImportError when spade_llm could not be imported."""
+    if _MISSING is not None:
+        raise ImportError(f"{INSTALL_HINT} ({_MISSING})") from _MISSING
+
+
+class ToolBinding:
+    """What the memory tools of one agent share: the manager, the conversation, a budget.
+
+    Args:
+        manager: the agent's open memory.
+        conversation_id: the conversation to note things in until spade_llm sets one.
+        sender: the JID of the agent being talked with; by default it is read from the
+            spade_llm agent's context for the current conversation.
+        budget: start a per-request budget (``manager.config.tools``) each time
+            spade_llm begins a request; ``False`` leaves the tools unlimited.
+    """
+
+    def __init__(
+        self,
+        manager: MemoryManager,
+        *,
+        conversation_id: str | None = None,
+        sender: str | None = None,
+        budget: bool = True,
+    ) -> None:
+        self.manager = manager
+        self.conversation_id = conversation_id
+        self.sender = sender
+        self.agent: Any = None
+        self._use_budget = budget
+        self._budget: RequestBudget | None = None
+
+    def begin(self, conversation_id: str) -> None:
+        """A new LLM request in ``conversation_id`` starts: a fresh budget."""
+        self.conversation_id = conversation_id
+        if self._use_budget:
+            self._budget = RequestBudget(self.manager.config.tools)
+
+    def current_sender(self) -> str | None:
+        """The bare JID of the agent of the current conversation, if known."""
+        if self.sender is not None:
+            return self.sender
+        context = getattr(self.agent, "context", None)
+        if context is None or self.conversation_id is None:
+            return None
+        try:
+            sender = context.get_tracing_metadata(self.conversation_id).get("sender_id")
+            return normalize_jid(sender) if sender else None
+        except Exception:  # the sender is a nicety; a tool call must not fail for it
+            logger.debug("no sender known for %s", self.conversation_id, exc_info=True)
+            return None
+
+    def context(self) -> ToolContext:
+        """The :class:`ToolContext` of a call made now."""
+        return ToolContext(
+            self.manager,
+            conversation_id=self.conversation_id,
+            sender=self.current_sender(),
+            budget=self._budget,
+        )
+
+
+class SpadeLLMMemoryTool(_LLMToolBase):  # type: ignore[misc]
+    """One spade_memory tool as a spade_llm ``LLMTool``.
+
+    ``await tool.execute(**arguments)`` validates the arguments, runs the tool on
+    the bound manager and returns the text for the LLM; it never raises for bad
+    input or a failing memory (the text says what went wrong).
+
+    Args:
+        tool: the spade_memory tool.
+        binding: the manager, conversation and budget this tool shares with the others.
+    """
+
+    def __init__(self, tool: MemoryTool, binding: ToolBinding) -> None:
+        require_spade_llm()
+        self.memory_tool = tool
+        self.binding = binding
+        description = _NOTE_DESCRIPTION if tool.name == "remember_interaction_info" else None
+        super().__init__(
+            name=tool.name,
+            description=description or tool.description,
+            parameters=tool.parameters,
+            func=self._call,
+        )
+
+    def set_conversation_id(self, conversation_id: str) -> None:
+        """Called by spade_llm's ``LLMBehaviour`` before each LLM request."""
+        self.binding.begin(conversation_id)
+
+    def set_agent(self, agent: Any) -> None:
+        """Called by spade_llm's ``LLMAgent`` when the tool is registered."""
+        self.binding.agent = agent
+
+    async def execute(self, /, **arguments: Any) -> str:
+        """Run the tool as spade_llm does, ``await tool.execute(**arguments)``."""
+        return await self._call(**arguments)
+
+    async def _call(self, /, **arguments: Any) -> str:
+        result = await self.memory_tool.call(arguments, self.binding.context())
+        return result.text
+
+    def __repr__(self) -> str:
+        return f"<SpadeLLMMemoryTool {self.memory_tool.name} of {self.binding.manager.jid}>"
+
+
+def spade_llm_tools(
+    manager: MemoryManager,
+    *,
+    names: Sequence[str] | None = None,
+    conversation_id: str | None = None,
+    sender: str | None = None,
+    budget: bool = True,
+) -> list[SpadeLLMMemoryTool]:
+    """The memory tools of ``manager`` as spade_llm ``LLMTool`` objects.
+
+    Pass them to spade_llm's agent: ``LLMAgent(..., tools=spade_llm_tools(manager))``.
+
+    Args:
+        manager: the agent's open memory.
+        names: which tools, by name (default: all of ``manager.tools()``).
+        conversation_id, sender, budget: see :class:`ToolBinding`.
+
+    Raises:
+        ImportError: spade_llm is not installed.
+        ConfigError: ``names`` holds a name that is not a memory tool.
+    """
+    require_spade_llm()
+    tools = manager.tools()
+    if names is not None:
+        known = {tool.name: tool for tool in tools}
+        if isinstance(names, str):
+            names = [names]
+        unknown = [name for name in names if name not in known]
+        if unknown:
+            raise ConfigError(
+                f"no memory tool named {', '.join(map(repr, unknown))}; "
+                f"the tools are {', '.join(known)}"
+            )
+        tools = [known[name] for name in dict.fromkeys(names)]
+    binding = ToolBinding(manager, conversation_id=conversation_id, sender=sender, budget=budget)
+    return [SpadeLLMMemoryTool(tool, binding) for tool in tools]
