@@ -76,6 +76,9 @@ class ScoreExplanation:
     final_score: float
     weights: dict[str, float]
     routes: tuple[str, ...]
+    rerank: dict[str, float] = field(default_factory=dict)
+    """The second stage's signals (coverage, proximity, phrase), its lexical score
+    and the score before and after it; empty when the second stage did not run."""
 
 
 @dataclass(frozen=True, slots=True)

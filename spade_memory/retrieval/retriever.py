@@ -26,6 +26,7 @@ from ..storage.base import BaseMemoryStore
 from .fusion import FusedScore, fuse_subroutes, mmr, recency_score
 from .graph import GraphHits, GraphRetriever
 from .intent import QueryIntent, blend_routes, query_intent, route_weights
+from .rerank import LexicalReranker
 from .tokenizer import Tokenizer
 
 __all__ = ["Retriever", "SearchTimings", "VectorSource"]
@@ -91,6 +92,7 @@ class Retriever:
         self._fingerprint = fingerprint
         self._dim = dim
         self._clock = clock
+        self._reranker = LexicalReranker(base, tokenizer)
         self._cache: dict[_CacheKey, tuple[float, int, list[SearchResult]]] = {}
         self._generation = 0
         self.last_timings = SearchTimings()
@@ -151,9 +153,11 @@ class Retriever:
         )
         terms = self._tokenizer.query_terms(query)
         intent = query_intent(query)
-        keyword, vector, graph = await self._routes(
+        keyword, vector, graph, query_vector = await self._routes(
             query, terms, intent, candidates, categories, timings
         )
+        if config.vector_fill and query_vector is not None and vector:
+            vector = await self._fill_vectors(keyword, vector, query_vector)
 
         fusion_started = time.perf_counter()
         fused = fuse_subroutes(
@@ -168,8 +172,14 @@ class Retriever:
         if not blended:
             timings.fusion = time.perf_counter() - fusion_started
             return []
+        first_stage = dict(blended)
+        rerank_started = time.perf_counter()
+        signals = await self._reranker.apply(query, terms, blended, config)
+        timings.extra["rerank"] = time.perf_counter() - rerank_started
         if config.neighbour_weight > 0:
-            await self._add_neighbours(blended, limit, config.neighbour_weight)
+            await self._add_neighbours(
+                blended, limit, config.neighbour_weight, config.neighbour_reply_weight
+            )
         ranked = sorted(blended, key=lambda key: -blended[key])
         # Graph-only hits are loaded with the rest, in one batch.
         memories = await self._base.get_many(ranked[: max(pool_size * 2, candidates)])
@@ -219,15 +229,44 @@ class Retriever:
                     final,
                     {**weights, **{f"route_{k}": v for k, v in route_weight.items()}},
                 )
+                found = signals.get(memory_id)
+                if found is not None:
+                    explanation.rerank.update(found.as_dict())
+                    explanation.rerank["before"] = first_stage.get(memory_id, 0.0)
+                    explanation.rerank["after"] = blended[memory_id]
             results.append(
                 SearchResult(memory=memory, score=final[memory_id], explanation=explanation)
             )
         return results
 
-    async def _add_neighbours(self, scores: dict[int, float], limit: int, weight: float) -> None:
+    async def _fill_vectors(
+        self, keyword: dict[int, float], vector: dict[int, float], query_vector: np.ndarray
+    ) -> dict[int, float]:
+        """``vector`` plus the cosine of each keyword candidate it lacks (stored vectors).
+
+        The vector route returns its top candidates only; a keyword candidate
+        outside them would otherwise count as having no similarity at all.
+        """
+        missing = [key for key in keyword if key not in vector]
+        if not missing or self._fingerprint is None or not self._dim:
+            return vector
+        try:
+            stored = await self._base.vectors_for(self._fingerprint, self._dim, missing)
+        except Exception:
+            logger.exception("could not load vectors for keyword candidates")
+            return vector
+        filled = dict(vector)
+        for key, row in stored.items():
+            filled[key] = float(np.dot(row, query_vector))
+        return filled
+
+    async def _add_neighbours(
+        self, scores: dict[int, float], limit: int, weight: float, reply_weight: float
+    ) -> None:
         """Give the memories stored just before and after a top hit, in the same
         conversation, a share of its score: a question's answer is often the
-        next turn, and the turn before gives the context."""
+        next turn, and the turn before gives the context. When the top hit itself
+        asks a question, the memory right after it gets ``reply_weight`` instead."""
         parents = sorted(scores, key=lambda key: -scores[key])[:limit]
         around = {parent + step for parent in parents for step in (-1, 1)}
         loaded = await self._base.get_many([*parents, *around])
@@ -235,11 +274,13 @@ class Retriever:
             origin = loaded.get(parent)
             if origin is None or origin.source_conversation is None:
                 continue
+            asks = origin.content.rstrip().endswith(("?", "\uff1f"))
             for neighbour_id in (parent - 1, parent + 1):
                 neighbour = loaded.get(neighbour_id)
                 if neighbour is None or neighbour.source_conversation != origin.source_conversation:
                     continue
-                share = weight * scores[parent]
+                after = neighbour_id > parent
+                share = (reply_weight if asks and after else weight) * scores[parent]
                 if share > scores.get(neighbour_id, 0.0):
                     scores[neighbour_id] = share
 
@@ -268,10 +309,11 @@ class Retriever:
         candidates: int,
         categories: tuple[str, ...] | None,
         timings: SearchTimings,
-    ) -> tuple[dict[int, float], dict[int, float], GraphHits]:
+    ) -> tuple[dict[int, float], dict[int, float], GraphHits, np.ndarray | None]:
         """Run keyword, vector and graph routes side by side, each within the route timeout.
 
-        The query is embedded once, for both the document and the graph vectors.
+        The query is embedded once, for both the document and the graph vectors;
+        its vector is returned last (``None`` when there is none).
         """
         embedding: asyncio.Task[np.ndarray] | None = None
         if self._vectors is not None:
@@ -307,10 +349,14 @@ class Retriever:
                 results[name] = task.result()
             else:
                 logger.error("the %s route failed", name, exc_info=task.exception())
+        query_vector = None
+        if embedding is not None and not embedding.cancelled() and embedding.exception() is None:
+            query_vector = embedding.result()
         return (
             results.get("keyword", {}),
             results.get("vector", {}),
             results.get("graph", GraphHits()),
+            query_vector,
         )
 
     async def _embed(self, query: str, timings: SearchTimings) -> np.ndarray:
@@ -439,6 +485,7 @@ class Retriever:
                 "agreement_bonus": config.agreement_bonus,
                 "both_routes_bonus": config.both_routes_bonus,
                 "mmr_lambda": config.mmr_lambda,
+                "rerank": config.rerank_weight,
             },
             routes=routes,
         )

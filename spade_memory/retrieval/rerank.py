@@ -1,0 +1,304 @@
+"""The second stage of the document route: lexical evidence the first stage lacks.
+
+BM25 adds up term scores and the vector compares whole meanings; neither asks
+whether a memory holds *all* of what the question names, or holds it together.
+The reranker looks again at the best ``rerank_depth`` candidates of the first
+stage, on their indexed tokens (one batch read, no query per candidate), and
+scores three signals, each on [0, 1]:
+
+- coverage: the IDF-weighted share of the query's distinct terms the memory
+  holds (a rare term counts for more than a common one);
+- proximity: how close together the query terms the memory holds stand (the
+  shortest window of its text that holds all of them);
+- phrase: the share of the query's adjacent term pairs found adjacent, in
+  order, in the memory;
+- lead: whether the memory's first term is a query term. A memory usually
+  names its subject first ("Alice: ...", "The deploy pipeline runs ..."), so a
+  question about that subject prefers the memories that open with it over those
+  that only mention it.
+
+A memory that only asks (its text ends with a question mark) rarely holds the
+answer to a question, though it often shares the question's words: with
+``rerank_question_penalty`` its reranked score is lowered by that fraction.
+
+The lexical score is their weighted mean; a candidate's new score is
+``(1 - rerank_weight) * first stage + rerank_weight * lexical``, the first stage
+scaled so that the best candidate has 1. Candidates beyond the depth keep only
+their first-stage share, so they never overtake a reranked one unfairly.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import logging
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from ..config import RetrievalConfig
+from ..storage.base import BaseMemoryStore
+from .tokenizer import Tokenizer
+
+__all__ = [
+    "LexicalReranker",
+    "LexicalSignals",
+    "coverage",
+    "idf",
+    "lexical_signals",
+    "phrase_match",
+    "proximity",
+    "rerank",
+]
+
+logger = logging.getLogger(__name__)
+
+_VOCAB = "temp.memories_fts_vocab"
+_QUESTION_MARKS = frozenset({"?", "\uff1f"})  # ASCII and fullwidth
+_CHUNK = 500
+
+
+@dataclass(frozen=True, slots=True)
+class LexicalSignals:
+    """One memory's second-stage signals, each on [0, 1], and their weighted mean."""
+
+    coverage: float
+    proximity: float
+    phrase: float
+    lead: float
+    score: float
+    asks: bool = False
+
+    def as_dict(self) -> dict[str, float]:
+        return {
+            "coverage": self.coverage,
+            "proximity": self.proximity,
+            "phrase": self.phrase,
+            "lead": self.lead,
+            "lexical": self.score,
+            "asks": 1.0 if self.asks else 0.0,
+        }
+
+
+def idf(document_frequency: int, total: int) -> float:
+    """BM25's inverse document frequency, kept positive: ``ln(1 + (N - df + .5) / (df + .5))``."""
+    total = max(total, document_frequency, 1)
+    return math.log(1.0 + (total - document_frequency + 0.5) / (document_frequency + 0.5))
+
+
+def coverage(terms: Sequence[str], present: set[str], weights: Mapping[str, float]) -> float:
+    """The ``weights``-weighted share of ``terms`` found in ``present``.
+
+    A term without a weight counts for nothing (no memory holds it); 0 when no
+    term has weight.
+    """
+    total = sum(weights.get(term, 0.0) for term in terms)
+    if total <= 0:
+        return 0.0
+    return sum(weights.get(term, 0.0) for term in terms if term in present) / total
+
+
+def proximity(terms: set[str], tokens: Sequence[str]) -> float:
+    """How tightly the query ``terms`` a text holds stand together, on [0, 1].
+
+    With ``m`` distinct terms found, and ``w`` the length of the shortest run of
+    ``tokens`` holding all of them, the score is ``(m - 1) / (w - 1)``: 1 when they
+    stand side by side. A text holding fewer than two of the terms scores 0.
+    """
+    positions = [(index, token) for index, token in enumerate(tokens) if token in terms]
+    wanted = len({token for _, token in positions})
+    if wanted < 2:
+        return 0.0
+    counts: dict[str, int] = {}
+    have = 0
+    best = len(tokens)
+    left = 0
+    for right in range(len(positions)):
+        token = positions[right][1]
+        counts[token] = counts.get(token, 0) + 1
+        if counts[token] == 1:
+            have += 1
+        while have == wanted:
+            start = positions[left][0]
+            best = min(best, positions[right][0] - start + 1)
+            gone = positions[left][1]
+            counts[gone] -= 1
+            if counts[gone] == 0:
+                have -= 1
+            left += 1
+    return (wanted - 1) / (best - 1) if best > 1 else 1.0
+
+
+def phrase_match(query_tokens: Sequence[str], tokens: Sequence[str]) -> float:
+    """The share of the query's adjacent token pairs found adjacent, in order, in ``tokens``."""
+    pairs = {(a, b) for a, b in itertools.pairwise(query_tokens) if a != b}
+    if not pairs:
+        return 0.0
+    found = set(itertools.pairwise(tokens))
+    return len(pairs & found) / len(pairs)
+
+
+def lexical_signals(
+    query_tokens: Sequence[str],
+    terms: Sequence[str],
+    weights: Mapping[str, float],
+    tokens: Sequence[str],
+    *,
+    signal_weights: tuple[float, float, float, float],
+) -> LexicalSignals:
+    """The signals of one memory's ``tokens`` for a query.
+
+    Args:
+        query_tokens: the query's tokens in order (duplicates kept).
+        terms: the query's distinct terms.
+        weights: each term's IDF.
+        tokens: the memory's indexed tokens in order.
+        signal_weights: weights of coverage, proximity, phrase and lead in the mean.
+    """
+    present = set(tokens)
+    wanted = set(terms)
+    cover = coverage(terms, present, weights)
+    near = proximity(wanted, tokens)
+    phrase = phrase_match(query_tokens, tokens)
+    lead = 1.0 if tokens and tokens[0] in wanted else 0.0
+    values = (cover, near, phrase, lead)
+    total = sum(signal_weights)
+    score = (
+        sum(w * v for w, v in zip(signal_weights, values, strict=True)) / total if total else 0.0
+    )
+    return LexicalSignals(cover, near, phrase, lead, score)
+
+
+def rerank(
+    scores: dict[int, float],
+    signals: Mapping[int, LexicalSignals],
+    *,
+    weight: float,
+    question_penalty: float = 0.0,
+) -> None:
+    """Blend ``signals`` into the first-stage ``scores`` in place (see the module docstring).
+
+    The result keeps the first stage's scale: the best first-stage score stays the
+    ceiling, so later steps (neighbour shares, the final blend) read it as before.
+    """
+    if not scores or weight <= 0:
+        return
+    top = max(scores.values())
+    if top <= 0:
+        return
+    for key, value in scores.items():
+        found = signals.get(key)
+        lexical = found.score if found is not None else 0.0
+        scores[key] = top * ((1.0 - weight) * value / top + weight * lexical)
+        if found is not None and found.asks:
+            scores[key] *= 1.0 - question_penalty
+
+
+class LexicalReranker:
+    """Reads what the second stage needs for one search in a few batch queries.
+
+    The candidates' indexed content tokens come from the FTS table (the same
+    tokens BM25 scored, so no text is tokenised again), the query terms'
+    document frequencies from an ``fts5vocab`` view of it.
+
+    Args:
+        base: the agent's base memory.
+        tokenizer: the tokenizer the memory was indexed with.
+    """
+
+    def __init__(self, base: BaseMemoryStore, tokenizer: Tokenizer) -> None:
+        self._base = base
+        self._tokenizer = tokenizer
+        self._vocab_ready = False
+
+    async def apply(
+        self, query: str, terms: Sequence[str], scores: dict[int, float], config: RetrievalConfig
+    ) -> dict[int, LexicalSignals]:
+        """Rerank the best ``rerank_depth`` of ``scores`` in place; their signals.
+
+        Nothing changes when the second stage is off, the query has no terms, or
+        reading the candidates fails (logged: the first stage's order stands).
+        """
+        if config.rerank_weight <= 0 or not terms:
+            return {}
+        top = sorted(scores, key=lambda key: -scores[key])[: config.rerank_depth]
+        try:
+            found = await self.signals(query, terms, top, config)
+        except Exception:
+            logger.exception("the second stage failed; keeping the first stage's order")
+            return {}
+        rerank(
+            scores,
+            found,
+            weight=config.rerank_weight,
+            question_penalty=config.rerank_question_penalty,
+        )
+        return found
+
+    async def signals(
+        self,
+        query: str,
+        terms: Sequence[str],
+        candidates: Sequence[int],
+        config: RetrievalConfig,
+    ) -> dict[int, LexicalSignals]:
+        """The signals of each of ``candidates`` (those with indexed text) for ``query``."""
+        if not terms or not candidates:
+            return {}
+        tokens = await self._tokens(candidates)
+        weights = await self._idf(terms)
+        query_tokens = self._tokenizer.tokenize(query)
+        signal_weights = (
+            config.rerank_coverage_weight,
+            config.rerank_proximity_weight,
+            config.rerank_phrase_weight,
+            config.rerank_lead_weight,
+        )
+        found: dict[int, LexicalSignals] = {}
+        for memory_id, (text, asks) in tokens.items():
+            signals = lexical_signals(
+                query_tokens, terms, weights, text, signal_weights=signal_weights
+            )
+            found[memory_id] = dataclasses.replace(signals, asks=asks) if asks else signals
+        return found
+
+    async def _tokens(self, candidates: Sequence[int]) -> dict[int, tuple[list[str], bool]]:
+        """Each candidate's indexed content tokens, and whether its text ends with a question."""
+        found: dict[int, tuple[list[str], bool]] = {}
+        wanted = list(dict.fromkeys(candidates))
+        for start in range(0, len(wanted), _CHUNK):
+            chunk = wanted[start : start + _CHUNK]
+            rows = await self._base.fetchall(
+                "SELECT f.rowid, f.content_tokens, substr(rtrim(m.content), -1) "
+                "FROM memories_fts AS f JOIN memories AS m ON m.id = f.rowid "
+                f"WHERE f.rowid IN ({','.join('?' * len(chunk))})",
+                chunk,
+            )
+            for row in rows:
+                found[int(row[0])] = (str(row[1] or "").split(), row[2] in _QUESTION_MARKS)
+        return found
+
+    async def _idf(self, terms: Sequence[str]) -> dict[str, float]:
+        """Each term's IDF over the whole memory; terms no memory holds are left out."""
+        try:
+            if not self._vocab_ready:
+                await self._base.fetchall(
+                    f"CREATE VIRTUAL TABLE IF NOT EXISTS {_VOCAB} "
+                    "USING fts5vocab(main, memories_fts, row)"
+                )
+                self._vocab_ready = True
+            # One round trip: the frequencies and, on each row, the memory's size.
+            rows = await self._base.fetchall(
+                f"SELECT term, doc, (SELECT max(rowid) FROM memories) FROM {_VOCAB} "
+                f"WHERE term IN ({','.join('?' * len(terms))})",
+                list(terms),
+            )
+        except Exception as exc:  # e.g. the temp table was rolled back with a transaction
+            logger.debug("document frequencies unavailable (%s); terms weigh alike", exc)
+            self._vocab_ready = False
+            return dict.fromkeys(terms, 1.0)
+        total = max((int(row[2] or 0) for row in rows), default=0)
+        frequencies = {str(row[0]): int(row[1]) for row in rows}
+        return {
+            term: idf(frequencies[term], total) for term in terms if frequencies.get(term, 0) > 0
+        }
