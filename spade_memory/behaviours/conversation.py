@@ -4,8 +4,9 @@ For each incoming message with a body, :class:`ConversationBehaviour`:
 
 1. finds the conversation id: the XMPP thread, else a stable id of the two bare JIDs;
 2. recalls the conversation's interaction notes and the memories that best match
-   the message, and assembles them into one quoted ``<memory-context>`` user
-   message (:mod:`spade_memory.context`), placed before the incoming text;
+   the message (their live atoms only: ``MemoryManager.recall``), and assembles them
+   into one quoted ``<memory-context>`` user message (:mod:`spade_memory.context`),
+   placed before the incoming text;
 3. runs the LLM with the tools, executing its tool calls (bounded by
    ``max_tool_rounds``, then one last request without tools);
 4. replies in the same thread with performative ``inform`` (``failure`` when the
@@ -242,7 +243,8 @@ class ConversationBehaviour(CyclicBehaviour):  # type: ignore[misc]
         query = body.strip()[:_MAX_QUERY_CHARS]
         if limit <= 0 or not query:
             return []
-        return await manager.search(query, limit=limit)
+        # live atoms only: a superseded or lapsed sentence never reaches the prompt
+        return await manager.recall(query, limit=limit)
 
     async def _tool_loop(self, messages: list[ChatMessage], context: ToolContext) -> str:
         schemas = [tool.schema() for tool in self.tools]

@@ -20,7 +20,9 @@ Keyword part, as evidence summed per memory:
 Entities too common to say anything (named by more than ``graph_hub_fraction``
 of the memories: the speakers of a chat, the agent's owner) find no memories by
 themselves; they add their small weight to memories found otherwise and are
-followed through typed relations only.
+followed through typed relations only. Expansion follows a node's newest edges
+only (``_PER_NODE_EDGES`` each way, read in index order), so an entity linked to
+thousands of others costs no more than one linked to a hundred.
 
 A memory's evidence becomes its strength ``1 - exp(-evidence)``; the vector part
 (the query vector against one vector per graph entry) then orders the anchored
@@ -60,7 +62,9 @@ _MAX_TERMS = 8
 _MAX_PHRASES = 20  # nodes per step whose phrase is looked for in the memories' text
 _NO_PHRASE = frozenset({"date", "time", "weekday", "jid", "mention"})
 _HUB_MIN_ENTRIES = 20
+_HUB_MAX_ENTRIES = 1_000  # however large the memory, an entity named this often is a hub
 _MAX_NEIGHBOURS = 40
+_PER_NODE_EDGES = 100  # newest edges each way followed from one node
 _PER_NEIGHBOUR = 20
 _ASKED_FACTOR = 1.5
 _TYPED_FACTOR = 0.8
@@ -190,14 +194,20 @@ class GraphRetriever:
         and are expanded through typed relations only ("Melanie likes pottery").
         """
         store = self._store
-        total = max(2, await store.memory_count())
-        hub = max(_HUB_MIN_ENTRIES, self._config.graph_hub_fraction * total)
-        keys = self._extractor.query_keys(query)
-        nodes = [n for n in await store.nodes_by_keys(keys) if n.entries]
+        # Queries of one step go to the connection together (one connection serves
+        # them in turn; submitting them at once saves a round trip each).
+        count, matched = await asyncio.gather(
+            store.memory_count(), store.nodes_by_keys(self._extractor.query_keys(query))
+        )
+        total = max(2, count)
+        hub = max(_HUB_MIN_ENTRIES, min(self._config.graph_hub_fraction * total, _HUB_MAX_ENTRIES))
+        cap = int(hub) + 1  # counting past a hub's size tells nothing more
+        nodes = [n for n in matched if n.entries]
         named = tuple(node.key for node in nodes)
         # How common a name is, is how many memories mention it, entity or not: a
         # common word that one memory happened to capitalise is not a rare entity.
-        mentioned = {node.id: max(node.entries, await self._mentions(node)) for node in nodes}
+        mentions = await asyncio.gather(*(self._mentions(node, cap) for node in nodes))
+        mentioned = {node.id: max(node.entries, m) for node, m in zip(nodes, mentions, strict=True)}
         weights = {node.id: _rarity(mentioned[node.id], total) for node in nodes}
         seeds = {node.id for node in nodes if mentioned[node.id] <= hub}
         hubs = [node.id for node in nodes if mentioned[node.id] > hub]
@@ -205,7 +215,7 @@ class GraphRetriever:
         per_node = max(50, candidates * 2)
         direct = {node_id: weights[node_id] for node_id in seeds}
         for memory_id, score in await self._memories_of(
-            direct, per_node, total, categories, 2, counted=mentioned
+            direct, per_node, total, categories, 2, cap=cap, counted=mentioned
         ):
             raw[memory_id] = raw.get(memory_id, 0.0) + score
         frontier = {n.id: weights[n.id] if n.id in seeds else _HUB_WEIGHT for n in nodes}
@@ -214,14 +224,16 @@ class GraphRetriever:
         for _ in range(self._config.graph_hops):
             if not frontier:
                 break
-            frontier = await self._expand(frontier, seen, intent, total, hub, decay, set(hubs))
+            frontier, entries = await self._expand(
+                frontier, seen, intent, total, hub, decay, set(hubs)
+            )
             seen.update(frontier)
             for memory_id, score in await self._memories_of(
-                frontier, _PER_NEIGHBOUR, total, categories, 1
+                frontier, _PER_NEIGHBOUR, total, categories, 1, cap=cap, counted=entries
             ):
                 raw[memory_id] = raw.get(memory_id, 0.0) + score
         named_words = {word for key in named for word in key.split()}
-        text_hits = await self._text_matches(query, named_words, candidates, total, categories)
+        text_hits = await self._text_matches(query, named_words, candidates, total, categories, cap)
         for memory_id, value in text_hits.items():
             raw[memory_id] = raw.get(memory_id, 0.0) + _FTS_WEIGHT * value
         if hubs and raw:
@@ -230,14 +242,14 @@ class GraphRetriever:
                 raw[memory_id] += weights[node_id]
         return raw, named
 
-    async def _mentions(self, node: NodeHit) -> int:
+    async def _mentions(self, node: NodeHit, cap: int) -> int:
         """How many memories' text mentions ``node`` (its words, or its Chinese words)."""
         if node.type in _NO_PHRASE:
             return 0
         terms = get_tokenizer().query_terms(node.value)[:8]
         if not terms:
             return 0
-        return await self._store.text_count(terms, phrase=not _CJK_RUN.search(node.value))
+        return await self._store.text_count(terms, phrase=not _CJK_RUN.search(node.value), cap=cap)
 
     async def _memories_of(
         self,
@@ -246,6 +258,8 @@ class GraphRetriever:
         total: int,
         categories: Sequence[str] | None,
         power: int,
+        *,
+        cap: int,
         counted: dict[int, int] | None = None,
     ) -> list[tuple[int, float]]:
         """``(memory, score)`` for the memories naming each node of ``scores``.
@@ -260,22 +274,31 @@ class GraphRetriever:
         if not scores:
             return []
         pairs: dict[tuple[int, int], float] = {}
-        for node_id, memory_id in await self._store.node_memories(
-            list(scores), per_node=per_node, categories=categories
-        ):
+        named, phrased = await asyncio.gather(
+            self._store.node_memories(list(scores), per_node=per_node, categories=categories),
+            self._store.nodes_by_ids(list(scores)[:_MAX_PHRASES]),
+        )
+        for node_id, memory_id in named:
             pairs[(node_id, memory_id)] = scores[node_id]
         tokenizer = get_tokenizer()
-        for node in await self._store.nodes_by_ids(list(scores)[:_MAX_PHRASES]):
+        phrases: list[tuple[NodeHit, str, bool]] = []
+        for node in phrased:
             if node.type in _NO_PHRASE:
                 continue
             cjk = bool(_CJK_RUN.search(node.value))
             terms = tokenizer.tokenize(node.value)
             if not (cjk and len(node.value) >= 2) and len(terms) < 2:
                 continue
-            phrase = node.value if cjk else " ".join(terms)
-            count, ids = await self._store.phrase_memories(
-                phrase, tokens=not cjk, limit=per_node, categories=categories
+            phrases.append((node, node.value if cjk else " ".join(terms), cjk))
+        found = await asyncio.gather(
+            *(
+                self._store.phrase_memories(
+                    phrase, tokens=not cjk, limit=per_node, cap=cap, categories=categories
+                )
+                for _, phrase, cjk in phrases
             )
+        )
+        for (node, _, _), (count, ids) in zip(phrases, found, strict=True):
             score = scores[node.id]
             known = max(node.entries, (counted or {}).get(node.id, 0))
             if count > known:
@@ -294,14 +317,17 @@ class GraphRetriever:
         hub: float,
         decay: float,
         hubs: set[int],
-    ) -> dict[int, float]:
+    ) -> tuple[dict[int, float], dict[int, int]]:
         """The nodes one hop from ``frontier``, scored by the path that reaches them.
 
         From a hub only typed relations are followed (it co-occurs with everything).
         """
         reached: dict[int, float] = {}
-        for node, neighbour, relation, weight in await self._store.neighbours(list(frontier)):
-            if neighbour in seen or (node in hubs and relation == "related_to"):
+        entries: dict[int, int] = {}
+        for node, neighbour, relation, weight, count in await self._store.neighbours(
+            list(frontier), typed_only=hubs, per_node=_PER_NODE_EDGES
+        ):
+            if neighbour in seen or count == 0 or count > hub:
                 continue
             if relation in intent.relations:
                 factor = _ASKED_FACTOR
@@ -311,18 +337,11 @@ class GraphRetriever:
                 factor = _TYPED_FACTOR
             # one co-occurrence (weight 0.5) counts 0.75; a typed or repeated link 1
             score = frontier[node] * decay * factor * min(1.0, 0.5 + weight / 2)
+            score *= _share(count, total)
             reached[neighbour] = max(reached.get(neighbour, 0.0), score)
-        if not reached:
-            return {}
-        entries = await self._store.entry_counts(reached)
-        for neighbour in list(reached):
-            count = entries.get(neighbour, 0)
-            if count == 0 or count > hub:
-                del reached[neighbour]
-            else:
-                reached[neighbour] *= _share(count, total)
+            entries[neighbour] = count
         best = sorted(reached, key=lambda key: -reached[key])[:_MAX_NEIGHBOURS]
-        return {key: reached[key] for key in best}
+        return {key: reached[key] for key in best}, entries
 
     async def _text_matches(
         self,
@@ -331,6 +350,7 @@ class GraphRetriever:
         candidates: int,
         total: int,
         categories: Sequence[str] | None,
+        cap: int,
     ) -> dict[int, float]:
         """Entries holding the query's other words, each word weighted by its rarity.
 
@@ -353,23 +373,31 @@ class GraphRetriever:
         if 0 < len(stripped) < 3 and stripped not in named:
             terms.append(stripped)
         found: dict[int, float] = {}
-        for term in list(dict.fromkeys(terms))[:_MAX_TERMS]:
-            if len(term) >= 3:
-                count, hits = await self._store.search_entries(
-                    term, limit=candidates, categories=categories
-                )
-                if not _CJK_RUN.search(term):
-                    starts = re.compile(rf"(?<!\w){re.escape(term)}", re.IGNORECASE)
-                    hits = [hit for hit in hits if starts.search(hit[1])]
-                ids = [memory_id for memory_id, _ in hits]
-            else:
-                count, ids = await self._store.like_entries(
-                    term, limit=candidates, categories=categories
-                )
+        wanted = list(dict.fromkeys(terms))[:_MAX_TERMS]
+        results = await asyncio.gather(
+            *(self._term_entries(term, candidates, cap, categories) for term in wanted)
+        )
+        for count, ids in results:
             weight = _rarity(count, total)
             for memory_id in ids:
                 found[memory_id] = found.get(memory_id, 0.0) + weight
         return found
+
+    async def _term_entries(
+        self, term: str, candidates: int, cap: int, categories: Sequence[str] | None
+    ) -> tuple[int, list[int]]:
+        """``(how many entries hold term, to cap; the newest of them)``."""
+        if len(term) < 3:
+            return await self._store.like_entries(
+                term, limit=candidates, cap=cap, categories=categories
+            )
+        count, hits = await self._store.search_entries(
+            term, limit=candidates, cap=cap, categories=categories
+        )
+        if not _CJK_RUN.search(term):
+            starts = re.compile(rf"(?<!\w){re.escape(term)}", re.IGNORECASE)
+            hits = [hit for hit in hits if starts.search(hit[1])]
+        return count, [memory_id for memory_id, _ in hits]
 
     # -- vector -----------------------------------------------------------------
 

@@ -27,11 +27,11 @@ import threading
 import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache, partial
+from functools import lru_cache
 
 from ..storage.graph import Entity
 from .dates import find_dates
-from .tokenizer import ENGLISH_STOPWORDS, STOPWORDS, get_tokenizer
+from .tokenizer import ENGLISH_STOPWORDS, STOPWORDS, cut_cjk, get_tokenizer
 
 __all__ = ["Mention", "MentionFinder", "canonical_key", "make_entity", "split_sentences"]
 
@@ -396,11 +396,11 @@ class MentionFinder:
             with self._pos_lock:
                 if self._pos_cut is None:
                     get_tokenizer().warm_up()  # jieba's dictionary, loaded once, quietly
-                    import jieba
                     import jieba.posseg
 
                     tags: Mapping[str, str] = jieba.posseg.dt.word_tag_tab
-                    self._pos_cut = (partial(jieba.cut, HMM=True), tags)
+                    # the tokenizer's cut, cached: a memory's text is cut once for both
+                    self._pos_cut = (cut_cjk, tags)
                 found = self._pos_cut
         assert found is not None
         return found

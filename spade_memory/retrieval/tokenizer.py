@@ -19,7 +19,7 @@ import logging
 import re
 import threading
 import unicodedata
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import lru_cache, partial
 
 __all__ = [
@@ -29,6 +29,7 @@ __all__ = [
     "STOPWORDS",
     "TOKENIZER_VERSION",
     "Tokenizer",
+    "cut_cjk",
     "get_tokenizer",
     "stem",
 ]
@@ -88,21 +89,26 @@ _ASCII_WORD = re.compile(r"[a-z0-9]+")
 _WORD = re.compile(r"[^\W_]+")
 
 _JIEBA_LOCK = threading.Lock()
-_jieba_words: Callable[[str], Iterable[tuple[str, int, int]]] | None = None
+_jieba_cut: Callable[[str], Iterable[str]] | None = None
+_jieba_freq: Mapping[str, int] = {}
 
 _SHARED_LOCK = threading.Lock()
 _shared: Tokenizer | None = None
 
+_CUT_CACHE = 1_024
+"""Runs whose cut is kept: more than one long memory holds, so that cutting a text
+for its index terms and tagging its names (or the reverse) cut each run once."""
 
-def _jieba_search() -> Callable[[str], Iterable[tuple[str, int, int]]]:
-    """jieba's search mode as ``(word, start, end)``; its dictionary loaded once per process."""
-    global _jieba_words
-    words = _jieba_words
-    if words is not None:
-        return words
+
+def _load_jieba() -> Callable[[str], Iterable[str]]:
+    """jieba's cut (HMM on); its dictionary loaded once per process."""
+    global _jieba_cut, _jieba_freq
+    cut = _jieba_cut
+    if cut is not None:
+        return cut
     with _JIEBA_LOCK:
-        words = _jieba_words
-        if words is None:
+        cut = _jieba_cut
+        if cut is None:
             import jieba
 
             jieba_logger = logging.getLogger("jieba")
@@ -112,8 +118,47 @@ def _jieba_search() -> Callable[[str], Iterable[tuple[str, int, int]]]:
                 jieba.setLogLevel(logging.WARNING)
             jieba.initialize()
             logger.debug("jieba dictionary loaded")
-            words = _jieba_words = partial(jieba.tokenize, mode="search")
-        return words
+            _jieba_freq = jieba.dt.FREQ
+            cut = _jieba_cut = partial(jieba.cut, HMM=True)
+        return cut
+
+
+@lru_cache(maxsize=_CUT_CACHE)
+def cut_cjk(run: str) -> tuple[str, ...]:
+    """jieba's words of one run of Chinese (or Japanese) characters, HMM on.
+
+    Cached: the tokenizer and the entity tagger (:mod:`spade_memory.retrieval.mentions`)
+    both start from this cut, so a memory's text is cut once for both.
+    """
+    return tuple(_load_jieba()(run))
+
+
+def _search_words(run: str) -> Iterator[tuple[str, int, int]]:
+    """jieba's search mode (``jieba.tokenize(run, mode="search")``) from the shared cut.
+
+    Each word, preceded by its two- and three-character parts that jieba's
+    dictionary knows, as ``(word, start, end)``.
+    """
+    freq = _jieba_freq
+    start = 0
+    for word in cut_cjk(run):
+        width = len(word)
+        if width > 2:
+            for i in range(width - 1):
+                if freq.get(word[i : i + 2]):
+                    yield word[i : i + 2], start + i, start + i + 2
+        if width > 3:
+            for i in range(width - 2):
+                if freq.get(word[i : i + 3]):
+                    yield word[i : i + 3], start + i, start + i + 3
+        yield word, start, start + width
+        start += width
+
+
+def _jieba_search() -> Callable[[str], Iterable[tuple[str, int, int]]]:
+    """jieba's search mode as ``(word, start, end)``; its dictionary loaded once per process."""
+    _load_jieba()
+    return _search_words
 
 
 # --- stemming -----------------------------------------------------------------

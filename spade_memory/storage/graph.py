@@ -17,14 +17,13 @@ memory itself, so a memory and its graph are never seen apart. Reads go through
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import sqlite3
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from functools import partial
+from typing import Any, TypeVar, cast
 
 import aiosqlite
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = [
     "AtomRecord",
@@ -32,10 +31,12 @@ __all__ = [
     "MemoryGraph",
     "Relation",
     "delete_graph",
+    "run_on_connection",
     "write_graph",
 ]
 
 _CHUNK = 500
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,113 +123,135 @@ async def write_graph(
 ) -> None:
     """Write the graph of one memory; call inside the memory's write transaction.
 
-    A few statements whatever the memory holds: the nodes in one upsert, the edges,
-    the entry (with its trigram row and entry nodes), the atoms in one insert.
+    A few statements whatever the memory holds (the nodes in one upsert, the edges,
+    the entry with its trigram row and entry nodes, the atoms in one insert), all
+    run in one call on the connection's thread.
     """
-    entities = list({entity.key: entity for entity in reversed(graph.entities)}.values())
+    if graph.entities or graph.atoms:
+        await run_on_connection(db, partial(_write_graph, memory_id, graph, now))
+
+
+async def run_on_connection(db: aiosqlite.Connection, work: Callable[[sqlite3.Connection], T]) -> T:
+    """Run ``work`` on the thread that owns ``db``'s connection, in one hop.
+
+    aiosqlite runs each statement as one call on its thread; a write of many small
+    statements spends more time handing them over than running them. Inside a
+    transaction only: ``work`` must not commit or roll back.
+    """
+    execute = cast(Callable[..., Awaitable[T]], db._execute)
+    return await execute(work, db._conn)
+
+
+_UPSERT_NODE = (
+    "INSERT INTO graph_nodes (key, type, value, created_at, entries) VALUES (?, ?, ?, ?, 1) "
+    "ON CONFLICT (key) DO UPDATE SET entries = graph_nodes.entries + 1, "
+    "type = CASE WHEN graph_nodes.type = 'thing' THEN excluded.type ELSE graph_nodes.type END "
+    "RETURNING id"
+)
+_REVIVABLE = "status IN ('active', 'dormant') AND expires_at + ttl_seconds * ? > ?"
+_NEWEST_BY_KEY = f"SELECT max(id) FROM memory_atoms WHERE key = ? AND {_REVIVABLE}"
+_NEWEST_BY_CLAIM = (
+    "SELECT max(id) FROM memory_atoms "
+    f"WHERE subject = ? AND predicate = ? AND object = ? AND {_REVIVABLE}"
+)
+_REINFORCE = (
+    "UPDATE memory_atoms SET reinforcements = reinforcements + 1, reinforced_at = ?, "
+    "status = 'active', expires_at = ? + ttl_seconds * (1 + ? * (reinforcements + 1)) "
+    "WHERE id = ?"
+)
+_INSERT_ATOM = (
+    "INSERT INTO memory_atoms (memory_id, position, text, key, type, status, subject, "
+    "predicate, object, importance, ttl_seconds, reinforcements, created_at, "
+    "reinforced_at, expires_at) VALUES (?, ?, ?, ?, ?, 'active', ?, ?, ?, ?, ?, 0, ?, ?, ?)"
+)
+_SUPERSEDE = (
+    "UPDATE memory_atoms SET status = 'superseded', superseded_by = ? "
+    "WHERE subject = ? AND predicate = ? AND object != ? AND memory_id != ? "
+    "AND status IN ('active', 'dormant')"
+)
+
+
+def _write_graph(memory_id: int, graph: MemoryGraph, now: float, db: sqlite3.Connection) -> None:
+    # One fixed statement per row: on the connection's thread a row costs a few
+    # microseconds, and fixed statements are prepared once (sqlite3's statement
+    # cache) where a statement of as many rows as the memory has is prepared anew.
     node_ids: dict[str, int] = {}
-    for chunk in _chunks(entities[::-1]):
-        rows = await db.execute_fetchall(
-            "INSERT INTO graph_nodes (key, type, value, created_at) VALUES "
-            + ",".join(["(?, ?, ?, ?)"] * len(chunk))
-            + " ON CONFLICT (key) DO UPDATE SET type = CASE WHEN graph_nodes.type = 'thing' "
-            "THEN excluded.type ELSE graph_nodes.type END RETURNING id, key",
-            [value for e in chunk for value in (e.key, e.type, e.value, now)],
-        )
-        node_ids.update((str(row[1]), int(row[0])) for row in rows)
+    for entity in graph.entities:
+        if entity.key not in node_ids:
+            row = db.execute(_UPSERT_NODE, (entity.key, entity.type, entity.value, now)).fetchone()
+            node_ids[entity.key] = int(row[0])
     edges = [
         (node_ids[r.source], node_ids[r.target], r.relation, float(r.weight), memory_id)
         for r in graph.relations
         if r.source in node_ids and r.target in node_ids and r.source != r.target
     ]
     if edges:
-        await db.executemany(
+        db.executemany(
             "INSERT INTO graph_edges (source_id, target_id, relation, weight, memory_id) "
             "VALUES (?, ?, ?, ?, ?)",
             edges,
         )
     if node_ids:
-        await db.execute(
+        db.execute(
             "INSERT INTO graph_entries (memory_id, summary, relation_type, updated_at) "
             "VALUES (?, ?, ?, ?)",
             (memory_id, graph.summary, graph.relation_type, now),
         )
-        await db.execute(
+        db.execute(
             "INSERT INTO graph_entries_fts (rowid, summary) VALUES (?, ?)",
             (memory_id, graph.summary),
         )
-        await db.executemany(
+        db.executemany(
             "INSERT OR IGNORE INTO graph_entry_nodes (memory_id, node_id) VALUES (?, ?)",
             [(memory_id, node_id) for node_id in node_ids.values()],
         )
     if graph.atoms:
-        await _write_atoms(db, memory_id, graph, now)
+        _write_atoms(db, memory_id, graph, now)
 
 
-async def _write_atoms(
-    db: aiosqlite.Connection, memory_id: int, graph: MemoryGraph, now: float
-) -> None:
+def _write_atoms(db: sqlite3.Connection, memory_id: int, graph: MemoryGraph, now: float) -> None:
     atoms = graph.atoms[:_CHUNK]
-    claims = [
-        (a.subject, a.predicate, a.object)
-        for a in atoms
-        if a.subject is not None and a.predicate is not None and a.object is not None
-    ]
-    # The same fact said again (the same text, or the same subject-predicate-object):
-    # reinforce the live and dormant atoms of other memories that hold it.
-    # explicit ORs, not a row-value IN, so that the partial claim index is used
-    claim_clause = " OR (subject = ? AND predicate = ? AND object = ?)" * len(claims)
-    await db.execute(
-        "UPDATE memory_atoms SET reinforcements = reinforcements + 1, reinforced_at = ?, "
-        "status = 'active', expires_at = ? + ttl_seconds * (1 + ? * (reinforcements + 1)) "
-        "WHERE memory_id != ? AND status IN ('active', 'dormant') "
-        f"AND expires_at + ttl_seconds * ? > ? AND (key IN ({_marks(len(atoms))}){claim_clause})",
-        [
-            now,
-            now,
-            graph.reinforcement_factor,
-            memory_id,
-            graph.dormant_fraction,
-            now,
-            *(a.key for a in atoms),
-            *(part for claim in claims for part in claim),
-        ],
-    )
-    rows = await db.execute_fetchall(
-        "INSERT INTO memory_atoms (memory_id, position, text, key, type, status, subject, "
-        "predicate, object, importance, ttl_seconds, reinforcements, created_at, "
-        "reinforced_at, expires_at) VALUES "
-        + ",".join(["(?, ?, ?, ?, ?, 'active', ?, ?, ?, ?, ?, 0, ?, ?, ?)"] * len(atoms))
-        + " RETURNING id, position",
-        [
-            value
-            for a in atoms
-            for value in (
-                memory_id,
-                a.position,
-                a.text,
-                a.key,
-                a.type,
-                a.subject,
-                a.predicate,
-                a.object,
-                a.importance,
-                a.ttl_seconds,
-                now,
-                now,
-                now + a.ttl_seconds,
-            )
-        ],
-    )
-    ids = {int(row[1]): int(row[0]) for row in rows}
+    # The same fact said again (the same text, or the same subject-predicate-object)
+    # reinforces the newest live or dormant atom that holds it: one atom per fact,
+    # so a phrase said a thousand times costs no more than one said twice. (This
+    # memory's own atoms are not written yet, or were just removed on an update.)
+    revivable = (graph.dormant_fraction, now)
+    newest: list[Any] = []
     for atom in atoms:
+        newest.append(db.execute(_NEWEST_BY_KEY, (atom.key, *revivable)).fetchone()[0])
+        if atom.subject is not None and atom.predicate is not None and atom.object is not None:
+            claim = (atom.subject, atom.predicate, atom.object, *revivable)
+            newest.append(db.execute(_NEWEST_BY_CLAIM, claim).fetchone()[0])
+    found = {int(atom_id) for atom_id in newest if atom_id is not None}  # max() of no row: None
+    if found:
+        db.executemany(
+            _REINFORCE,
+            [(now, now, graph.reinforcement_factor, atom_id) for atom_id in sorted(found)],
+        )
+    for atom in atoms:
+        cursor = db.execute(
+            _INSERT_ATOM,
+            (
+                memory_id,
+                atom.position,
+                atom.text,
+                atom.key,
+                atom.type,
+                atom.subject,
+                atom.predicate,
+                atom.object,
+                atom.importance,
+                atom.ttl_seconds,
+                now,
+                now,
+                now + atom.ttl_seconds,
+            ),
+        )
         if atom.functional and atom.subject and atom.predicate and atom.object:
             # A newer claim on the same subject and predicate with another object wins.
-            await db.execute(
-                "UPDATE memory_atoms SET status = 'superseded', superseded_by = ? "
-                "WHERE subject = ? AND predicate = ? AND object != ? AND memory_id != ? "
-                "AND status IN ('active', 'dormant')",
-                (ids[atom.position], atom.subject, atom.predicate, atom.object, memory_id),
+            db.execute(
+                _SUPERSEDE,
+                (cursor.lastrowid, atom.subject, atom.predicate, atom.object, memory_id),
             )
 
 
@@ -237,25 +260,34 @@ async def delete_graph(db: aiosqlite.Connection, memory_id: int) -> None:
 
     Atoms this memory had superseded become active again (the newer claim is gone).
     """
-    rows = await db.execute_fetchall(
+    await run_on_connection(db, partial(_delete_graph, memory_id))
+
+
+def _delete_graph(memory_id: int, db: sqlite3.Connection) -> None:
+    rows = db.execute(
         "SELECT node_id FROM graph_entry_nodes WHERE memory_id = ? "
         "UNION SELECT source_id FROM graph_edges WHERE memory_id = ? "
         "UNION SELECT target_id FROM graph_edges WHERE memory_id = ?",
         (memory_id, memory_id, memory_id),
-    )
+    ).fetchall()
     touched = [int(row[0]) for row in rows]
-    await db.execute(
+    db.execute(
         "UPDATE memory_atoms SET status = 'active', superseded_by = NULL "
         "WHERE status = 'superseded' AND superseded_by IN "
         "(SELECT id FROM memory_atoms WHERE memory_id = ?)",
         (memory_id,),
     )
+    db.execute(
+        "UPDATE graph_nodes SET entries = max(0, entries - 1) "
+        "WHERE id IN (SELECT node_id FROM graph_entry_nodes WHERE memory_id = ?)",
+        (memory_id,),
+    )
     for table in ("memory_atoms", "graph_edges", "graph_entry_nodes", "graph_embeddings"):
-        await db.execute(f"DELETE FROM {table} WHERE memory_id = ?", (memory_id,))
-    await db.execute("DELETE FROM graph_entries WHERE memory_id = ?", (memory_id,))
-    await db.execute("DELETE FROM graph_entries_fts WHERE rowid = ?", (memory_id,))
+        db.execute(f"DELETE FROM {table} WHERE memory_id = ?", (memory_id,))
+    db.execute("DELETE FROM graph_entries WHERE memory_id = ?", (memory_id,))
+    db.execute("DELETE FROM graph_entries_fts WHERE rowid = ?", (memory_id,))
     for chunk in _chunks(touched):
-        await db.execute(
+        db.execute(
             f"DELETE FROM graph_nodes WHERE id IN ({_marks(len(chunk))}) "
             "AND NOT EXISTS (SELECT 1 FROM graph_entry_nodes WHERE node_id = graph_nodes.id) "
             "AND NOT EXISTS (SELECT 1 FROM graph_edges WHERE source_id = graph_nodes.id) "

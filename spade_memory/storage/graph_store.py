@@ -8,7 +8,7 @@ this is what the graph route and the background embedder read of it, plus
 from __future__ import annotations
 
 import builtins
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -92,12 +92,19 @@ class GraphStore:
                     await write_graph(db, memory_id, graph, now=now)
 
     async def memory_count(self) -> int:
-        """How many memories there are (of any status)."""
-        rows = await self._base.fetchall("SELECT count(*) FROM memories")
+        """About how many memories there are: the highest id (ids are never reused).
+
+        Exact enough to weigh how common an entity is, and it costs one index probe
+        where ``count(*)`` reads every row.
+        """
+        rows = await self._base.fetchall("SELECT coalesce(max(id), 0) FROM memories")
         return int(rows[0][0])
 
-    async def text_count(self, terms: Sequence[str], *, phrase: bool) -> int:
-        """How many memories' text holds ``terms`` (index terms): as a phrase, or all of them."""
+    async def text_count(self, terms: Sequence[str], *, phrase: bool, cap: int) -> int:
+        """How many memories' text holds ``terms`` (index terms), counted up to ``cap``.
+
+        As a phrase, or all of them (``phrase=False``).
+        """
         quoted = ['"' + term.replace('"', '""') + '"' for term in terms if term]
         if not quoted:
             return 0
@@ -107,7 +114,8 @@ class GraphStore:
             else "(" + " AND ".join(quoted) + ")"
         )
         rows = await self._base.fetchall(
-            "SELECT count(*) FROM memories_fts WHERE memories_fts MATCH ?", (match,)
+            "SELECT count(*) FROM (SELECT 1 FROM memories_fts WHERE memories_fts MATCH ? LIMIT ?)",
+            (match, int(cap)),
         )
         return int(rows[0][0])
 
@@ -122,31 +130,30 @@ class GraphStore:
 
     async def nodes_by_keys(self, keys: Iterable[str]) -> builtins.list[NodeHit]:
         """The nodes with these canonical keys, with how many entries name each."""
-        wanted = list(dict.fromkeys(keys))
+        return await self._nodes("key", list(dict.fromkeys(keys)))
+
+    async def nodes_by_ids(self, node_ids: Iterable[int]) -> builtins.list[NodeHit]:
+        """The nodes with these ids, with how many entries name each."""
+        return await self._nodes("id", list(dict.fromkeys(node_ids)))
+
+    async def _nodes(self, column: str, wanted: Sequence[Any]) -> builtins.list[NodeHit]:
         found: builtins.list[NodeHit] = []
         for chunk in _chunks(wanted):
             rows = await self._base.fetchall(
-                "SELECT n.id, n.key, n.type, n.value, "
-                "(SELECT count(*) FROM graph_entry_nodes AS e WHERE e.node_id = n.id) "
-                f"FROM graph_nodes AS n WHERE n.key IN ({_marks(len(chunk))})",
+                "SELECT id, key, type, value, entries FROM graph_nodes "
+                f"WHERE {column} IN ({_marks(len(chunk))})",
                 chunk,
             )
             found.extend(NodeHit(int(r[0]), r[1], r[2], r[3], int(r[4])) for r in rows)
         return found
 
-    async def nodes_by_ids(self, node_ids: Iterable[int]) -> builtins.list[NodeHit]:
-        """The nodes with these ids, with how many entries name each."""
-        wanted = list(dict.fromkeys(node_ids))
-        found: builtins.list[NodeHit] = []
-        for chunk in _chunks(wanted):
-            rows = await self._base.fetchall(
-                "SELECT n.id, n.key, n.type, n.value, "
-                "(SELECT count(*) FROM graph_entry_nodes AS e WHERE e.node_id = n.id) "
-                f"FROM graph_nodes AS n WHERE n.id IN ({_marks(len(chunk))})",
-                chunk,
+    async def recount_nodes(self) -> None:
+        """Count again how many entries name each node (after rows were removed by hand)."""
+        async with self._base.transaction() as db:
+            await db.execute(
+                "UPDATE graph_nodes SET entries = "
+                "(SELECT count(*) FROM graph_entry_nodes WHERE node_id = graph_nodes.id)"
             )
-            found.extend(NodeHit(int(r[0]), r[1], r[2], r[3], int(r[4])) for r in rows)
-        return found
 
     async def phrase_memories(
         self,
@@ -154,10 +161,11 @@ class GraphStore:
         *,
         tokens: bool,
         limit: int,
+        cap: int = 10_000,
         categories: Sequence[str] | None = None,
         statuses: Sequence[str] | None = ("active",),
     ) -> tuple[int, builtins.list[int]]:
-        """Memories whose text holds ``phrase``, newest first: ``(how many, ids cut at limit)``.
+        """Memories whose text holds ``phrase``: ``(how many, to cap; ids newest first, to limit)``.
 
         Args:
             phrase: with ``tokens``, the phrase's index terms joined by spaces (matched
@@ -170,37 +178,32 @@ class GraphStore:
         if tokens:
             match = 'content_tokens : "' + phrase.replace('"', '""') + '"'
             counted = await self._base.fetchall(
-                "SELECT count(*) FROM memories_fts WHERE memories_fts MATCH ?", (match,)
+                "SELECT count(*) FROM (SELECT 1 FROM memories_fts WHERE memories_fts MATCH ? "
+                "LIMIT ?)",
+                (match, int(cap)),
             )
             rows = await self._base.fetchall(
                 "SELECT m.id FROM memories_fts AS f JOIN memories AS m ON m.id = f.rowid "
-                f"WHERE memories_fts MATCH ? AND {where} ORDER BY m.updated_at DESC LIMIT ?",
+                f"WHERE memories_fts MATCH ? AND {where} ORDER BY f.rowid DESC LIMIT ?",
                 [match, *params, int(limit)],
             )
         else:
             pattern = "%" + _escape_like(phrase) + "%"
             counted = await self._base.fetchall(
-                "SELECT count(*) FROM memories WHERE content LIKE ? ESCAPE '\\'", (pattern,)
+                "SELECT count(*) FROM (SELECT 1 FROM memories "
+                "WHERE content LIKE ? ESCAPE '\\' LIMIT ?)",
+                (pattern, int(cap)),
             )
             rows = await self._base.fetchall(
                 f"SELECT m.id FROM memories AS m WHERE m.content LIKE ? ESCAPE '\\' AND {where} "
-                "ORDER BY m.updated_at DESC LIMIT ?",
+                "ORDER BY m.id DESC LIMIT ?",
                 [pattern, *params, int(limit)],
             )
         return int(counted[0][0]), [int(r[0]) for r in rows]
 
     async def entry_counts(self, node_ids: Iterable[int]) -> dict[int, int]:
         """How many entries name each node."""
-        wanted = list(dict.fromkeys(node_ids))
-        counts: dict[int, int] = {}
-        for chunk in _chunks(wanted):
-            rows = await self._base.fetchall(
-                "SELECT node_id, count(*) FROM graph_entry_nodes "
-                f"WHERE node_id IN ({_marks(len(chunk))}) GROUP BY node_id",
-                chunk,
-            )
-            counts.update((int(r[0]), int(r[1])) for r in rows)
-        return counts
+        return {node.id: node.entries for node in await self.nodes_by_ids(node_ids)}
 
     async def node_memories(
         self,
@@ -210,16 +213,22 @@ class GraphStore:
         categories: Sequence[str] | None = None,
         statuses: Sequence[str] | None = ("active",),
     ) -> builtins.list[tuple[int, int]]:
-        """``(node id, memory id)`` of the memories naming each node, newest first per node."""
+        """``(node id, memory id)`` of the memories naming each node, newest first per node.
+
+        Each node walks its index entries from the newest memory and stops at
+        ``per_node``, so a node named by many memories costs no more than a rare one.
+        """
         where, params = _filters(categories, statuses)
+        part = (
+            "SELECT * FROM (SELECT e.node_id, e.memory_id FROM graph_entry_nodes AS e "
+            "JOIN memories AS m ON m.id = e.memory_id "
+            f"WHERE e.node_id = ? AND {where} ORDER BY e.memory_id DESC LIMIT ?)"
+        )
         pairs: builtins.list[tuple[int, int]] = []
-        for chunk in _chunks(list(node_ids)):
+        for chunk in _chunks(list(dict.fromkeys(node_ids))[: _CHUNK // 4]):
             rows = await self._base.fetchall(
-                "SELECT node_id, memory_id FROM (SELECT e.node_id, e.memory_id, row_number() "
-                "OVER (PARTITION BY e.node_id ORDER BY m.updated_at DESC, m.id DESC) AS r "
-                "FROM graph_entry_nodes AS e JOIN memories AS m ON m.id = e.memory_id "
-                f"WHERE e.node_id IN ({_marks(len(chunk))}) AND {where}) WHERE r <= ?",
-                [*chunk, *params, int(per_node)],
+                " UNION ALL ".join([part] * len(chunk)),
+                [value for node_id in chunk for value in (node_id, *params, int(per_node))],
             )
             pairs.extend((int(r[0]), int(r[1])) for r in rows)
         return pairs
@@ -240,49 +249,67 @@ class GraphStore:
         return pairs
 
     async def neighbours(
-        self, node_ids: Sequence[int]
-    ) -> builtins.list[tuple[int, int, str, float]]:
-        """``(node, neighbour, relation, total weight)`` over edges in either direction."""
-        found: builtins.list[tuple[int, int, str, float]] = []
-        for chunk in _chunks(list(node_ids)):
-            marks = _marks(len(chunk))
-            rows = await self._base.fetchall(
-                "SELECT a, b, relation, sum(weight) FROM ("
-                f"SELECT source_id AS a, target_id AS b, relation, weight FROM graph_edges "
-                f"WHERE source_id IN ({marks}) UNION ALL "
-                f"SELECT target_id AS a, source_id AS b, relation, weight FROM graph_edges "
-                f"WHERE target_id IN ({marks})) GROUP BY a, b, relation",
-                [*chunk, *chunk],
-            )
-            found.extend((int(r[0]), int(r[1]), str(r[2]), float(r[3])) for r in rows)
-        return found
+        self,
+        node_ids: Sequence[int],
+        *,
+        typed_only: Collection[int] = (),
+        per_node: int = 400,
+    ) -> builtins.list[tuple[int, int, str, float, int]]:
+        """``(node, neighbour, relation, total weight, neighbour's entries)``, either direction.
+
+        Each node contributes its ``per_node`` newest edges each way (a node named
+        everywhere co-occurs with everything: its oldest links add nothing but
+        time); from the nodes in ``typed_only`` only typed relations are followed.
+        """
+        wanted = list(dict.fromkeys(node_ids))[: _CHUNK // 4]
+        if not wanted:
+            return []
+        parts: builtins.list[str] = []
+        params: builtins.list[Any] = []
+        for node_id in wanted:
+            typed = " AND relation != 'related_to'" if node_id in typed_only else ""
+            for near, far in (("source_id", "target_id"), ("target_id", "source_id")):
+                parts.append(
+                    f"SELECT * FROM (SELECT {near} AS a, {far} AS b, relation, weight "
+                    f"FROM graph_edges WHERE {near} = ?{typed} ORDER BY rowid DESC LIMIT ?)"
+                )
+                params += [node_id, int(per_node)]
+        rows = await self._base.fetchall(
+            "SELECT e.a, e.b, e.relation, sum(e.weight), n.entries FROM ("
+            + " UNION ALL ".join(parts)
+            + ") AS e JOIN graph_nodes AS n ON n.id = e.b GROUP BY e.a, e.b, e.relation",
+            params,
+        )
+        return [(int(r[0]), int(r[1]), str(r[2]), float(r[3]), int(r[4])) for r in rows]
 
     async def search_entries(
         self,
         term: str,
         *,
         limit: int,
+        cap: int = 10_000,
         categories: Sequence[str] | None = None,
         statuses: Sequence[str] | None = ("active",),
     ) -> tuple[int, builtins.list[tuple[int, str]]]:
         """Entries containing ``term`` (trigram FTS; at least three characters).
 
         Returns:
-            ``(how many entries contain it, [(memory id, summary), ...])``, the
-            list best first (bm25) and cut at ``limit``, after the filters.
+            ``(how many entries contain it, counted up to cap, [(memory id, summary),
+            ...])``, the list newest first and cut at ``limit``, after the filters.
         """
         if len(term) < 3 or limit <= 0:
             return 0, []
         match = '"' + term.replace('"', '""') + '"'
         counted = await self._base.fetchall(
-            "SELECT count(*) FROM graph_entries_fts WHERE graph_entries_fts MATCH ?", (match,)
+            "SELECT count(*) FROM "
+            "(SELECT 1 FROM graph_entries_fts WHERE graph_entries_fts MATCH ? LIMIT ?)",
+            (match, int(cap)),
         )
         where, params = _filters(categories, statuses)
         rows = await self._base.fetchall(
             "SELECT g.memory_id, g.summary FROM graph_entries_fts AS f "
             "JOIN graph_entries AS g ON g.memory_id = f.rowid JOIN memories AS m ON m.id = f.rowid "
-            f"WHERE graph_entries_fts MATCH ? AND {where} ORDER BY bm25(graph_entries_fts) "
-            "LIMIT ?",
+            f"WHERE graph_entries_fts MATCH ? AND {where} ORDER BY f.rowid DESC LIMIT ?",
             [match, *params, int(limit)],
         )
         return int(counted[0][0]), [(int(r[0]), str(r[1])) for r in rows]
@@ -292,24 +319,28 @@ class GraphStore:
         needle: str,
         *,
         limit: int,
+        cap: int = 10_000,
         categories: Sequence[str] | None = None,
         statuses: Sequence[str] | None = ("active",),
     ) -> tuple[int, builtins.list[int]]:
         """Entries containing a short ``needle`` (plain ``LIKE``, for under three characters).
 
         Returns:
-            ``(how many entries contain it, memory ids newest first, cut at limit)``.
+            ``(how many entries contain it, counted up to cap, memory ids newest
+            first, cut at limit)``.
         """
         if not needle or limit <= 0:
             return 0, []
         pattern = "%" + _escape_like(needle) + "%"
         counted = await self._base.fetchall(
-            "SELECT count(*) FROM graph_entries WHERE summary LIKE ? ESCAPE '\\'", (pattern,)
+            "SELECT count(*) FROM (SELECT 1 FROM graph_entries "
+            "WHERE summary LIKE ? ESCAPE '\\' LIMIT ?)",
+            (pattern, int(cap)),
         )
         where, params = _filters(categories, statuses)
         rows = await self._base.fetchall(
             "SELECT g.memory_id FROM graph_entries AS g JOIN memories AS m ON m.id = g.memory_id "
-            f"WHERE g.summary LIKE ? ESCAPE '\\' AND {where} ORDER BY g.updated_at DESC LIMIT ?",
+            f"WHERE g.summary LIKE ? ESCAPE '\\' AND {where} ORDER BY g.memory_id DESC LIMIT ?",
             [pattern, *params, int(limit)],
         )
         return int(counted[0][0]), [int(r[0]) for r in rows]

@@ -150,9 +150,33 @@ _V2 = (
     "WHERE superseded_by IS NOT NULL",
 )
 
+_V3 = (
+    # How many graph entries name each node, kept with the node (written by the same
+    # upsert that writes the node), so that weighing an entity reads one row.
+    "ALTER TABLE graph_nodes ADD COLUMN entries INTEGER NOT NULL DEFAULT 0",
+    "UPDATE graph_nodes SET entries = "
+    "(SELECT count(*) FROM graph_entry_nodes WHERE node_id = graph_nodes.id)",
+)
+
+_V4 = (
+    # Edges of one node newest first straight from the index (no sort of a node's
+    # thousands of edges), and the few typed ones of a node apart: the graph route
+    # follows only those from an entity that is named everywhere.
+    "DROP INDEX graph_edges_by_source",
+    "DROP INDEX graph_edges_by_target",
+    "CREATE INDEX graph_edges_by_source ON graph_edges (source_id)",
+    "CREATE INDEX graph_edges_by_target ON graph_edges (target_id)",
+    "CREATE INDEX graph_edges_typed_by_source ON graph_edges (source_id) "
+    "WHERE relation != 'related_to'",
+    "CREATE INDEX graph_edges_typed_by_target ON graph_edges (target_id) "
+    "WHERE relation != 'related_to'",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _V1),
     Migration(2, "graph nodes, edges, entries and memory atoms", _V2),
+    Migration(3, "entry counts of graph nodes", _V3),
+    Migration(4, "graph edge indexes for the newest and the typed edges of a node", _V4),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

@@ -385,3 +385,22 @@ async def test_sender_without_a_valid_jid_gets_a_failure_and_the_loop_survives(
     assert not behaviour.is_killed()
     reply = await turn(behaviour, incoming("and now?"))
     assert reply is not None and reply.body == "fine"
+
+
+async def test_only_live_atoms_reach_the_prompt() -> None:
+    now = [1_700_000_000.0]
+    config = MemoryConfig(in_memory=True, embedder="hashing")
+    async with await MemoryManager.open(ME, config, clock=lambda: now[0]) as clocked:
+        await clocked.maintenance.wait()
+        await clocked.store("Alice lives in Paris. Alice plays the cello.")
+        await clocked.store("We will meet Alice at the station tomorrow.")
+        now[0] += 3 * 86_400.0  # the plan lapsed; the fact below supersedes Paris
+        await clocked.store("Alice lives in Berlin.")
+        llm = FakeLLM(LLMResponse(text="ok"))
+        behaviour = await make(clocked, llm=llm)
+        await turn(behaviour, incoming("Where does Alice live, what does she play?"))
+        context = llm.requests[0][0][1].content or ""
+        assert '"Alice lives in Berlin."' in context
+        assert '"Alice plays the cello."' in context  # the live half of the first memory
+        assert "Paris" not in context
+        assert "station" not in context  # a memory with no live atom is left out

@@ -196,3 +196,31 @@ async def test_recall_gives_only_the_live_atoms(memory: MemoryManager, clock: Cl
     assert [r.memory.content for r in recalled] == ["The invoice total is 40 euros."]
     assert recalled[0].memory.id == both.id
     assert (await memory.get(both.id)).content == both.content  # the memory itself is whole
+
+
+async def test_a_repeated_fact_reinforces_only_its_newest_atom(memory: MemoryManager) -> None:
+    stored = [await memory.store("Sounds great, see you there!") for _ in range(4)]
+    counts = [(await memory.atoms(m.id))[0].reinforcements for m in stored]
+    # each new copy reinforces the one before it, not every copy so far
+    assert counts == [1, 1, 1, 0]
+
+
+async def test_a_fact_matched_by_its_text_and_its_claim_is_reinforced_once(
+    memory: MemoryManager,
+) -> None:
+    first = await memory.store("Alice lives in Paris.")
+    atom = (await memory.atoms(first.id))[0]
+    assert (atom.subject, atom.predicate, atom.object) == ("alice", "lives_in", "paris")
+    second = await memory.store("Alice lives in Paris.")
+    assert (await memory.atoms(first.id))[0].reinforcements == 1
+    assert (await memory.atoms(second.id))[0].status == "active"  # the same claim: no conflict
+
+
+async def test_recall_keeps_the_stored_text_while_every_atom_is_live(
+    memory: MemoryManager,
+) -> None:
+    text = "Rollout at 09:00; rollback at 10:30.  Ping &lt;ops&gt; first!"
+    stored = await memory.store(text)
+    assert len(await memory.atoms(stored.id)) > 1  # split into several atoms
+    (hit,) = await memory.recall("rollout rollback ops", limit=1)
+    assert hit.memory.content == text

@@ -190,3 +190,33 @@ def test_bad_explicit_graph_input_is_refused(
 ) -> None:
     with pytest.raises(InvalidToolInput, match=message):
         check_graph_input(entities, relations)
+
+
+_SHARED_CUT_SAMPLE = (
+    "张伟在北京的星辰科技工作，他的同事李娜住在上海浦东新区。",
+    "2023年5月，欧阳明日加入了华为技术有限公司的研发部门。",
+    "王小红住在杭州西湖区，每周六去图书馆看书；她喜欢研究生物学。",
+    "中华人民共和国国务院新闻办公室举行发布会，介绍经济运行情况。",
+    "Alice met 陈建国 at the Shenzhen office on Tuesday.",
+    "Caroline went to the LGBTQ support group with Melanie last week.",
+)
+
+
+def test_the_shared_cut_gives_the_tokens_and_entities_of_separate_cuts() -> None:
+    import jieba
+
+    from spade_memory.retrieval import tokenizer
+
+    tokenizer.get_tokenizer().warm_up()
+    for text in _SHARED_CUT_SAMPLE:
+        tokenizer.cut_cjk.cache_clear()
+        cold = X.extract(text)
+        runs = [cjk for cjk, _ in tokenizer._SEGMENT.findall(text) if cjk]
+        for run in runs:
+            # jieba's own cut and search mode, as the tagger and the tokenizer used them
+            assert tokenizer.cut_cjk(run) == tuple(jieba.cut(run, HMM=True))
+            assert list(tokenizer._search_words(run)) == list(jieba.tokenize(run, mode="search"))
+        tokenizer.cut_cjk.cache_clear()
+        tokenizer.get_tokenizer().tokenize(text)
+        assert X.extract(text) == cold  # from the cuts the tokenizer left in the cache
+        assert tokenizer.cut_cjk.cache_info().hits == len(runs)

@@ -152,3 +152,57 @@ async def test_replace_skips_memories_that_are_gone(memory: MemoryManager) -> No
     await GraphStore(memory.base_store).replace([(stored.id, graph, 1.0)])
     assert await GraphStore(memory.base_store).node_count() == 0
     assert await memory.rebuild_graph() == 0
+
+
+async def test_nodes_count_the_entries_that_name_them(memory: MemoryManager) -> None:
+    first = await memory.store("Bob and Alice are on the payments team.")
+    await memory.store("Bob likes espresso.")
+    graph = GraphStore(memory.base_store)
+    counts = {n.key: n.entries for n in await graph.nodes_by_keys(["bob", "alice"])}
+    assert counts == {"bob": 2, "alice": 1}
+    await memory.forget(first.id)
+    counts = {n.key: n.entries for n in await graph.nodes_by_keys(["bob", "alice"])}
+    assert counts == {"bob": 1}  # alice is gone with her only memory
+    await graph.recount_nodes()
+    assert {n.key: n.entries for n in await graph.nodes_by_keys(["bob"])} == {"bob": 1}
+
+
+async def test_neighbours_follow_the_newest_edges_and_only_typed_ones_from_hubs(
+    memory: MemoryManager,
+) -> None:
+    await memory.store("Alice works with Bob.")
+    for name in ("Carol", "Dave", "Erin"):
+        await memory.store(f"Alice and {name} met in Lisbon.")
+    graph = GraphStore(memory.base_store)
+    ids = {n.key: n.id for n in await graph.nodes_by_keys(["alice", "bob", "carol", "erin"])}
+    everyone = {row[1] for row in await graph.neighbours([ids["alice"]])}
+    assert {ids["bob"], ids["carol"], ids["erin"]} <= everyone
+    # the two newest edges each way: the oldest links (Bob, Carol) are left out
+    newest = await graph.neighbours([ids["alice"]], per_node=2)
+    assert ids["erin"] in {row[1] for row in newest}
+    assert ids["bob"] not in {row[1] for row in newest}
+    typed = await graph.neighbours([ids["alice"]], typed_only={ids["alice"]})
+    assert [(row[1], row[2]) for row in typed] == [(ids["bob"], "works_with")]
+    counts = {row[1]: row[4] for row in await graph.neighbours([ids["alice"]])}
+    assert counts[ids["bob"]] == 1 and counts[ids["erin"]] == 1  # entries naming each
+
+
+async def test_edges_of_a_node_are_read_from_the_index_newest_first(
+    memory: MemoryManager,
+) -> None:
+    await memory.store("Alice works with Bob.")
+    plan = await memory.base_store.fetchall(
+        "EXPLAIN QUERY PLAN SELECT target_id FROM graph_edges "
+        "WHERE source_id = ? AND relation != 'related_to' ORDER BY rowid DESC LIMIT 5",
+        (1,),
+    )
+    details = " ".join(str(row[-1]) for row in plan)
+    assert "graph_edges_typed_by_source" in details
+    assert "TEMP B-TREE" not in details  # no sort of the node's edges
+    plan = await memory.base_store.fetchall(
+        "EXPLAIN QUERY PLAN SELECT source_id FROM graph_edges "
+        "WHERE target_id = ? ORDER BY rowid DESC LIMIT 5",
+        (1,),
+    )
+    details = " ".join(str(row[-1]) for row in plan)
+    assert "graph_edges_by_target" in details and "TEMP B-TREE" not in details
