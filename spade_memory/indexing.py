@@ -87,13 +87,19 @@ class VectorIndexer:
         """
         fingerprint = embedder.fingerprint
         dim = embedder.dim
-        kind = await cls._index_kind(base, fingerprint, storage)
+        # A database this open created holds no vectors: nothing to load or check.
+        fresh = base.created
+        kind: IndexKind = (
+            "flat"
+            if fresh and storage.vector_index == "auto"
+            else await cls._index_kind(base, fingerprint, storage)
+        )
         # The snapshot names the embedder and this database file, so a snapshot
         # copied from another agent's (or another root's) memory is never used.
         instance = await base.meta_get("instance")
         stamp = f"{fingerprint}#db={instance}" if instance else fingerprint
         loaded = None
-        if snapshot_path is not None:
+        if snapshot_path is not None and not fresh:
             loaded = await asyncio.to_thread(
                 VectorIndex.load_snapshot,
                 snapshot_path,
@@ -111,6 +117,9 @@ class VectorIndexer:
             index, info = loaded
             applied = await cls._catch_up(base, index, fingerprint, dim, after_seq=info.seq)
             logger.debug("%s: snapshot loaded (%d vectors)", base.agent, index.ntotal)
+        elif fresh:
+            index = VectorIndex(dim, kind=kind, ef_search=storage.hnsw_ef_search)
+            applied = 0
         else:
             index = VectorIndex(dim, kind=kind, ef_search=storage.hnsw_ef_search)
             ids, matrix, applied = await base.load_vectors(fingerprint, dim)
@@ -127,17 +136,22 @@ class VectorIndexer:
             graph=graph,
         )
         indexer._stamp = stamp
-        if loaded is None and snapshot_path is not None:
+        if loaded is None and snapshot_path is not None and not fresh:
             # Built from SQLite: write a snapshot (debounced, or at close) so the
             # next open loads it instead of building again.
             indexer._dirty = index.ntotal
         if graph is not None:
             indexer._graph_index = VectorIndex(dim)
-            graph_ids, graph_matrix = await graph.load_vectors(fingerprint, dim)
+            graph_ids, graph_matrix = (
+                (np.empty(0, dtype=np.int64), np.empty((0, dim), dtype=np.float32))
+                if fresh
+                else await graph.load_vectors(fingerprint, dim)
+            )
             if len(graph_ids):
                 await asyncio.to_thread(indexer._graph_index.add, graph_ids, graph_matrix)
         indexer._task = asyncio.create_task(indexer._run(), name=f"embed:{base.agent}")
-        indexer.notify()
+        if not fresh:  # embed what an earlier run stored but did not embed
+            indexer.notify()
         return indexer
 
     @staticmethod

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import contextlib
+import functools
 import json
 import logging
 import sqlite3
@@ -28,9 +29,9 @@ from ..config import StorageConfig
 from ..errors import StorageCorrupted, StorageError, StoreClosedError
 from ..models import Memory
 from .files import quarantine
-from .graph import MemoryGraph, delete_graph, write_graph
+from .graph import MemoryGraph, delete_graph, run_on_connection, write_graph
 from .keyword_plan import KeywordPlanner
-from .migrations import backup_database, migrate
+from .migrations import backup_database, create_database, migrate
 from .wal import check_wal
 
 __all__ = ["BaseMemoryStore", "IndexedText", "NewMemory"]
@@ -153,6 +154,72 @@ def fts_query(terms: Iterable[str]) -> str:
 _QueuedInsert = tuple[NewMemory, IndexedText, "MemoryGraph | None", "asyncio.Future[Memory]"]
 
 
+def _first_rows(
+    agent: str, categories: Sequence[str], now: float, meta: Mapping[str, str]
+) -> builtins.list[tuple[str, builtins.list[tuple[Any, ...]]]]:
+    """The rows a new database starts with: what :meth:`BaseMemoryStore._claim` writes."""
+    return [
+        (
+            "INSERT INTO meta (key, value) VALUES (?, ?)",
+            [("agent", agent), ("instance", uuid.uuid4().hex)]
+            + [(key, value) for key, value in meta.items() if key not in ("agent", "instance")],
+        ),
+        (
+            "INSERT OR IGNORE INTO categories (name, created_at) VALUES (?, ?)",
+            [(name, now) for name in categories],
+        ),
+        ("INSERT INTO agent_stats (agent) VALUES (?)", [(agent,)]),
+    ]
+
+
+_INSERT_MEMORY = (
+    "INSERT INTO memories (uid, category, content, context, confidence, importance, "
+    "status, source_conversation, source_sender, created_at, updated_at, last_accessed, "
+    "access_count, metadata) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id"
+)
+_INSERT_FTS = "INSERT INTO memories_fts (rowid, content_tokens, context_tokens) VALUES (?, ?, ?)"
+
+
+def _insert_rows(
+    rows: Sequence[tuple[NewMemory, IndexedText, str]],
+    agent: str,
+    last: float,
+    db: sqlite3.Connection,
+) -> builtins.list[int]:
+    """Insert memories and their FTS rows and count them (on the connection's thread)."""
+    ids: builtins.list[int] = []
+    for new, text, metadata in rows:
+        # RETURNING: the id comes back with the insert.
+        cursor = db.execute(
+            _INSERT_MEMORY,
+            (
+                new.uid,
+                new.category,
+                new.content,
+                new.context,
+                new.confidence,
+                new.importance,
+                new.status,
+                new.source_conversation,
+                new.source_sender,
+                new.created_at,
+                new.updated_at if new.updated_at is not None else new.created_at,
+                new.last_accessed,
+                new.access_count,
+                metadata,
+            ),
+        )
+        memory_id = int(cursor.fetchone()[0])
+        cursor.close()
+        db.execute(_INSERT_FTS, (memory_id, text.content_tokens, text.context_tokens))
+        ids.append(memory_id)
+    db.execute(
+        "UPDATE agent_stats SET stores = stores + ?, last_store_at = ? WHERE agent = ?",
+        (len(rows), last, agent),
+    )
+    return ids
+
+
 class BaseMemoryStore:
     """The SQLite base memory of one agent. Open with :meth:`open`."""
 
@@ -163,6 +230,7 @@ class BaseMemoryStore:
         self._write_lock = asyncio.Lock()
         self._closed = False
         self._path: Path | None = None
+        self._created = False
         # Group commit: single inserts waiting for the next transaction.
         self._insert_queue: builtins.list[_QueuedInsert] = []
         self._insert_gate = asyncio.Lock()
@@ -181,6 +249,7 @@ class BaseMemoryStore:
         backup_dir: Path | None = None,
         now: float = 0.0,
         expect_existing: bool = False,
+        initial_meta: Mapping[str, str] | None = None,
     ) -> BaseMemoryStore:
         """Open (creating or migrating) the base memory of ``agent``.
 
@@ -195,6 +264,8 @@ class BaseMemoryStore:
             expect_existing: this agent's memory existed before (its interaction
                 file is there), so a database holding no schema was emptied or
                 lost: it is refused as damaged instead of starting an empty memory.
+            initial_meta: ``meta`` rows written only if this call creates the
+                database (facts true of an empty memory, such as a format version).
 
         Raises:
             StorageCorrupted: the file (or its write-ahead log) is not a readable
@@ -209,6 +280,15 @@ class BaseMemoryStore:
                 raise StorageError(
                     f"could not check the write-ahead log of {label}: {exc}"
                 ) from exc
+        created = False
+        if path is not None and not expect_existing:
+            # A new agent: the whole database (schema, owner, categories) in one
+            # private file, synced once, instead of a migration and a claim in WAL.
+            created = await asyncio.to_thread(
+                create_database,
+                path,
+                rows=_first_rows(agent, categories, now, initial_meta or {}),
+            )
         try:
             db = await aiosqlite.connect(
                 ":memory:" if path is None else str(path), isolation_level=None
@@ -216,10 +296,17 @@ class BaseMemoryStore:
         except sqlite3.Error as exc:
             raise StorageError(f"could not open {label}: {exc}") from exc
         store = cls(db, agent=agent, label=label)
+        store._created = created
         try:
-            await store._configure(storage, in_memory=path is None, expect_existing=expect_existing)
-            await migrate(db, backup_dir=backup_dir, label=path.stem if path else "memory")
-            await store._claim(categories, now)
+            await store._configure(
+                storage,
+                in_memory=path is None,
+                expect_existing=expect_existing,
+                check=storage.quick_check_on_open and not created,
+            )
+            if not created:
+                await migrate(db, backup_dir=backup_dir, label=path.stem if path else "memory")
+                await store._claim(categories, now, initial_meta or {})
         except sqlite3.DatabaseError as exc:
             await db.close()
             if path is not None and path.exists() and _is_damage(exc):
@@ -246,7 +333,12 @@ class BaseMemoryStore:
         return store
 
     async def _configure(
-        self, storage: StorageConfig, *, in_memory: bool, expect_existing: bool = False
+        self,
+        storage: StorageConfig,
+        *,
+        in_memory: bool,
+        expect_existing: bool = False,
+        check: bool = False,
     ) -> None:
         db = self._db
         # First, so every later statement waits for another process's lock.
@@ -268,7 +360,7 @@ class BaseMemoryStore:
         # Touch the schema so a damaged file fails here, inside open().
         async with db.execute("SELECT count(*) FROM sqlite_master") as cursor:
             await cursor.fetchone()
-        if not in_memory and storage.quick_check_on_open:
+        if not in_memory and check:
             problems = [str(row[0]) for row in await db.execute_fetchall("PRAGMA quick_check")]
             if problems != ["ok"]:
                 raise _Unusable(f"PRAGMA quick_check found damage: {'; '.join(problems[:3])}")
@@ -278,10 +370,12 @@ class BaseMemoryStore:
             row = await cursor.fetchone()
         return int(row[0]) if row else 0
 
-    async def _claim(self, categories: Sequence[str], now: float) -> None:
-        owner = await self.meta_get("agent")
-        if owner is not None and owner != self._agent:
-            raise _Unusable(f"this database belongs to {owner!r}, not {self._agent!r}")
+    async def _claim(
+        self, categories: Sequence[str], now: float, initial_meta: Mapping[str, str]
+    ) -> None:
+        before = await self.meta_get("agent")
+        if before is not None and before != self._agent:
+            raise _Unusable(f"this database belongs to {before!r}, not {self._agent!r}")
         async with self._transaction() as db:
             # Another process may claim a new database at the same moment: insert
             # only if absent, then read the owner again inside the transaction.
@@ -302,6 +396,11 @@ class BaseMemoryStore:
                 [(name, now) for name in categories],
             )
             await db.execute("INSERT OR IGNORE INTO agent_stats (agent) VALUES (?)", (self._agent,))
+            if before is None and initial_meta:  # a new database: nobody had claimed it
+                await db.executemany(
+                    "INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)",
+                    list(initial_meta.items()),
+                )
 
     async def aclose(self) -> None:
         """Close the connection; idempotent. Later calls raise StoreClosedError."""
@@ -328,6 +427,11 @@ class BaseMemoryStore:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    @property
+    def created(self) -> bool:
+        """Whether :meth:`open` created this database file (it holds no memory yet)."""
+        return self._created
 
     @property
     def agent(self) -> str:
@@ -384,6 +488,18 @@ class BaseMemoryStore:
     def transaction(self) -> contextlib.AbstractAsyncContextManager[aiosqlite.Connection]:
         """One write transaction (``BEGIN IMMEDIATE`` ... ``COMMIT``) behind the write lock."""
         return self._transaction()
+
+    @contextlib.asynccontextmanager
+    async def exclusive(self) -> AsyncIterator[aiosqlite.Connection]:
+        """The connection behind the write lock, with no transaction begun.
+
+        For what SQLite refuses inside a transaction (``ATTACH``, ``DETACH``): the
+        caller begins and ends its own transactions and must leave none open.
+        """
+        self._check_open()
+        async with self._write_lock:
+            self._check_open()
+            yield self._db
 
     # -- meta ------------------------------------------------------------
 
@@ -466,57 +582,31 @@ class BaseMemoryStore:
             return []
         if graphs is not None and len(graphs) != len(items):
             raise ValueError("graphs must hold one entry per item")
-        ids: builtins.list[int] = []
-        stored: builtins.list[Memory] = []
+        rows = [
+            (new, text, json.dumps(dict(new.metadata), ensure_ascii=False)) for new, text in items
+        ]
+        last = max(item[0].created_at for item in items)
         try:
             async with self._transaction() as db:
-                for new, text in items:
-                    metadata = json.dumps(dict(new.metadata), ensure_ascii=False)
-                    # RETURNING: the id comes back with the insert (one round trip).
-                    returned = await db.execute_fetchall(
-                        "INSERT INTO memories (uid, category, content, context, confidence, "
-                        "importance, status, source_conversation, source_sender, created_at, "
-                        "updated_at, last_accessed, access_count, metadata) "
-                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
-                        (
-                            new.uid,
-                            new.category,
-                            new.content,
-                            new.context,
-                            new.confidence,
-                            new.importance,
-                            new.status,
-                            new.source_conversation,
-                            new.source_sender,
-                            new.created_at,
-                            new.updated_at if new.updated_at is not None else new.created_at,
-                            new.last_accessed,
-                            new.access_count,
-                            metadata,
-                        ),
-                    )
-                    memory_id = int(next(iter(returned))[0])
-                    await db.execute(
-                        "INSERT INTO memories_fts (rowid, content_tokens, context_tokens) "
-                        "VALUES (?, ?, ?)",
-                        (memory_id, text.content_tokens, text.context_tokens),
-                    )
-                    graph = graphs[len(ids)] if graphs is not None else None
-                    if graph is not None:
-                        when = new.created_at if graph_time is None else graph_time
-                        await write_graph(db, memory_id, graph, now=when)
-                    ids.append(memory_id)
-                    stored.append(_new_to_memory(memory_id, new, metadata))
-                last = max(item[0].created_at for item in items)
-                await db.execute(
-                    "UPDATE agent_stats SET stores = stores + ?, last_store_at = ? WHERE agent = ?",
-                    (len(items), last, self._agent),
+                # Rows, FTS rows and the stats in one hop to the connection's thread
+                # (a statement per hop cost more in handing over than in running).
+                ids = await run_on_connection(
+                    db, functools.partial(_insert_rows, rows, self._agent, last)
                 )
+                if graphs is not None:
+                    for (new, _, _), memory_id, graph in zip(rows, ids, graphs, strict=True):
+                        if graph is not None:
+                            when = new.created_at if graph_time is None else graph_time
+                            await write_graph(db, memory_id, graph, now=when)
         except sqlite3.IntegrityError as exc:
             raise StorageError(f"{self._label}: insert refused: {exc}") from exc
         except sqlite3.Error as exc:
             raise StorageError(f"{self._label}: insert failed: {exc}") from exc
-        return stored  # built from what was written: no read back
+        # built from what was written: no read back
+        return [
+            _new_to_memory(memory_id, new, metadata)
+            for memory_id, (new, _, metadata) in zip(ids, rows, strict=True)
+        ]
 
     async def update(
         self,

@@ -1,20 +1,27 @@
-"""The schema migration runner: back up, migrate in one transaction, restore on failure."""
+"""The schema migration runner: back up, migrate in one transaction, restore on failure.
+
+A brand-new database skips the runner: :func:`create_database` builds it at the
+newest version in a private file and links it into place only when complete.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import sqlite3
 import time
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import aiosqlite
 
 from ..errors import MigrationError, StorageError
 from .schema import MIGRATIONS, Migration
 
-__all__ = ["backup_database", "migrate"]
+__all__ = ["backup_database", "create_database", "migrate", "schema_script"]
 
 logger = logging.getLogger(__name__)
 
@@ -86,13 +93,8 @@ async def migrate(
     steps = [pending] if current == 0 else [[m] for m in pending]
     for group in steps:
         migration = group[-1]
-        script = ["BEGIN IMMEDIATE"]
-        for step in group:
-            script.extend(step.statements)
-            script.append(f"PRAGMA user_version = {int(step.version)}")
-        script.append("COMMIT")
         try:
-            await db.executescript(";\n".join(script) + ";")
+            await db.executescript(f"BEGIN IMMEDIATE;\n{schema_script(group)}\nCOMMIT;")
         except (sqlite3.Error, StorageError) as exc:
             with contextlib.suppress(sqlite3.Error):
                 await db.execute("ROLLBACK")
@@ -112,3 +114,112 @@ async def migrate(
             ) from exc
         logger.debug("%s migrated to schema v%d", label, migration.version)
     return latest
+
+
+def schema_script(migrations: Sequence[Migration]) -> str:
+    """The statements of ``migrations``, each followed by its ``user_version``, as one script."""
+    script: list[str] = []
+    for step in migrations:
+        script.extend(step.statements)
+        script.append(f"PRAGMA user_version = {int(step.version)}")
+    return ";\n".join(script) + ";"
+
+
+_NEW_SUFFIX = ".new"
+_STALE_NEW_SECONDS = 600.0
+
+
+def create_database(
+    path: Path,
+    *,
+    rows: Sequence[tuple[str, Sequence[Sequence[Any]]]] = (),
+    migrations: Sequence[Migration] = MIGRATIONS,
+) -> bool:
+    """Create a new database at ``path``, at the newest schema, in WAL mode.
+
+    The file is built under a private name with no disk sync per step (nobody else
+    can see it), synced once, and hard-linked to ``path``: the link fails if
+    ``path`` appeared meanwhile, so a database another process created (or is
+    creating) is never replaced. A crash leaves either no database or a complete
+    one. A private file a crash left before the link is removed by a later
+    creation (after ten minutes); one left after the link is only a second name of
+    the same file.
+
+    Args:
+        path: the database file to create.
+        rows: ``(statement, parameter rows)`` run after the schema, in the same
+            transaction (the first rows of the new database).
+        migrations: the schema steps; the result has the version of the last one.
+
+    Returns:
+        ``True`` if this call created ``path``; ``False`` if it exists already (or
+        the file system cannot link), and the caller should open it the usual way.
+
+    Raises:
+        StorageError: the database could not be built or synced.
+    """
+    folder = path.parent
+    if path.exists() or any(
+        path.with_name(path.name + side).exists() for side in ("-wal", "-journal")
+    ):
+        return False
+    _remove_stale_builds(folder, path.name)
+    private = folder / f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:12]}{_NEW_SUFFIX}"
+    try:
+        try:
+            _build(private, schema_script(migrations), rows)
+            fd = os.open(private, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            try:
+                os.link(private, path)
+            except FileExistsError:
+                return False
+            except OSError as exc:  # no hard links here: open it the usual way
+                logger.debug("cannot link a new database into place (%s)", exc)
+                return False
+        finally:
+            with contextlib.suppress(OSError):
+                private.unlink()
+        # No folder sync here: the first commit syncs the folder (SQLite does when
+        # it creates the write-ahead log), and until then the file holds nothing
+        # that was acknowledged; if its name is lost, the next open creates it again.
+    except (sqlite3.Error, OSError) as exc:
+        raise StorageError(f"could not create the database {path}: {exc}") from exc
+    return True
+
+
+def _build(private: Path, script: str, rows: Sequence[tuple[str, Sequence[Sequence[Any]]]]) -> None:
+    """Write the schema and ``rows`` into ``private`` and switch it to WAL mode."""
+    db = sqlite3.connect(private, isolation_level=None)
+    try:
+        # A private file: a crash here leaves only a file nobody opens.
+        db.execute("PRAGMA journal_mode = OFF")
+        db.execute("PRAGMA synchronous = OFF")
+        db.executescript(f"BEGIN;\n{script}")
+        for statement, params in rows:
+            db.executemany(statement, params)
+        db.execute("COMMIT")
+        row = db.execute("PRAGMA journal_mode = WAL").fetchone()
+        if row is None or str(row[0]).lower() != "wal":
+            raise sqlite3.DatabaseError(f"could not enable WAL (got {row!r})")
+    finally:
+        db.close()
+
+
+def _remove_stale_builds(folder: Path, name: str) -> None:
+    """Remove private files of creations that a crash interrupted long ago."""
+    prefix = f".{name}."
+    cutoff = time.time() - _STALE_NEW_SECONDS
+    try:
+        entries = [e for e in os.scandir(folder) if e.name.startswith(prefix)]
+    except OSError:
+        return
+    for entry in entries:
+        if not entry.name.endswith(_NEW_SUFFIX):
+            continue
+        with contextlib.suppress(OSError):
+            if entry.stat(follow_symlinks=False).st_mtime < cutoff:
+                os.unlink(entry.path)

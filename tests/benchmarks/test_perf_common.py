@@ -80,3 +80,19 @@ def test_sizes_come_from_the_command_line() -> None:
 def test_markdown_table_has_one_row_per_item() -> None:
     table = markdown_table(["a", "b"], [[1, 0.5], [1234, float("nan")]])
     assert table.splitlines() == ["| a | b |", "|---|---|", "| 1 | 0.5 |", "| 1,234 | – |"]
+
+
+async def test_keyword_benchmark_measures_a_memory_file(tmp_path: Path) -> None:
+    from benchmarks.perf_keyword import measure
+    from spade_memory import MemoryConfig, MemoryManager
+
+    config = MemoryConfig(root=tmp_path, embedder=None)
+    async with await MemoryManager.open("bench@localhost", config) as manager:
+        await manager.store_many([{"content": text} for text in TextGenerator(seed=1).texts(60)])
+    (database,) = tmp_path.glob("*_base_memory.db")
+    result = await measure(database, queries=5)
+    assert result["memories"] == 60
+    for kind in ("questions", "one word"):
+        figures = result[kind]
+        assert 0 < figures["wall_p50_ms"] <= figures["wall_p99_ms"]
+        assert figures["cpu_p50_ms"] >= 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import uuid
 from pathlib import Path
@@ -89,5 +90,48 @@ async def test_unknown_terms_and_empty_queries(tmp_path: Path) -> None:
         assert await planner.search(["zzz"], where=where, params=params, limit=5) == []
         hits = await planner.search(["alpha", "zzz"], where=where, params=params, limit=5)
         assert [memory_id for memory_id, _ in hits] == [1]
+    finally:
+        await store.aclose()
+
+
+async def test_filtered_hits_equal_filtering_inside_the_sql(tmp_path: Path) -> None:
+    store = await BaseMemoryStore.open(
+        tmp_path / "f.db", agent="k@x", storage=StorageConfig(), categories=("fact", "preference")
+    )
+    try:
+        rows = []
+        for i in range(400):
+            memory, text = item(" ".join(["tea"] + [f"word{i % 13}"] * (1 + i % 7)))
+            if i % 50 == 49:  # a few preferences, among the longest (lowest BM25) rows
+                memory = dataclasses.replace(memory, category="preference")
+            rows.append((memory, text))
+        await store.insert_many(rows)
+        for memory_id in range(1, 400, 3):  # a third of the rows archived
+            await store.update(memory_id, {"status": "archived"}, text=None, now=time.time())
+        planner = KeywordPlanner(store.fetchall, bm25_weights="1.0, 0.3")
+        for where, params, limit in (
+            ("m.status IN (?)", ["active"], 10),
+            ("m.status IN (?) AND m.category IN (?)", ["active", "preference"], 10),
+            ("m.status IN (?)", ["archived"], 30),
+            ("1", [], 10),
+        ):
+            expected = await store.fetchall(
+                "SELECT f.rowid, bm25(memories_fts, 1.0, 0.3) AS s FROM memories_fts AS f "
+                f"JOIN memories AS m ON m.id = f.rowid WHERE memories_fts MATCH ? AND {where} "
+                "ORDER BY s, f.rowid LIMIT ?",
+                ['"tea"', *params, limit],
+            )
+            hits = await planner.search(["tea"], where=where, params=params, limit=limit)
+            assert len(hits) == len(expected) > 0
+            # Same scores in the same order (ties may list equal rows in either order).
+            assert [round(score, 9) for _, score in hits] == [
+                round(-float(row[1]), 9) for row in expected
+            ]
+            assert {memory_id for memory_id, _ in hits} <= {
+                int(row[0])
+                for row in await store.fetchall(
+                    f"SELECT m.id FROM memories AS m WHERE {where}", params
+                )
+            }
     finally:
         await store.aclose()
