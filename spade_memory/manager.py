@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from .atoms import Atom, AtomBook, memory_graph
 from .config import MemoryConfig
-from .errors import InvalidToolInput, MemoryNotFound, StoreClosedError
+from .errors import InvalidToolInput, MemoryNotFound, StorageError, StoreClosedError
 from .identity import AgentIdentity, resolve_inside
 from .indexing import VectorIndexer
 from .maintenance.consistency import ConsistencyReport
@@ -68,6 +68,7 @@ _MAX_QUERY_CHARS = 2_000
 _MAX_SEARCH_LIMIT = 100
 _MAX_LIST_LIMIT = 1_000
 _TOUCH_INTERVAL = 3.0
+_MAX_PENDING_TOUCHES = 10_000  # accesses kept for a retry while another process holds the lock
 _GRAPH_VERSION_KEY = "graph_version"
 _EXTRACT_IN_THREAD = 8  # store_many batches larger than this extract in a worker thread
 
@@ -167,6 +168,8 @@ class MemoryManager:
                 now=clock(),
                 expect_existing=root is not None
                 and await asyncio.to_thread(_memory_existed, root, identity),
+                # an empty memory's graph is up to date: no rebuild on first open
+                initial_meta={_GRAPH_VERSION_KEY: str(GRAPH_VERSION)},
             )
             closers.append(base.aclose)
             interactions = await InteractionStore.open(
@@ -622,7 +625,8 @@ class MemoryManager:
     ) -> builtins.list[SearchResult]:
         """:meth:`search` for prompt assembly: each memory carries only its live atoms.
 
-        A memory with atoms comes back with the text of its live ones as content, in
+        A memory whose atoms are all live comes back as stored; one with some atoms
+        no longer live comes back with the text of its live ones as content, in
         order (a superseded or lapsed sentence is left out, and a memory with none
         live is left out); one stored before atoms existed comes back whole.
         """
@@ -635,7 +639,9 @@ class MemoryManager:
                 recalled.append(result)
                 continue
             live = [atom.text for atom in atoms if atom.live]
-            if live:
+            if len(live) == len(atoms):
+                recalled.append(result)  # all live: the text as it was stored
+            elif live:
                 memory = dataclasses.replace(result.memory, content=" ".join(live))
                 recalled.append(dataclasses.replace(result, memory=memory))
         return recalled
@@ -742,6 +748,13 @@ class MemoryManager:
         pending, self._touches = self._touches, []
         try:
             await self._base.touch(pending, self._clock())
+        except StoreClosedError:
+            return
+        except StorageError as exc:
+            # Busy past busy_timeout_ms (other processes writing the same agent): the
+            # accesses are kept and written with the next ones.
+            self._touches = [*pending, *self._touches][-_MAX_PENDING_TOUCHES:]
+            logger.warning("could not record memory accesses for %s yet: %s", self.jid, exc)
         except Exception:
             logger.warning("could not record memory accesses for %s", self.jid, exc_info=True)
 

@@ -12,8 +12,18 @@ of SQLite itself are reported, not mended: restore a backup.
 The deep checks (``deep=True``) also tokenize every memory again, compare each
 FAISS vector with its stored one and run ``PRAGMA integrity_check``.
 
-Every repair runs in a write transaction that checks again what it mends, so
-the check can run while the agent keeps writing.
+The check runs while the agent keeps writing. Reads share the connection with
+writes, so a read outside a transaction may see a write half done (a memory
+inserted, its keyword row not yet): every problem a first, unlocked read finds
+is confirmed by reading again under the write lock, where no write is under way,
+before it is reported. Every repair runs in a write transaction that checks
+again, row by row, that what it mends is still broken (a write between the check
+and the repair, such as an update that re-indexed the memory, is never undone).
+
+``pause`` (tests and diagnostics) is awaited at the points where other writes
+may land: ``"read"`` after an unlocked read found something, before it is
+confirmed, and ``"repair <step>"`` before the repair of a step (``fts``,
+``vectors``, ``index``, ``graph``).
 """
 
 from __future__ import annotations
@@ -21,8 +31,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import logging
-import math
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -32,6 +41,7 @@ from ..retrieval.tokenizer import get_tokenizer
 from .rebuild import Progress, report_progress
 from .report import CHECK_KINDS, ConsistencyReport
 from .rewrite import extract_all, vectors_of, write_graphs
+from .vector_checks import non_finite, sound, stale_index
 
 if TYPE_CHECKING:
     from ..manager import MemoryManager
@@ -44,7 +54,6 @@ logger = logging.getLogger(__name__)
 _ROUTINE = frozenset({"vectors_missing", "vectors_wrong_fingerprint"})
 _SAMPLE = 20
 _BATCH = 500
-_TOLERANCE = 1e-3
 
 # Graph rows that belong to nothing: (table, condition), deleted in this order.
 _GRAPH_ORPHANS: tuple[tuple[str, str], ...] = (
@@ -83,6 +92,8 @@ class ConsistencyChecker:
         manager: the open memory.
         progress: called with ``(steps done, steps)`` as the check goes.
         on_phase: called with ``"checking"`` or ``"repairing"`` as the work changes.
+        pause: awaited with ``"read"`` or ``"repair <step>"`` where other writes may land
+            (see the module docstring); ``None`` does not wait.
     """
 
     def __init__(
@@ -91,11 +102,13 @@ class ConsistencyChecker:
         *,
         progress: Progress | None = None,
         on_phase: Callable[[str], None] | None = None,
+        pause: Callable[[str], Awaitable[object]] | None = None,
     ) -> None:
         self._manager = manager
         self._base = manager.base_store
         self._progress = progress
         self._on_phase = on_phase or (lambda phase: None)
+        self._pause = pause
         self._tokenizer = get_tokenizer()
 
     async def run(self, *, repair: bool = False, deep: bool = False) -> ConsistencyReport:
@@ -125,6 +138,14 @@ class ConsistencyChecker:
             )
         return report
 
+    async def _wait(self, point: str) -> None:
+        if self._pause is not None:
+            await self._pause(point)
+
+    async def _repairing(self, step: str) -> None:
+        self._on_phase("repairing")
+        await self._wait(f"repair {step}")
+
     # -- keyword index ---------------------------------------------------------
 
     def _tokens(self, content: str, context: str | None) -> tuple[str, str]:
@@ -141,6 +162,7 @@ class ConsistencyChecker:
         rows = await self._base.fetchall(sql, params)
         if not rows:
             return rows
+        await self._wait("read")
         async with self._base.transaction() as db:
             return list(await db.execute_fetchall(sql, params))
 
@@ -160,9 +182,9 @@ class ConsistencyChecker:
         if deep:
             stale = await self._stale_fts()
             report.add("fts_stale", stale)
-        if not repair:
+        if not repair or not (missing or orphaned or stale):
             return
-        self._on_phase("repairing")
+        await self._repairing("fts")
         report.mend("fts_missing", await self._reindex(missing))
         report.mend("fts_stale", await self._reindex(stale))
         if orphaned:
@@ -178,35 +200,55 @@ class ConsistencyChecker:
                     await cursor.close()
             self._manager.notify_changed()
 
+    def _stale_of(self, rows: Sequence[Any]) -> builtins.list[int]:
+        """Ids of ``(id, content, context, content tokens, context tokens)`` rows that differ."""
+        return [int(r[0]) for r in rows if self._tokens(r[1], r[2]) != (r[3] or "", r[4] or "")]
+
     async def _stale_fts(self) -> builtins.list[int]:
+        select = (
+            "SELECT m.id, m.content, m.context, f.content_tokens, f.context_tokens "
+            "FROM memories AS m JOIN memories_fts AS f ON f.rowid = m.id "
+        )
         stale: builtins.list[int] = []
         last = 0
         while True:
             rows = await self._base.fetchall(
-                "SELECT m.id, m.content, m.context, f.content_tokens, f.context_tokens "
-                "FROM memories AS m JOIN memories_fts AS f ON f.rowid = m.id "
-                "WHERE m.id > ? ORDER BY m.id LIMIT ?",
-                (last, _BATCH),
+                f"{select} WHERE m.id > ? ORDER BY m.id LIMIT ?", (last, _BATCH)
             )
             if not rows:
-                return stale
-
-            def compare(batch: Sequence[Any] = rows) -> builtins.list[int]:
-                return [
-                    int(r[0]) for r in batch if self._tokens(r[1], r[2]) != (r[3] or "", r[4] or "")
-                ]
-
-            stale.extend(await asyncio.to_thread(compare))
+                break
+            stale.extend(await asyncio.to_thread(self._stale_of, rows))
             last = int(rows[-1][0])
+        if not stale:
+            return stale
+        await self._wait("read")
+        confirmed: builtins.list[int] = []
+        for start in range(0, len(stale), _BATCH):
+            chunk = stale[start : start + _BATCH]
+            async with self._base.transaction() as db:
+                rows = list(
+                    await db.execute_fetchall(
+                        f"{select} WHERE m.id IN ({_marks(len(chunk))}) ORDER BY m.id", chunk
+                    )
+                )
+            confirmed.extend(await asyncio.to_thread(self._stale_of, rows))
+        return confirmed
 
     def _tokens_of(self, memories: Sequence[Memory]) -> builtins.list[tuple[str, str]]:
         return [self._tokens(m.content, m.context) for m in memories]
 
     async def _reindex(self, ids: Sequence[int]) -> int:
-        """Write the keyword rows of these memories again; returns how many."""
-        written = 0
+        """Write the keyword rows of these memories again; returns how many are right now.
+
+        Under the write lock, a memory whose content changed since it was read, or
+        whose keyword row is right by now (its own write indexed it), is left alone
+        (and counted: nothing is left to mend).
+        """
+        written = settled = 0
         for start in range(0, len(ids), _BATCH):
-            found = await self._base.get_many(ids[start : start + _BATCH])
+            chunk = ids[start : start + _BATCH]
+            found = await self._base.get_many(chunk)
+            settled += len(chunk) - len(found)  # forgotten meanwhile
             memories = list(found.values())
             tokens = await asyncio.to_thread(self._tokens_of, memories)
             async with self._base.transaction() as db:
@@ -215,7 +257,19 @@ class ConsistencyChecker:
                         "SELECT 1 FROM memories WHERE id = ? AND content = ? AND context IS ?",
                         (memory.id, memory.content, memory.context),
                     )
-                    if not rows:  # changed meanwhile: its own write indexed it
+                    if not rows:  # changed or deleted meanwhile: its own write indexed it
+                        settled += 1
+                        continue
+                    indexed = await db.execute_fetchall(
+                        "SELECT content_tokens, context_tokens FROM memories_fts WHERE rowid = ?",
+                        (memory.id,),
+                    )
+                    row = next(iter(indexed), None)
+                    if row is not None and (row[0] or "", row[1] or "") == (
+                        content_tokens,
+                        context_tokens,
+                    ):
+                        settled += 1
                         continue
                     await db.execute("DELETE FROM memories_fts WHERE rowid = ?", (memory.id,))
                     await db.execute(
@@ -226,7 +280,7 @@ class ConsistencyChecker:
                     written += 1
         if written:
             self._manager.notify_changed()
-        return written
+        return written + settled
 
     # -- stored vectors ------------------------------------------------------
 
@@ -239,7 +293,7 @@ class ConsistencyChecker:
             "SELECT memory_id FROM embeddings WHERE dim < 1 OR length(vector) != dim * 4"
         )
         if deep:
-            malformed = sorted(set(malformed) | set(await self._non_finite()))
+            malformed = sorted(set(malformed) | set(await non_finite(self._base)))
         report.add("vectors_orphaned", orphaned)
         report.add("vectors_malformed", malformed)
         missing: builtins.list[int] = []
@@ -257,49 +311,53 @@ class ConsistencyChecker:
             foreign = [i for i in foreign if i not in set(malformed)]
             report.add("vectors_missing", missing)
             report.add("vectors_wrong_fingerprint", foreign)
-        if not repair:
+        if not repair or not (orphaned or malformed or missing or foreign):
             return
-        self._on_phase("repairing")
-        doomed = sorted(set(orphaned) | set(malformed))
-        if doomed:
-            async with self._base.transaction() as db:
-                for start in range(0, len(orphaned), _BATCH):
-                    chunk = orphaned[start : start + _BATCH]
-                    await db.execute(
-                        f"DELETE FROM embeddings WHERE memory_id IN ({_marks(len(chunk))}) "
-                        "AND memory_id NOT IN (SELECT id FROM memories)",
-                        chunk,
-                    )
-                for start in range(0, len(malformed), _BATCH):
-                    chunk = malformed[start : start + _BATCH]
-                    await db.execute(
-                        f"DELETE FROM embeddings WHERE memory_id IN ({_marks(len(chunk))})", chunk
-                    )
-            report.mend("vectors_orphaned", len(orphaned))
-            report.mend("vectors_malformed", len(malformed))
-            if indexer is not None:
-                indexer.remove(doomed)
+        await self._repairing("vectors")
+        if orphaned or malformed:
+            await self._delete_vectors(report, orphaned, malformed)
         if indexer is not None and (missing or foreign or malformed):
             indexer.notify()  # the background embedder embeds what has no current vector
             report.mend("vectors_missing", len(missing))
             report.mend("vectors_wrong_fingerprint", len(foreign))
 
-    async def _non_finite(self) -> builtins.list[int]:
-        bad: builtins.list[int] = []
-        last = 0
-        while True:
-            rows = await self._base.fetchall(
-                "SELECT memory_id, vector, dim FROM embeddings WHERE memory_id > ? "
-                "AND length(vector) = dim * 4 AND dim > 0 ORDER BY memory_id LIMIT ?",
-                (last, _BATCH),
-            )
-            if not rows:
-                return bad
-            for memory_id, blob, dim in rows:
-                vector = np.frombuffer(blob, dtype=np.float32, count=int(dim))
-                if not np.isfinite(vector).all():
-                    bad.append(int(memory_id))
-            last = int(rows[-1][0])
+    async def _delete_vectors(
+        self, report: ConsistencyReport, orphaned: Sequence[int], malformed: Sequence[int]
+    ) -> None:
+        """Delete the vectors that are still orphaned or malformed under the write lock.
+
+        A memory given a sound vector since the check (re-embedded after an update)
+        keeps it, in SQLite and in FAISS.
+        """
+        indexer = self._manager.indexer
+        removed: builtins.list[int] = []
+        async with self._base.transaction() as db:
+            for start in range(0, len(orphaned), _BATCH):
+                chunk = list(orphaned[start : start + _BATCH])
+                rows = await db.execute_fetchall(
+                    f"DELETE FROM embeddings WHERE memory_id IN ({_marks(len(chunk))}) "
+                    "AND memory_id NOT IN (SELECT id FROM memories) RETURNING memory_id",
+                    chunk,
+                )
+                removed.extend(int(row[0]) for row in rows)
+            for start in range(0, len(malformed), _BATCH):
+                chunk = list(malformed[start : start + _BATCH])
+                rows = await db.execute_fetchall(
+                    f"SELECT memory_id, vector, dim FROM embeddings "
+                    f"WHERE memory_id IN ({_marks(len(chunk))})",
+                    chunk,
+                )
+                still = [int(row[0]) for row in rows if not sound(row[1], row[2])]
+                if still:
+                    await db.execute(
+                        f"DELETE FROM embeddings WHERE memory_id IN ({_marks(len(still))})", still
+                    )
+                removed.extend(still)
+            if indexer is not None and removed:
+                indexer.remove(removed)  # under the lock: no vector of theirs lands meanwhile
+        # What was not deleted was mended by a write meanwhile: nothing is left.
+        report.mend("vectors_orphaned", len(orphaned))
+        report.mend("vectors_malformed", len(malformed))
 
     # -- FAISS index -------------------------------------------------------------
 
@@ -316,6 +374,7 @@ class ConsistencyChecker:
         stored_ids = np.fromiter((int(r[0]) for r in rows), dtype=np.int64, count=len(rows))
         present = indexer.index.ids()
         if len(np.setxor1d(stored_ids, present)):  # confirm with no write under way
+            await self._wait("read")
             async with self._base.transaction() as db:
                 rows = list(await db.execute_fetchall(valid, (fingerprint, dim)))
                 stored_ids = np.fromiter((int(r[0]) for r in rows), dtype=np.int64, count=len(rows))
@@ -326,11 +385,17 @@ class ConsistencyChecker:
         report.add("index_extra", extra)
         stale: builtins.list[int] = []
         if deep:
-            stale = await self._stale_index(np.intersect1d(stored_ids, present).tolist())
+            stale = await stale_index(
+                self._base, indexer, np.intersect1d(stored_ids, present).tolist()
+            )
+            if stale:  # confirm with no write under way
+                await self._wait("read")
+                async with self._base.transaction():
+                    stale = await stale_index(self._base, indexer, stale)
             report.add("index_stale", stale)
         if not repair or not (missing or extra or stale):
             return
-        self._on_phase("repairing")
+        await self._repairing("index")
         # Under the write lock nothing commits meanwhile: FAISS is made to hold
         # exactly the vectors SQLite holds now.
         async with self._base.transaction() as db:
@@ -356,33 +421,6 @@ class ConsistencyChecker:
         report.mend("index_stale", len(stale))
         self._manager.notify_changed()
 
-    async def _stale_index(self, ids: Sequence[int]) -> builtins.list[int]:
-        """Ids whose FAISS vector differs from the stored one."""
-        indexer = self._manager.indexer
-        assert indexer is not None
-        fingerprint, dim, index = indexer.embedder.fingerprint, indexer.embedder.dim, indexer.index
-        stale: builtins.list[int] = []
-        for start in range(0, len(ids), _BATCH):
-            vectors = await self._base.vectors_for(fingerprint, dim, ids[start : start + _BATCH])
-
-            def compare(batch: dict[int, np.ndarray] = vectors) -> builtins.list[int]:
-                wrong: builtins.list[int] = []
-                for memory_id, vector in batch.items():
-                    if not np.isfinite(vector).all():
-                        continue
-                    found, scores = index.search(
-                        vector, 1, allowed_ids=np.asarray([memory_id], dtype=np.int64)
-                    )
-                    expected = float(np.dot(vector, vector))
-                    if not len(found) or not math.isclose(
-                        float(scores[0]), expected, abs_tol=_TOLERANCE
-                    ):
-                        wrong.append(memory_id)
-                return wrong
-
-            stale.extend(await asyncio.to_thread(compare))
-        return stale
-
     # -- graph ------------------------------------------------------------------
 
     async def _graph(self, report: ConsistencyReport, repair: bool, deep: bool) -> None:
@@ -401,7 +439,7 @@ class ConsistencyChecker:
         report.add("graph_missing", missing)
         if not repair or not (orphans or missing):
             return
-        self._on_phase("repairing")
+        await self._repairing("graph")
         if orphans:
             deleted = 0
             async with self._base.transaction() as db:
@@ -416,15 +454,22 @@ class ConsistencyChecker:
                     deleted += max(0, cursor.rowcount)
                     await cursor.close()
             report.mend("graph_orphaned", min(deleted, orphans))
-        written = 0
         extract = self._manager.graph_for
         for start in range(0, len(missing), _BATCH):
             found = await self._base.get_many(missing[start : start + _BATCH])
             memories = list(found.values())
             graphs = await asyncio.to_thread(extract_all, extract, memories)
             async with self._base.transaction() as db:
-                written += await write_graphs(db, list(zip(memories, graphs, strict=True)), extract)
-        report.mend("graph_missing", written)
+                wanted = [memory.id for memory in memories]
+                bare = await db.execute_fetchall(
+                    f"SELECT id FROM memories WHERE id IN ({_marks(len(wanted))}) "
+                    "AND id NOT IN (SELECT memory_id FROM memory_atoms)",
+                    wanted,
+                )
+                still = {int(row[0]) for row in bare}  # a write meanwhile made the rest
+                items = [(m, g) for m, g in zip(memories, graphs, strict=True) if m.id in still]
+                await write_graphs(db, items, extract)
+        report.mend("graph_missing", len(missing))
         self._manager.notify_changed()
 
     # -- SQLite itself -----------------------------------------------------------

@@ -9,9 +9,8 @@ complete and verified, the shadow replaces the live table. A checkpoint in
 interrupted (an error, a crash, a closed memory) resumes where it stopped; the
 change log keeps catching writes while it waits.
 
-The graph is rebuilt in place, a batch of memories per transaction: each
-memory's graph is replaced whole, so a reader never sees half of one, and a
-memory written meanwhile already carries a graph made by the same extraction.
+The graph is rebuilt the same way, into a shadow database file of its own
+(:mod:`.graph_rebuild`, which says how much disk space it takes).
 """
 
 from __future__ import annotations
@@ -30,9 +29,9 @@ import numpy as np
 
 from ..errors import ConfigError, StorageError
 from ..models import Memory
-from ..retrieval.entities import GRAPH_VERSION
 from ..retrieval.tokenizer import get_tokenizer
-from .rewrite import reset_vector_index, vectors_of, write_graphs
+from .graph_rebuild import GraphRebuild
+from .rewrite import reset_vector_index, vectors_of
 
 if TYPE_CHECKING:
     from ..manager import MemoryManager
@@ -54,7 +53,6 @@ REBUILD_KINDS: tuple[RebuildKind, ...] = ("fts", "vectors", "graph")
 Progress = Callable[[int, int], object]
 """Called as ``progress(done, total)`` after each batch; may return an awaitable."""
 
-_GRAPH_VERSION_KEY = "graph_version"
 _MAX_REPLAY_ROUNDS = 20
 _SHADOW = {"fts": "memories_fts_shadow", "vectors": "embeddings_shadow"}
 _LIVE = {"fts": "memories_fts", "vectors": "embeddings"}
@@ -78,7 +76,7 @@ class RebuildResult:
         processed: memories built by this call (not counting an earlier, interrupted one).
         replayed: memories written during the rebuild and applied before the switch.
         resumed: this call continued an interrupted rebuild.
-        generation: the new generation of the rebuilt data (``None`` for the graph).
+        generation: the new generation of the rebuilt data.
     """
 
     what: str
@@ -169,6 +167,9 @@ class Rebuilder:
 
     async def abandon(self, what: RebuildKind) -> None:
         """Drop an unfinished rebuild: its shadow, its change log and its checkpoint."""
+        if what == "graph":
+            await GraphRebuild(self._manager, batch=self._batch).abandon()
+            return
         async with self._base.transaction() as db:
             for statement in _drop_statements(what):
                 await db.execute(statement)
@@ -192,6 +193,15 @@ class Rebuilder:
                 "this memory has no embedder (MemoryConfig.embedder is None): "
                 "there are no vectors to rebuild"
             )
+        if what == "graph":
+
+            async def report(done: int, total: int) -> None:
+                await report_progress(progress, done, total)
+
+            graph = await GraphRebuild(self._manager, batch=self._batch).run(report)
+            return RebuildResult(
+                "graph", graph.processed, graph.replayed, graph.resumed, graph.generation
+            )
         state, resumed = await self._begin(what)
         total = await self._base.count(statuses=None)
         cursor, done = int(state["cursor"]), int(state["done"])
@@ -213,8 +223,6 @@ class Rebuilder:
                 await _meta_put(db, _checkpoint_key(what), json.dumps(state))
             processed += len(memories)
             await report_progress(progress, min(done, total), total)
-        if what == "graph":
-            return await self._finish_graph(processed, resumed)
         replayed = await self._replay(what)
         try:
             generation, finals = await self._switch(what)
@@ -234,6 +242,7 @@ class Rebuilder:
         return None if indexer is None else indexer.embedder.fingerprint
 
     async def _begin(self, what: RebuildKind) -> tuple[dict[str, Any], bool]:
+        """Resume the shadow of ``what`` (fts or vectors) or start a new one."""
         raw = await self._base.meta_get(_checkpoint_key(what))
         if raw is not None:
             try:
@@ -285,17 +294,14 @@ class Rebuilder:
                 ]
 
             return await asyncio.to_thread(tokens)
-        if what == "vectors":
-            indexer = self._manager.indexer
-            assert indexer is not None
-            if not memories:
-                return []
-            matrix = await asyncio.to_thread(
-                indexer.embedder.embed_documents, [m.content for m in memories]
-            )
-            return list(np.asarray(matrix, dtype=np.float32))
-        extract = self._manager.graph_for
-        return await asyncio.to_thread(lambda: [extract(m) for m in memories])
+        indexer = self._manager.indexer
+        assert indexer is not None
+        if not memories:
+            return []
+        matrix = await asyncio.to_thread(
+            indexer.embedder.embed_documents, [m.content for m in memories]
+        )
+        return list(np.asarray(matrix, dtype=np.float32))
 
     async def _apply(
         self,
@@ -304,10 +310,6 @@ class Rebuilder:
         memories: Sequence[Memory],
         payload: Sequence[Any],
     ) -> None:
-        if what == "graph":
-            items = list(zip(memories, payload, strict=True))
-            await write_graphs(db, items, self._manager.graph_for)
-            return
         for memory, item in zip(memories, payload, strict=True):
             await self._write_shadow(what, db, memory.id, item)
 
@@ -450,14 +452,6 @@ class Rebuilder:
             )
             ids, matrix = vectors_of(rows, dim)
             await asyncio.to_thread(reset_vector_index, indexer.index, ids, matrix)
-
-    async def _finish_graph(self, processed: int, resumed: bool) -> RebuildResult:
-        async with self._base.transaction() as db:
-            await _meta_put(db, _GRAPH_VERSION_KEY, str(GRAPH_VERSION))
-            await db.execute("DELETE FROM meta WHERE key = ?", (_checkpoint_key("graph"),))
-        self._manager.notify_changed()
-        logger.info("%s: graph rebuilt (%d memories)", self._base.agent, processed)
-        return RebuildResult("graph", processed, 0, resumed, None)
 
 
 class _VerificationFailed(StorageError):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from spade_memory.manager import MemoryManager
 
@@ -55,3 +56,37 @@ async def answers(manager: MemoryManager) -> list[list[tuple[str, float]]]:
         results = await manager.search(query, limit=5)
         found.append([(r.memory.uid, round(r.score, 6)) for r in results])
     return found
+
+
+async def rows(memory: MemoryManager, sql: str) -> list[tuple[Any, ...]]:
+    return [tuple(row) for row in await memory.base_store.fetchall(sql)]
+
+
+async def graph_rows(memory: MemoryManager) -> dict[str, list[tuple[Any, ...]]]:
+    """The graph tables' content, by keys and memory ids (not by node or atom ids)."""
+    return {
+        "nodes": await rows(memory, "SELECT key, type, value FROM graph_nodes ORDER BY key"),
+        "edges": await rows(
+            memory,
+            "SELECT s.key, t.key, e.relation, e.weight, e.memory_id FROM graph_edges AS e "
+            "JOIN graph_nodes AS s ON s.id = e.source_id JOIN graph_nodes AS t "
+            "ON t.id = e.target_id ORDER BY 1, 2, 3, 5",
+        ),
+        "entries": await rows(
+            memory,
+            "SELECT memory_id, summary, relation_type FROM graph_entries ORDER BY memory_id",
+        ),
+        "entry_nodes": await rows(
+            memory,
+            "SELECT e.memory_id, n.key FROM graph_entry_nodes AS e "
+            "JOIN graph_nodes AS n ON n.id = e.node_id ORDER BY 1, 2",
+        ),
+        "entry_text": await rows(
+            memory, "SELECT rowid, summary FROM graph_entries_fts ORDER BY rowid"
+        ),
+        "atoms": await rows(
+            memory,
+            "SELECT memory_id, position, text, key, type, status, subject, predicate, object, "
+            "reinforcements FROM memory_atoms ORDER BY memory_id, position",
+        ),
+    }

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from maint_support import Opener
+from maint_support import Opener, graph_rows, rows
 
 from spade_memory.config import MaintenanceConfig
 from spade_memory.errors import ConfigError
@@ -35,10 +35,6 @@ async def filled(
     await memory.store_many([{"content": fact(n), "context": f"ctx {n}"} for n in range(count)])
     await memory.flush()
     return memory
-
-
-async def rows(memory: MemoryManager, sql: str) -> list[tuple[Any, ...]]:
-    return [tuple(row) for row in await memory.base_store.fetchall(sql)]
 
 
 async def keyword_rows(memory: MemoryManager) -> list[tuple[Any, ...]]:
@@ -69,35 +65,6 @@ async def expected_vector_rows(memory: MemoryManager) -> list[tuple[Any, ...]]:
         (m.id, embedder.fingerprint, embedder.dim, np.asarray(v, dtype=np.float32).tobytes())
         for m, v in zip(memories, matrix, strict=True)
     ]
-
-
-async def graph_rows(memory: MemoryManager) -> dict[str, list[tuple[Any, ...]]]:
-    return {
-        "nodes": await rows(memory, "SELECT key, type, value FROM graph_nodes ORDER BY key"),
-        "edges": await rows(
-            memory,
-            "SELECT s.key, t.key, e.relation, e.weight, e.memory_id FROM graph_edges AS e "
-            "JOIN graph_nodes AS s ON s.id = e.source_id JOIN graph_nodes AS t "
-            "ON t.id = e.target_id ORDER BY 1, 2, 3, 5",
-        ),
-        "entries": await rows(
-            memory,
-            "SELECT memory_id, summary, relation_type FROM graph_entries ORDER BY memory_id",
-        ),
-        "entry_nodes": await rows(
-            memory,
-            "SELECT e.memory_id, n.key FROM graph_entry_nodes AS e "
-            "JOIN graph_nodes AS n ON n.id = e.node_id ORDER BY 1, 2",
-        ),
-        "entry_text": await rows(
-            memory, "SELECT rowid, summary FROM graph_entries_fts ORDER BY rowid"
-        ),
-        "atoms": await rows(
-            memory,
-            "SELECT memory_id, position, text, key, type, status, subject, predicate, object, "
-            "reinforcements FROM memory_atoms ORDER BY memory_id, position",
-        ),
-    }
 
 
 async def leftovers(memory: MemoryManager) -> list[tuple[Any, ...]]:

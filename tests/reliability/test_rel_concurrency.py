@@ -277,6 +277,28 @@ async def test_a_locked_database_is_reported_not_quarantined(tmp_path: Path) -> 
         assert [m.content for m in await manager.list()] == ["kept safe"]
 
 
+async def test_access_statistics_wait_out_a_lock_held_by_another_process(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    root = tmp_path / "memory"
+    config = MemoryConfig(root=root, embedder=None, storage=StorageConfig(busy_timeout_ms=50))
+    async with await MemoryManager.open("busy@localhost", config) as manager:
+        stored = await manager.store("the lighthouse keeper logs the tides")
+        assert [r.memory.id for r in await manager.search("lighthouse tides")] == [stored.id]
+        path = root / AgentIdentity.of("busy@localhost").database_name
+        holder = sqlite3.connect(path, isolation_level=None)  # another process writes
+        try:
+            holder.execute("BEGIN IMMEDIATE")
+            await manager._write_touches()  # what the coalescing timer runs
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+        assert "Traceback" not in caplog.text and "locked" in caplog.text
+        assert (await manager.get(stored.id)).access_count == 0
+        await manager._write_touches()  # the next write carries the access kept meanwhile
+        assert (await manager.get(stored.id)).access_count == 1
+
+
 # -- one agent opened twice at once (two processes, or two managers of one process) ------------
 
 

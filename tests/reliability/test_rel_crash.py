@@ -23,10 +23,12 @@ import os
 import random
 import signal
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pytest
 from rel_support import HEAVY, crash_config, memory_text, note_text, sized, token
 
@@ -46,8 +48,9 @@ KINDS = (
     "interactions:replace-before",
     "acks",
 )
-TRIALS = sized(10, 50)
-WRITES = sized(2_000, 10_000)
+# SPADE_MEMORY_CRASH_TRIALS / _WRITES override the sizes (a partial heavy run).
+TRIALS = int(os.environ.get("SPADE_MEMORY_CRASH_TRIALS", sized(10, 50)))
+WRITES = int(os.environ.get("SPADE_MEMORY_CRASH_WRITES", sized(2_000, 10_000)))
 SYNCHRONOUS = "FULL" if HEAVY else "NORMAL"
 SNAPSHOT_MIN_CHANGES = 48
 
@@ -148,11 +151,34 @@ class Writers:
         assert isinstance(count, int)
         acks_wanted = rng.randint(1, count) if kind == "acks" else None
         lines: list[str] = []
+        # A writer acknowledges at least 20 writes a second, even on a loaded machine
+        # with synchronous=FULL, before it is killed.
+        deadline = loop.time() + 120.0 + count / 20
+        try:
+            end = await self._follow(lines, kind, rng, acks_wanted, deadline)
+        except BaseException:
+            if lines and lines[0].startswith("PID "):  # no writer is left running
+                _kill(int(lines[0].split()[1]))
+            raise
+        with self._log.open("rb") as handle:
+            handle.seek(errors_before)
+            stderr = handle.read().decode(errors="replace")
+        return ChildRun(lines, end, stderr)
+
+    async def _follow(
+        self,
+        lines: list[str],
+        kind: str,
+        rng: random.Random,
+        acks_wanted: int | None,
+        deadline: float,
+    ) -> str:
+        """Read the writer's lines into ``lines``, killing it as ``kind`` says; its end line."""
+        loop = asyncio.get_running_loop()
         pid: int | None = None
         kill_at: float | None = None
         killed = False
         acks = 0
-        deadline = loop.time() + 120.0
         while True:
             now = loop.time()
             timeout = deadline - now
@@ -165,8 +191,7 @@ class Writers:
                 killed = _kill(pid)
                 continue
             if line.startswith("END "):
-                end = line
-                break
+                return line
             lines.append(line)
             if line.startswith("PID "):
                 pid = int(line.split()[1])
@@ -177,10 +202,6 @@ class Writers:
             wanted = acks_wanted is not None and acks >= acks_wanted
             if not killed and pid is not None and (line.startswith("P ") or wanted):
                 killed = _kill(pid)
-        with self._log.open("rb") as handle:
-            handle.seek(errors_before)
-            stderr = handle.read().decode(errors="replace")
-        return ChildRun(lines, end, stderr)
 
     async def aclose(self) -> None:
         if self._proc.stdin is not None:
@@ -268,12 +289,13 @@ async def verify(root: Path, expected: Expected) -> None:
         if stored:
             vectors = indexer.embedder.embed_documents([stored[i] for i in ids])
             for row, memory_id in enumerate(ids):
-                found, scores = indexer.index.search(vectors[row], 1)
-                # the nearest vector is the one of this very content
+                # the FAISS vector kept under this id is the one of this very content
+                # (searched among this id alone: at 32 dimensions two contents can
+                # hash to one vector, so the nearest overall may be another memory)
+                own = np.asarray([memory_id], dtype=np.int64)
+                found, scores = indexer.index.search(vectors[row], 1, allowed_ids=own)
+                assert list(found) == [memory_id], f"memory {memory_id} has no FAISS vector"
                 assert scores[0] == pytest.approx(1.0, abs=1e-4), (
-                    f"no FAISS vector matches the content of memory {memory_id}"
-                )
-                assert stored[int(found[0])] == stored[memory_id], (
                     f"the FAISS vector of memory {memory_id} belongs to another content"
                 )
 
@@ -309,7 +331,8 @@ async def test_no_acknowledged_write_is_lost_on_sigkill(tmp_path: Path) -> None:
     root = tmp_path / "memory"
     rng = random.Random(20250101)
     expected = Expected()
-    paused = 0
+    paused = killed = acks = recoveries = 0
+    started = time.perf_counter()
     writers = await Writers.start(tmp_path / "writers.log")
     try:
         for trial in range(TRIALS):
@@ -333,13 +356,31 @@ async def test_no_acknowledged_write_is_lost_on_sigkill(tmp_path: Path) -> None:
             assert run.end in ("END exit 0", "END killed 9"), f"the writer failed:\n{run.stderr}"
             assert "Traceback" not in run.stderr, run.stderr
             paused += any(line.startswith("P ") for line in run.lines)
+            killed += run.end == "END killed 9"
+            acks += sum(line.startswith("A ") for line in run.lines)
             apply_lines(expected, run.lines)
             await verify(root, expected)  # the next writer starts from what is left
+            recoveries += 1
+            print(  # with -s, a long heavy run reports as it goes
+                f"crash trial {trial + 1}/{TRIALS} {kind}: {run.end}, "
+                f"{sum(line.startswith('A ') for line in run.lines)} acknowledged, "
+                f"{len(expected.memories)} memories verified, "
+                f"{time.perf_counter() - started:.0f}s",
+                flush=True,
+            )
     finally:
         await writers.aclose()
     assert expected.memories, "no memory was ever acknowledged"
     assert sum(len(n) for n in expected.notes.values()) > 0
     assert paused >= TRIALS // 3, "too few trials froze inside an atomic write"
+    notes = sum(len(n) for n in expected.notes.values())
+    print(
+        f"\ncrash: trials={TRIALS} writes_per_trial={WRITES} synchronous={SYNCHRONOUS} "
+        f"kills={killed} frozen_in_atomic_write={paused} acknowledged_writes={acks} "
+        f"memories_checked={len(expected.memories)} notes_checked={notes} "
+        f"forgotten_checked={len(expected.forgotten)} recoveries={recoveries} "
+        f"wall={time.perf_counter() - started:.0f}s"
+    )
     leftovers = [p.name for p in root.iterdir() if p.name.endswith(".tmp")]
     assert leftovers == [], f"temporary files left behind: {leftovers}"
 
