@@ -10,6 +10,7 @@ from .errors import InvalidToolInput
 
 __all__ = [
     "check_category",
+    "check_characters",
     "check_id",
     "check_limit",
     "check_metadata",
@@ -28,15 +29,20 @@ def check_text(name: str, value: Any, *, max_chars: int, required: bool = True) 
         raise InvalidToolInput(
             f"{name} is too long: {len(value)} characters, at most {max_chars} are accepted"
         )
+    check_characters(name, value)
+    return value
+
+
+def check_characters(name: str, value: str) -> None:
+    """Refuse NUL characters and lone surrogates, which SQLite and JSON cannot keep."""
     if "\x00" in value:
-        raise InvalidToolInput(f"{name} must not contain NUL bytes")
+        raise InvalidToolInput(f"{name} must not contain NUL characters")
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
         raise InvalidToolInput(
             f"{name} contains a lone surrogate (invalid Unicode); send valid UTF-8 text"
         ) from None
-    return value
 
 
 def check_optional_text(name: str, value: Any, *, max_chars: int) -> str | None:

@@ -1,14 +1,20 @@
-"""Shared fixtures: a fresh memory root per test, and managers that close themselves."""
+"""Shared fixtures: a fresh memory root per test, managers that close themselves, and
+an embedded XMPP server with a starter that stops every agent it started."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
+from spade.container import Container
 
 from spade_memory.config import MemoryConfig
 from spade_memory.manager import MemoryManager
+from spade_memory.xmpp_server import EmbeddedXMPPServer
 
 
 @pytest.fixture
@@ -32,3 +38,27 @@ def memory_config() -> MemoryConfig:
 async def manager(file_config: MemoryConfig) -> AsyncIterator[MemoryManager]:
     async with await MemoryManager.open("alice@localhost", file_config) as opened:
         yield opened
+
+
+@pytest.fixture
+async def xmpp(tmp_path: Path) -> AsyncIterator[EmbeddedXMPPServer]:
+    """An embedded XMPP server for one test, in a fresh SPADE container."""
+    Container().reset()
+    async with EmbeddedXMPPServer(folder=tmp_path / "xmpp") as server:
+        yield server
+
+
+@pytest.fixture
+async def start(xmpp: EmbeddedXMPPServer) -> AsyncIterator[Callable[[Any], Awaitable[Any]]]:
+    """Start an agent on ``xmpp`` (registering it); every one is stopped afterwards."""
+    started: list[Any] = []
+
+    async def starter(agent: Any) -> Any:
+        started.append(agent)
+        await asyncio.wait_for(agent.start(auto_register=True), 20)
+        return agent
+
+    yield starter
+    for agent in started:
+        with contextlib.suppress(Exception):
+            await agent.stop()

@@ -28,11 +28,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import InvalidToolInput
+from ..validation import check_characters
 
 __all__ = [
     "MAX_ARGUMENT_TEXT_CHARS",
     "check_schema",
-    "check_string",
     "parse_arguments",
     "validate_arguments",
 ]
@@ -134,22 +134,6 @@ def _check_array_schema(name: str, spec: Mapping[str, Any]) -> None:
             raise ValueError(f"the items of {name!r} must require declared properties")
     else:
         _check_scalar_schema(f"{name}[]", items)
-
-
-def check_string(name: str, value: str) -> None:
-    """Refuse NUL characters and lone surrogates in ``value``.
-
-    Raises:
-        InvalidToolInput: naming ``name``.
-    """
-    if "\x00" in value:
-        raise InvalidToolInput(f"{name} must not contain NUL characters")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidToolInput(
-            f"{name} contains a lone surrogate (invalid Unicode); send plain text"
-        ) from None
 
 
 def _reject_constant(name: str) -> Any:
@@ -303,7 +287,7 @@ def _check_value(name: str, spec: Mapping[str, Any], value: object, required: bo
                 raise InvalidToolInput(f"{name} is too large; got {_show(value)}") from None
     if kind == "string":
         _check_length(name, cleaned, spec.get("minLength"), spec.get("maxLength"))
-        check_string(name, cleaned)
+        check_characters(name, cleaned)
         if required and not cleaned.strip():
             raise InvalidToolInput(f"{name} must not be empty or only whitespace")
     return cleaned

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
-from spade.container import Container
 from spade.template import Template
 
 from spade_memory.agents import LLMAgent
@@ -72,28 +69,6 @@ class TimeAsker:
 
     async def aclose(self) -> None:
         return None
-
-
-@pytest.fixture
-async def xmpp(tmp_path: Path) -> AsyncIterator[EmbeddedXMPPServer]:
-    Container().reset()
-    async with EmbeddedXMPPServer(folder=tmp_path / "xmpp") as server:
-        yield server
-
-
-@pytest.fixture
-async def start(xmpp: EmbeddedXMPPServer) -> AsyncIterator[Starter]:
-    started: list[LLMAgent] = []
-
-    async def starter(agent: LLMAgent) -> LLMAgent:
-        started.append(agent)
-        await asyncio.wait_for(agent.start(auto_register=True), 20)
-        return agent
-
-    yield starter
-    for agent in started:
-        with contextlib.suppress(Exception):
-            await agent.stop()
 
 
 def new_agent(xmpp: EmbeddedXMPPServer, tmp_path: Path, name: str, **kwargs: Any) -> LLMAgent:

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from spade.agent import Agent
-from spade.container import Container
 
 from spade_memory.agents import MemoryMixin
 from spade_memory.config import MemoryConfig
@@ -19,28 +17,6 @@ from spade_memory.errors import StoreClosedError
 from spade_memory.xmpp_server import EmbeddedXMPPServer
 
 Starter = Callable[[Any], Awaitable[Any]]
-
-
-@pytest.fixture
-async def xmpp(tmp_path: Path) -> AsyncIterator[EmbeddedXMPPServer]:
-    Container().reset()
-    async with EmbeddedXMPPServer(folder=tmp_path / "xmpp") as server:
-        yield server
-
-
-@pytest.fixture
-async def start(xmpp: EmbeddedXMPPServer) -> AsyncIterator[Starter]:
-    started: list[Agent] = []
-
-    async def starter(agent: Agent) -> Agent:
-        started.append(agent)
-        await asyncio.wait_for(agent.start(auto_register=True), 20)
-        return agent
-
-    yield starter
-    for agent in started:
-        with contextlib.suppress(Exception):
-            await agent.stop()
 
 
 def jid(xmpp: EmbeddedXMPPServer, name: str) -> str:
