@@ -36,6 +36,7 @@ from .retrieval.entities import Extraction, canonical_key, split_sentences
 from .retrieval.graph import entry_summary
 from .retrieval.relations import FUNCTIONAL
 from .storage.graph import AtomRecord, MemoryGraph, Relation
+from .storage.sql import chunks, placeholders
 
 if TYPE_CHECKING:
     from .storage.base import BaseMemoryStore
@@ -58,7 +59,6 @@ MAX_ATOMS = 32
 """Sentences past this many join the last atom of their memory."""
 
 _DAY = 86_400.0
-_CHUNK = 500
 _INTERPERSONAL = frozenset(
     {
         "friend_of",
@@ -251,11 +251,10 @@ class AtomBook:
         """Every atom of these memories (any status), in order, keyed by memory id."""
         wanted = list(dict.fromkeys(int(i) for i in memory_ids))
         found: dict[int, list[Atom]] = {}
-        for start in range(0, len(wanted), _CHUNK):
-            chunk = wanted[start : start + _CHUNK]
+        for chunk in chunks(wanted):
             rows = await self._base.fetchall(
                 f"SELECT {_COLUMNS} FROM memory_atoms WHERE memory_id IN "
-                f"({','.join('?' * len(chunk))}) ORDER BY memory_id, position",
+                f"({placeholders(len(chunk))}) ORDER BY memory_id, position",
                 chunk,
             )
             for row in rows:
@@ -271,11 +270,10 @@ class AtomBook:
         """The memories among ``memory_ids`` that have atoms but none live now."""
         wanted = list(dict.fromkeys(int(i) for i in memory_ids))
         hidden: set[int] = set()
-        for start in range(0, len(wanted), _CHUNK):
-            chunk = wanted[start : start + _CHUNK]
+        for chunk in chunks(wanted):
             rows = await self._base.fetchall(
                 "SELECT memory_id FROM memory_atoms WHERE memory_id IN "
-                f"({','.join('?' * len(chunk))}) GROUP BY memory_id "
+                f"({placeholders(len(chunk))}) GROUP BY memory_id "
                 "HAVING sum(status = 'active' AND expires_at > ?) = 0",
                 [*chunk, now],
             )
@@ -308,13 +306,12 @@ class AtomBook:
         changed = 0
         factor, fraction = self._config.reinforcement_factor, self._config.dormant_fraction
         async with self._base.transaction() as db:
-            for start in range(0, len(wanted), _CHUNK):
-                chunk = wanted[start : start + _CHUNK]
+            for chunk in chunks(wanted):
                 cursor = await db.execute(
                     "UPDATE memory_atoms SET reinforcements = reinforcements + 1, "
                     "reinforced_at = ?, status = 'active', "
                     "expires_at = ? + ttl_seconds * (1 + ? * (reinforcements + 1)) "
-                    f"WHERE memory_id IN ({','.join('?' * len(chunk))}) "
+                    f"WHERE memory_id IN ({placeholders(len(chunk))}) "
                     "AND status IN ('active', 'dormant') AND expires_at + ttl_seconds * ? > ?",
                     [now, now, factor, *chunk, fraction, now],
                 )

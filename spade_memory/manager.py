@@ -465,6 +465,7 @@ class MemoryManager:
         *,
         limit: int = 5,
         category: str | None = None,
+        categories: Sequence[str] | None = None,
         explain: bool = False,
     ) -> builtins.list[SearchResult]:
         """The memories that best match ``query``, best first.
@@ -473,17 +474,34 @@ class MemoryManager:
             query: natural-language text, in any language.
             limit: how many results at most (1 to 100).
             category: only memories of this category.
+            categories: only memories of these categories (ranked in one search, so
+                their scores compare); not together with ``category``.
             explain: attach a :class:`ScoreExplanation` to every result.
         """
         self._check_open()
         query = check_text("query", query, max_chars=_MAX_QUERY_CHARS)
         limit = check_limit("limit", limit, low=1, high=_MAX_SEARCH_LIMIT)
-        categories = None if category is None else (check_category(category, self.categories),)
+        categories = self._check_categories(category, categories)
         results = await self._retriever.search(
             query, limit=limit, categories=categories, explain=explain
         )
         self._note_access(result.memory.id for result in results)
         return results
+
+    def _check_categories(
+        self, category: str | None, categories: Sequence[str] | None
+    ) -> tuple[str, ...] | None:
+        if category is not None and categories is not None:
+            raise InvalidToolInput("give category or categories, not both")
+        if category is not None:
+            return (check_category(category, self.categories),)
+        if categories is None:
+            return None
+        if isinstance(categories, str) or not isinstance(categories, Sequence) or not categories:
+            raise InvalidToolInput(
+                f"categories must be a non-empty list of category names, got {categories!r}"
+            )
+        return tuple(dict.fromkeys(check_category(c, self.categories) for c in categories))
 
     async def list(
         self, category: str | None = None, *, limit: int = 20, offset: int = 0
@@ -621,7 +639,12 @@ class MemoryManager:
         return await self._atoms.live(check_id(memory_id), self._clock())
 
     async def recall(
-        self, query: str, *, limit: int = 5, category: str | None = None
+        self,
+        query: str,
+        *,
+        limit: int = 5,
+        category: str | None = None,
+        categories: Sequence[str] | None = None,
     ) -> builtins.list[SearchResult]:
         """:meth:`search` for prompt assembly: each memory carries only its live atoms.
 
@@ -630,7 +653,9 @@ class MemoryManager:
         order (a superseded or lapsed sentence is left out, and a memory with none
         live is left out); one stored before atoms existed comes back whole.
         """
-        results = await self.search(query, limit=limit, category=category)
+        results = await self.search(
+            query, limit=limit, category=category, categories=categories
+        )
         found = await self._atoms.atoms([r.memory.id for r in results], self._clock())
         recalled: builtins.list[SearchResult] = []
         for result in results:
@@ -671,35 +696,16 @@ class MemoryManager:
         """Extract the graph and atoms of every memory again; returns how many.
 
         Runs on open when the stored graph was made by another extraction version
-        (or before graphs existed). Atoms start their lives again.
+        (or before graphs existed). Builds into a shadow that replaces the live
+        graph once complete (see :mod:`spade_memory.maintenance.graph_rebuild`):
+        forgotten atoms stay forgotten, unchanged graph vectors are kept, and an
+        interrupted rebuild resumes.
         """
         self._check_open()
-        memories: builtins.list[Memory] = []
-        count = 0
-
-        async def write() -> None:
-            graphs = await self._graphs_of(memories, [(None, None)] * len(memories))
-            await self._graph.replace(
-                [
-                    (memory.id, graph, memory.updated_at)
-                    for memory, graph in zip(memories, graphs, strict=True)
-                    if graph is not None
-                ]
-            )
-
-        async for memory in self._base.iter_all():
-            memories.append(memory)
-            if len(memories) >= batch:
-                await write()
-                count += len(memories)
-                memories = []
-        await write()
-        count += len(memories)
-        await self._base.meta_set(_GRAPH_VERSION_KEY, str(GRAPH_VERSION))
-        if count:
-            logger.info("rebuilt the graph of %d memories of %s", count, self.jid)
-            self._after_write()
-        return count
+        (result,) = await self._maintenance.rebuild("graph", batch=batch)
+        if result.processed:
+            logger.info("rebuilt the graph of %d memories of %s", result.processed, self.jid)
+        return result.processed
 
     async def flush(self) -> None:
         """Wait until background work (embedding, access statistics) has caught up."""

@@ -38,6 +38,7 @@ import numpy as np
 
 from ..models import Memory
 from ..retrieval.tokenizer import get_tokenizer
+from ..storage.sql import placeholders
 from .rebuild import Progress, report_progress
 from .report import CHECK_KINDS, ConsistencyReport
 from .rewrite import extract_all, vectors_of, write_graphs
@@ -79,10 +80,6 @@ _GRAPH_ORPHANS: tuple[tuple[str, str], ...] = (
         "AND id NOT IN (SELECT target_id FROM graph_edges)",
     ),
 )
-
-
-def _marks(count: int) -> str:
-    return ",".join("?" * count)
 
 
 class ConsistencyChecker:
@@ -192,7 +189,7 @@ class ConsistencyChecker:
                 for start in range(0, len(orphaned), _BATCH):
                     chunk = orphaned[start : start + _BATCH]
                     cursor = await db.execute(
-                        f"DELETE FROM memories_fts WHERE rowid IN ({_marks(len(chunk))}) "
+                        f"DELETE FROM memories_fts WHERE rowid IN ({placeholders(len(chunk))}) "
                         "AND rowid NOT IN (SELECT id FROM memories)",
                         chunk,
                     )
@@ -228,7 +225,7 @@ class ConsistencyChecker:
             async with self._base.transaction() as db:
                 rows = list(
                     await db.execute_fetchall(
-                        f"{select} WHERE m.id IN ({_marks(len(chunk))}) ORDER BY m.id", chunk
+                        f"{select} WHERE m.id IN ({placeholders(len(chunk))}) ORDER BY m.id", chunk
                     )
                 )
             confirmed.extend(await asyncio.to_thread(self._stale_of, rows))
@@ -335,7 +332,7 @@ class ConsistencyChecker:
             for start in range(0, len(orphaned), _BATCH):
                 chunk = list(orphaned[start : start + _BATCH])
                 rows = await db.execute_fetchall(
-                    f"DELETE FROM embeddings WHERE memory_id IN ({_marks(len(chunk))}) "
+                    f"DELETE FROM embeddings WHERE memory_id IN ({placeholders(len(chunk))}) "
                     "AND memory_id NOT IN (SELECT id FROM memories) RETURNING memory_id",
                     chunk,
                 )
@@ -344,13 +341,14 @@ class ConsistencyChecker:
                 chunk = list(malformed[start : start + _BATCH])
                 rows = await db.execute_fetchall(
                     f"SELECT memory_id, vector, dim FROM embeddings "
-                    f"WHERE memory_id IN ({_marks(len(chunk))})",
+                    f"WHERE memory_id IN ({placeholders(len(chunk))})",
                     chunk,
                 )
                 still = [int(row[0]) for row in rows if not sound(row[1], row[2])]
                 if still:
                     await db.execute(
-                        f"DELETE FROM embeddings WHERE memory_id IN ({_marks(len(still))})", still
+                        f"DELETE FROM embeddings WHERE memory_id IN ({placeholders(len(still))})",
+                        still,
                     )
                 removed.extend(still)
             if indexer is not None and removed:
@@ -408,7 +406,7 @@ class ConsistencyChecker:
             for start in range(0, len(suspects), _BATCH):
                 chunk = suspects[start : start + _BATCH]
                 found = await db.execute_fetchall(
-                    f"{valid} AND memory_id IN ({_marks(len(chunk))})".replace(
+                    f"{valid} AND memory_id IN ({placeholders(len(chunk))})".replace(
                         "SELECT memory_id FROM", "SELECT memory_id, vector FROM"
                     ),
                     [fingerprint, dim, *chunk],
@@ -462,7 +460,7 @@ class ConsistencyChecker:
             async with self._base.transaction() as db:
                 wanted = [memory.id for memory in memories]
                 bare = await db.execute_fetchall(
-                    f"SELECT id FROM memories WHERE id IN ({_marks(len(wanted))}) "
+                    f"SELECT id FROM memories WHERE id IN ({placeholders(len(wanted))}) "
                     "AND id NOT IN (SELECT memory_id FROM memory_atoms)",
                     wanted,
                 )

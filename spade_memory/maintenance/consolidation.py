@@ -34,6 +34,7 @@ from ..models import Memory
 from ..retrieval.embedders import Embedder
 from ..retrieval.tokenizer import get_tokenizer
 from ..storage.graph import delete_graph, write_graph
+from ..storage.sql import placeholders
 from .decay import is_protected
 
 if TYPE_CHECKING:
@@ -254,7 +255,7 @@ async def _apply(
     ids = [m.id for m in members]
     async with manager.base_store.transaction() as db:
         rows = await db.execute_fetchall(
-            f"SELECT id, content, status FROM memories WHERE id IN ({','.join('?' * len(ids))})",
+            f"SELECT id, content, status FROM memories WHERE id IN ({placeholders(len(ids))})",
             ids,
         )
         now_held = {int(r[0]): (r[1], r[2]) for r in rows}

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..config import MaintenanceConfig
 from ..errors import MemoryNotFound
+from ..storage.sql import placeholders
 
 if TYPE_CHECKING:
     from ..manager import MemoryManager
@@ -162,7 +163,7 @@ async def set_status(
             chunk = wanted[start : start + _BATCH]
             rows = await db.execute_fetchall(
                 f"SELECT id, metadata FROM memories WHERE status = ? "
-                f"AND id IN ({','.join('?' * len(chunk))})",
+                f"AND id IN ({placeholders(len(chunk))})",
                 [previous, *chunk],
             )
             for memory_id, raw in rows:

@@ -43,6 +43,7 @@ from ..errors import StorageError
 from ..models import Memory
 from ..retrieval.entities import GRAPH_VERSION
 from ..storage.graph import MemoryGraph, delete_graph, write_graph
+from ..storage.sql import placeholders
 
 if TYPE_CHECKING:
     from ..manager import MemoryManager
@@ -343,7 +344,7 @@ class GraphRebuild:
                 break
             await self._write(ids, replace=True)
             async with self._base.transaction() as db:
-                marks = ",".join("?" * len(ids))
+                marks = placeholders(len(ids))
                 await db.execute(
                     f"DELETE FROM {_LOG} WHERE seq <= ? AND memory_id IN ({marks})", [upto, *ids]
                 )

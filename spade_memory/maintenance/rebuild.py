@@ -30,6 +30,7 @@ import numpy as np
 from ..errors import ConfigError, StorageError
 from ..models import Memory
 from ..retrieval.tokenizer import get_tokenizer
+from ..storage.sql import placeholders
 from .graph_rebuild import GraphRebuild
 from .rewrite import reset_vector_index, vectors_of
 
@@ -135,10 +136,6 @@ async def _bump_generation(db: aiosqlite.Connection, what: str) -> int:
     generation = int(next(iter(rows))[0]) + 1 if rows else 1
     await _meta_put(db, f"{what}_generation", str(generation))
     return generation
-
-
-def _marks(count: int) -> str:
-    return ",".join("?" * count)
 
 
 class Rebuilder:
@@ -366,7 +363,7 @@ class Rebuilder:
             async with self._base.transaction() as db:
                 rows = await db.execute_fetchall(
                     f"SELECT DISTINCT memory_id FROM {table} WHERE seq > ? "
-                    f"AND memory_id IN ({_marks(len(ids))})",
+                    f"AND memory_id IN ({placeholders(len(ids))})",
                     [upto, *ids],
                 )
                 again = {int(row[0]) for row in rows}  # changed once more: next round
@@ -376,7 +373,7 @@ class Rebuilder:
                 if settled:
                     await db.execute(
                         f"DELETE FROM {table} WHERE seq <= ? "
-                        f"AND memory_id IN ({_marks(len(settled))})",
+                        f"AND memory_id IN ({placeholders(len(settled))})",
                         [upto, *settled],
                     )
             replayed += len(settled)

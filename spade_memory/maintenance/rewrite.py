@@ -15,15 +15,12 @@ import numpy as np
 
 from ..models import Memory
 from ..storage.graph import MemoryGraph, delete_graph, write_graph
+from ..storage.sql import placeholders
 
 if TYPE_CHECKING:
     from ..storage.vectors import VectorIndex
 
 __all__ = ["extract_all", "reset_vector_index", "vectors_of", "write_graphs"]
-
-
-def _marks(count: int) -> str:
-    return ",".join("?" * count)
 
 
 def extract_all(
@@ -49,7 +46,7 @@ async def write_graphs(
     ids = [memory.id for memory, _ in items]
     rows = await db.execute_fetchall(
         "SELECT id, content, category, importance, updated_at FROM memories "
-        f"WHERE id IN ({_marks(len(ids))})",
+        f"WHERE id IN ({placeholders(len(ids))})",
         ids,
     )
     current = {int(row[0]): (row[1], row[2], float(row[3]), float(row[4])) for row in rows}

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 
 from ..config import RetrievalConfig
 from ..storage.base import BaseMemoryStore
+from ..storage.sql import chunks, placeholders
 from .tokenizer import Tokenizer
 
 __all__ = [
@@ -55,7 +56,6 @@ logger = logging.getLogger(__name__)
 
 _VOCAB = "temp.memories_fts_vocab"
 _QUESTION_MARKS = frozenset({"?", "\uff1f"})  # ASCII and fullwidth
-_CHUNK = 500
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,12 +266,11 @@ class LexicalReranker:
         """Each candidate's indexed content tokens, and whether its text ends with a question."""
         found: dict[int, tuple[list[str], bool]] = {}
         wanted = list(dict.fromkeys(candidates))
-        for start in range(0, len(wanted), _CHUNK):
-            chunk = wanted[start : start + _CHUNK]
+        for chunk in chunks(wanted):
             rows = await self._base.fetchall(
                 "SELECT f.rowid, f.content_tokens, substr(rtrim(m.content), -1) "
                 "FROM memories_fts AS f JOIN memories AS m ON m.id = f.rowid "
-                f"WHERE f.rowid IN ({','.join('?' * len(chunk))})",
+                f"WHERE f.rowid IN ({placeholders(len(chunk))})",
                 chunk,
             )
             for row in rows:
@@ -290,7 +289,7 @@ class LexicalReranker:
             # One round trip: the frequencies and, on each row, the memory's size.
             rows = await self._base.fetchall(
                 f"SELECT term, doc, (SELECT max(rowid) FROM memories) FROM {_VOCAB} "
-                f"WHERE term IN ({','.join('?' * len(terms))})",
+                f"WHERE term IN ({placeholders(len(terms))})",
                 list(terms),
             )
         except Exception as exc:  # e.g. the temp table was rolled back with a transaction

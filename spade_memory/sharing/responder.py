@@ -181,15 +181,9 @@ class SharingResponder(CyclicBehaviour):  # type: ignore[misc]
     async def _search(
         self, query: str, categories: tuple[str, ...], limit: int
     ) -> list[SearchResult]:
-        manager = self._memory()
-        # recall, not search: a superseded or lapsed sentence is never shared
-        if set(categories) == set(manager.categories):
-            return await manager.recall(query, limit=limit)
-        found: list[SearchResult] = []
-        for category in categories:
-            found.extend(await manager.recall(query, limit=limit, category=category))
-        found.sort(key=lambda result: result.score, reverse=True)
-        return found[:limit]
+        # recall, not search: a superseded or lapsed sentence is never shared; one
+        # search over the visible categories, so that scores compare
+        return await self._memory().recall(query, limit=limit, categories=categories)
 
     @staticmethod
     def _shared(owner: str, result: SearchResult) -> SharedResult:

@@ -32,6 +32,7 @@ from .files import quarantine
 from .graph import MemoryGraph, delete_graph, run_on_connection, write_graph
 from .keyword_plan import KeywordPlanner
 from .migrations import backup_database, create_database, migrate
+from .sql import SQL_CHUNK, placeholders, status_category_filter
 from .wal import check_wal
 
 __all__ = ["BaseMemoryStore", "IndexedText", "NewMemory"]
@@ -47,7 +48,6 @@ _UPDATABLE = frozenset(
     {"category", "content", "context", "confidence", "importance", "status", "metadata"}
 )
 _BM25_WEIGHTS = "1.0, 0.3"  # content tokens, context tokens
-_SQL_CHUNK = 500
 # SQLite result codes meaning the file itself is damaged (the rest, such as a busy
 # lock or a full disk, leave the file alone and must never get it quarantined).
 _DAMAGE_CODES = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB})
@@ -138,10 +138,6 @@ def _new_to_memory(memory_id: int, new: NewMemory, metadata_json: str) -> Memory
         access_count=int(new.access_count),
         metadata=metadata if isinstance(metadata, dict) else {"value": metadata},
     )
-
-
-def _placeholders(count: int) -> str:
-    return ",".join("?" * count)
 
 
 def fts_query(terms: Iterable[str]) -> str:
@@ -716,30 +712,16 @@ class BaseMemoryStore:
         """Load many memories in as few queries as possible (chunks of 500)."""
         wanted = list(dict.fromkeys(int(i) for i in memory_ids))
         found: dict[int, Memory] = {}
-        for start in range(0, len(wanted), _SQL_CHUNK):
-            chunk = wanted[start : start + _SQL_CHUNK]
+        for start in range(0, len(wanted), SQL_CHUNK):
+            chunk = wanted[start : start + SQL_CHUNK]
             rows = await self._fetchall(
-                f"SELECT {_COLUMNS} FROM memories WHERE id IN ({_placeholders(len(chunk))})",
+                f"SELECT {_COLUMNS} FROM memories WHERE id IN ({placeholders(len(chunk))})",
                 chunk,
             )
             for row in rows:
                 memory = _row_to_memory(row)
                 found[memory.id] = memory
         return found
-
-    @staticmethod
-    def _filters(
-        categories: Sequence[str] | None, statuses: Sequence[str] | None, alias: str = ""
-    ) -> tuple[str, builtins.list[Any]]:
-        clauses: builtins.list[str] = []
-        params: builtins.list[Any] = []
-        if statuses:
-            clauses.append(f"{alias}status IN ({_placeholders(len(statuses))})")
-            params.extend(statuses)
-        if categories:
-            clauses.append(f"{alias}category IN ({_placeholders(len(categories))})")
-            params.extend(categories)
-        return (" AND ".join(clauses) or "1"), params
 
     async def list(
         self,
@@ -750,7 +732,7 @@ class BaseMemoryStore:
         offset: int = 0,
     ) -> builtins.list[Memory]:
         """Memories, newest first, filtered by category and status."""
-        where, params = self._filters(categories, statuses)
+        where, params = status_category_filter(categories, statuses)
         rows = await self._fetchall(
             f"SELECT {_COLUMNS} FROM memories WHERE {where} "
             "ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?",
@@ -784,7 +766,7 @@ class BaseMemoryStore:
 
         Filters run inside the SQL, before the candidate cut.
         """
-        where, params = self._filters(categories, statuses, alias="m.")
+        where, params = status_category_filter(categories, statuses, alias="m.")
         # The planner runs one exact OR query, or on large memories narrows from
         # the rarest terms so the work does not grow with the commonest term.
         return await self._keyword.search(terms, where=where, params=params, limit=limit)
@@ -796,7 +778,7 @@ class BaseMemoryStore:
         statuses: Sequence[str] | None = ("active",),
     ) -> np.ndarray:
         """Ids of the memories passing the filters (for filtered vector search)."""
-        where, params = self._filters(categories, statuses)
+        where, params = status_category_filter(categories, statuses)
         rows = await self._fetchall(f"SELECT id FROM memories WHERE {where}", params)
         return np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
 
@@ -806,7 +788,7 @@ class BaseMemoryStore:
         categories: Sequence[str] | None = None,
         statuses: Sequence[str] | None = ("active",),
     ) -> int:
-        where, params = self._filters(categories, statuses)
+        where, params = status_category_filter(categories, statuses)
         rows = await self._fetchall(f"SELECT count(*) FROM memories WHERE {where}", params)
         return int(rows[0][0])
 
@@ -887,11 +869,11 @@ class BaseMemoryStore:
             seq = first + len(checked)
             written: set[int] = set()
             wanted = list(dict.fromkeys(memory_id for memory_id, _, _ in checked))
-            for start in range(0, len(wanted), _SQL_CHUNK):
-                chunk = wanted[start : start + _SQL_CHUNK]
+            for start in range(0, len(wanted), SQL_CHUNK):
+                chunk = wanted[start : start + SQL_CHUNK]
                 found = await db.execute_fetchall(
                     "SELECT memory_id FROM embeddings WHERE seq > ? "
-                    f"AND memory_id IN ({_placeholders(len(chunk))})",
+                    f"AND memory_id IN ({placeholders(len(chunk))})",
                     [first, *chunk],
                 )
                 written.update(int(row[0]) for row in found)
@@ -925,14 +907,14 @@ class BaseMemoryStore:
         """The stored vectors of some memories (those that have one)."""
         wanted = list(dict.fromkeys(int(i) for i in memory_ids))
         found: dict[int, np.ndarray] = {}
-        for start in range(0, len(wanted), _SQL_CHUNK):
-            chunk = wanted[start : start + _SQL_CHUNK]
+        for start in range(0, len(wanted), SQL_CHUNK):
+            chunk = wanted[start : start + SQL_CHUNK]
             # The unary "+" keeps SQLite from scanning the (fingerprint, seq) index
             # over every vector: the ids are looked up by primary key (49 ms -> 0.1
             # ms for 15 ids among 100k vectors).
             rows = await self._fetchall(
                 "SELECT memory_id, vector FROM embeddings WHERE +fingerprint = ? AND +dim = ? "
-                f"AND memory_id IN ({_placeholders(len(chunk))})",
+                f"AND memory_id IN ({placeholders(len(chunk))})",
                 [fingerprint, int(dim), *chunk],
             )
             for row in rows:

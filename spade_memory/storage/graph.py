@@ -18,12 +18,14 @@ memory itself, so a memory and its graph are never seen apart. Reads go through
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeVar, cast
 
 import aiosqlite
+
+from .sql import SQL_CHUNK, chunks, placeholders
 
 __all__ = [
     "AtomRecord",
@@ -35,7 +37,6 @@ __all__ = [
     "write_graph",
 ]
 
-_CHUNK = 500
 T = TypeVar("T")
 
 
@@ -107,15 +108,6 @@ class MemoryGraph:
     atoms: tuple[AtomRecord, ...] = ()
     reinforcement_factor: float = 0.5
     dormant_fraction: float = 0.5
-
-
-def _marks(count: int) -> str:
-    return ",".join("?" * count)
-
-
-def _chunks(items: Sequence[Any]) -> Iterable[Sequence[Any]]:
-    for start in range(0, len(items), _CHUNK):
-        yield items[start : start + _CHUNK]
 
 
 async def write_graph(
@@ -210,7 +202,7 @@ def _write_graph(memory_id: int, graph: MemoryGraph, now: float, db: sqlite3.Con
 
 
 def _write_atoms(db: sqlite3.Connection, memory_id: int, graph: MemoryGraph, now: float) -> None:
-    atoms = graph.atoms[:_CHUNK]
+    atoms = graph.atoms[:SQL_CHUNK]
     # The same fact said again (the same text, or the same subject-predicate-object)
     # reinforces the newest live or dormant atom that holds it: one atom per fact,
     # so a phrase said a thousand times costs no more than one said twice. (This
@@ -286,9 +278,9 @@ def _delete_graph(memory_id: int, db: sqlite3.Connection) -> None:
         db.execute(f"DELETE FROM {table} WHERE memory_id = ?", (memory_id,))
     db.execute("DELETE FROM graph_entries WHERE memory_id = ?", (memory_id,))
     db.execute("DELETE FROM graph_entries_fts WHERE rowid = ?", (memory_id,))
-    for chunk in _chunks(touched):
+    for chunk in chunks(touched):
         db.execute(
-            f"DELETE FROM graph_nodes WHERE id IN ({_marks(len(chunk))}) "
+            f"DELETE FROM graph_nodes WHERE id IN ({placeholders(len(chunk))}) "
             "AND NOT EXISTS (SELECT 1 FROM graph_entry_nodes WHERE node_id = graph_nodes.id) "
             "AND NOT EXISTS (SELECT 1 FROM graph_edges WHERE source_id = graph_nodes.id) "
             "AND NOT EXISTS (SELECT 1 FROM graph_edges WHERE target_id = graph_nodes.id)",

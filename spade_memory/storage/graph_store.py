@@ -16,13 +16,12 @@ import numpy as np
 
 from ..errors import StorageError
 from .graph import MemoryGraph, delete_graph, write_graph
+from .sql import SQL_CHUNK, chunks, placeholders, status_category_filter
 
 if TYPE_CHECKING:
     from .base import BaseMemoryStore
 
 __all__ = ["GraphStore", "NodeHit"]
-
-_CHUNK = 500
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,31 +35,8 @@ class NodeHit:
     entries: int
 
 
-def _marks(count: int) -> str:
-    return ",".join("?" * count)
-
-
-def _chunks(items: Sequence[Any]) -> Iterable[Sequence[Any]]:
-    for start in range(0, len(items), _CHUNK):
-        yield items[start : start + _CHUNK]
-
-
 def _escape_like(text: str) -> str:
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-
-
-def _filters(
-    categories: Sequence[str] | None, statuses: Sequence[str] | None
-) -> tuple[str, builtins.list[Any]]:
-    clauses: builtins.list[str] = []
-    params: builtins.list[Any] = []
-    if statuses:
-        clauses.append(f"m.status IN ({_marks(len(statuses))})")
-        params.extend(statuses)
-    if categories:
-        clauses.append(f"m.category IN ({_marks(len(categories))})")
-        params.extend(categories)
-    return (" AND ".join(clauses) or "1"), params
 
 
 class GraphStore:
@@ -138,10 +114,10 @@ class GraphStore:
 
     async def _nodes(self, column: str, wanted: Sequence[Any]) -> builtins.list[NodeHit]:
         found: builtins.list[NodeHit] = []
-        for chunk in _chunks(wanted):
+        for chunk in chunks(wanted):
             rows = await self._base.fetchall(
                 "SELECT id, key, type, value, entries FROM graph_nodes "
-                f"WHERE {column} IN ({_marks(len(chunk))})",
+                f"WHERE {column} IN ({placeholders(len(chunk))})",
                 chunk,
             )
             found.extend(NodeHit(int(r[0]), r[1], r[2], r[3], int(r[4])) for r in rows)
@@ -174,7 +150,7 @@ class GraphStore:
         """
         if not phrase.strip() or limit <= 0:
             return 0, []
-        where, params = _filters(categories, statuses)
+        where, params = status_category_filter(categories, statuses, "m.")
         if tokens:
             match = 'content_tokens : "' + phrase.replace('"', '""') + '"'
             counted = await self._base.fetchall(
@@ -218,14 +194,14 @@ class GraphStore:
         Each node walks its index entries from the newest memory and stops at
         ``per_node``, so a node named by many memories costs no more than a rare one.
         """
-        where, params = _filters(categories, statuses)
+        where, params = status_category_filter(categories, statuses, "m.")
         part = (
             "SELECT * FROM (SELECT e.node_id, e.memory_id FROM graph_entry_nodes AS e "
             "JOIN memories AS m ON m.id = e.memory_id "
             f"WHERE e.node_id = ? AND {where} ORDER BY e.memory_id DESC LIMIT ?)"
         )
         pairs: builtins.list[tuple[int, int]] = []
-        for chunk in _chunks(list(dict.fromkeys(node_ids))[: _CHUNK // 4]):
+        for chunk in chunks(list(dict.fromkeys(node_ids))[: SQL_CHUNK // 4]):
             rows = await self._base.fetchall(
                 " UNION ALL ".join([part] * len(chunk)),
                 [value for node_id in chunk for value in (node_id, *params, int(per_node))],
@@ -237,12 +213,13 @@ class GraphStore:
         self, memory_ids: Sequence[int], node_ids: Sequence[int]
     ) -> builtins.list[tuple[int, int]]:
         """``(memory id, node id)`` for each of these memories that names one of these nodes."""
-        nodes = list(dict.fromkeys(node_ids))[:_CHUNK]
+        nodes = list(dict.fromkeys(node_ids))[:SQL_CHUNK]
         pairs: builtins.list[tuple[int, int]] = []
-        for chunk in _chunks(list(memory_ids)):
+        for chunk in chunks(list(memory_ids)):
             rows = await self._base.fetchall(
                 "SELECT memory_id, node_id FROM graph_entry_nodes "
-                f"WHERE memory_id IN ({_marks(len(chunk))}) AND node_id IN ({_marks(len(nodes))})",
+                f"WHERE memory_id IN ({placeholders(len(chunk))}) "
+                f"AND node_id IN ({placeholders(len(nodes))})",
                 [*chunk, *nodes],
             )
             pairs.extend((int(r[0]), int(r[1])) for r in rows)
@@ -261,7 +238,7 @@ class GraphStore:
         everywhere co-occurs with everything: its oldest links add nothing but
         time); from the nodes in ``typed_only`` only typed relations are followed.
         """
-        wanted = list(dict.fromkeys(node_ids))[: _CHUNK // 4]
+        wanted = list(dict.fromkeys(node_ids))[: SQL_CHUNK // 4]
         if not wanted:
             return []
         parts: builtins.list[str] = []
@@ -305,7 +282,7 @@ class GraphStore:
             "(SELECT 1 FROM graph_entries_fts WHERE graph_entries_fts MATCH ? LIMIT ?)",
             (match, int(cap)),
         )
-        where, params = _filters(categories, statuses)
+        where, params = status_category_filter(categories, statuses, "m.")
         rows = await self._base.fetchall(
             "SELECT g.memory_id, g.summary FROM graph_entries_fts AS f "
             "JOIN graph_entries AS g ON g.memory_id = f.rowid JOIN memories AS m ON m.id = f.rowid "
@@ -337,7 +314,7 @@ class GraphStore:
             "WHERE summary LIKE ? ESCAPE '\\' LIMIT ?)",
             (pattern, int(cap)),
         )
-        where, params = _filters(categories, statuses)
+        where, params = status_category_filter(categories, statuses, "m.")
         rows = await self._base.fetchall(
             "SELECT g.memory_id FROM graph_entries AS g JOIN memories AS m ON m.id = g.memory_id "
             f"WHERE g.summary LIKE ? ESCAPE '\\' AND {where} ORDER BY g.memory_id DESC LIMIT ?",

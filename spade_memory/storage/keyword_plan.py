@@ -30,6 +30,8 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from .sql import placeholders
+
 __all__ = ["KeywordPlanner", "and_query", "or_query"]
 
 logger = logging.getLogger(__name__)
@@ -165,7 +167,7 @@ class KeywordPlanner:
         # index for the filter and walk every active memory (15 ms at 100k).
         rows = await self._fetch(
             "SELECT m.id FROM memories AS m NOT INDEXED "
-            f"WHERE m.id IN ({','.join('?' * len(ids))}) AND {where}",
+            f"WHERE m.id IN ({placeholders(len(ids))}) AND {where}",
             [*ids, *params],
         )
         return {int(row[0]) for row in rows}
@@ -191,7 +193,7 @@ class KeywordPlanner:
         missing = [term for term in terms if term not in self._frequencies]
         if missing:
             found = await self._fetch(
-                f"SELECT term, doc FROM {_VOCAB} WHERE term IN ({','.join('?' * len(missing))})",
+                f"SELECT term, doc FROM {_VOCAB} WHERE term IN ({placeholders(len(missing))})",
                 missing,
             )
             counts = {str(row[0]): int(row[1]) for row in found}

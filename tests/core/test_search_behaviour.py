@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from spade_memory import MemoryConfig, MemoryManager, RetrievalConfig
+from spade_memory import InvalidToolInput, MemoryConfig, MemoryManager, RetrievalConfig
 
 
 async def test_natural_question_finds_the_memory_with_the_real_embedder(tmp_path: Path) -> None:
@@ -140,3 +140,34 @@ async def test_the_turn_after_a_hit_in_the_same_conversation_is_recalled(tmp_pat
     assert turns[1] not in found[0.0]  # it shares no word with the question
     assert turns[1] in found[0.5]  # reached as the reply to the turn that matched
     assert "Unrelated: the adoption of the new budget" in found[0.5]  # other hits stay
+
+
+async def test_a_search_over_some_categories_ranks_them_together(
+    memory_config: MemoryConfig,
+) -> None:
+    async with await MemoryManager.open("ranker@localhost", memory_config) as memory:
+        backups = await memory.store("Database backups run nightly at two", category="fact")
+        password = await memory.store(
+            "The staging database password rotates monthly", category="fact"
+        )
+        lunch = await memory.store("Lunch is at noon on Fridays", category="pattern")
+        await memory.store("Prefers the staging cluster for database tests", category="preference")
+        await memory.store("Deploys on Tuesdays", category="capability")
+        query = "staging database password"
+        wanted = ("fact", "pattern", "preference")
+        some = await memory.search(query, limit=10, categories=wanted)
+        ids = [r.memory.id for r in some]
+        assert {r.memory.category for r in some} <= set(wanted)
+        assert ids[0] == password.id
+        # one ranking: the best of an unrelated category does not outrank related facts
+        assert ids.index(backups.id) < ids.index(lunch.id) if lunch.id in ids else True
+        recalled = await memory.recall(query, limit=10, categories=wanted)
+        assert [r.memory.id for r in recalled] == ids
+        with pytest.raises(InvalidToolInput, match="not both"):
+            await memory.search(query, category="fact", categories=wanted)
+        with pytest.raises(InvalidToolInput):
+            await memory.search(query, categories=["fact", "nonsense"])
+        with pytest.raises(InvalidToolInput):
+            await memory.search(query, categories=[])
+        with pytest.raises(InvalidToolInput):
+            await memory.search(query, categories=5)  # type: ignore[arg-type]

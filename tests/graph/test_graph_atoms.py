@@ -224,3 +224,17 @@ async def test_recall_keeps_the_stored_text_while_every_atom_is_live(
     assert len(await memory.atoms(stored.id)) > 1  # split into several atoms
     (hit,) = await memory.recall("rollout rollback ops", limit=1)
     assert hit.memory.content == text
+
+
+async def test_a_graph_rebuild_keeps_forgotten_atoms_forgotten(memory: MemoryManager) -> None:
+    stored = await memory.store("The invoice total is 40 euros. Alice pays it on Friday.")
+    first, second = await memory.atoms(stored.id)
+    await memory.forget_atom(first.id)
+    assert await memory.rebuild_graph() == 1
+    after = await memory.atoms(stored.id)
+    assert [(a.text, a.status) for a in after] == [
+        (first.text, "forgotten"),
+        (second.text, second.status),
+    ]
+    (hit,) = await memory.recall("invoice total", limit=1)
+    assert first.text not in hit.memory.content
