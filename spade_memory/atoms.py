@@ -300,25 +300,6 @@ class AtomBook:
             await cursor.close()
         return {"dormant": dormant, "expired": expired}
 
-    async def reinforce(self, memory_ids: Iterable[int], now: float) -> int:
-        """Reinforce the live and dormant atoms of these memories; returns how many."""
-        wanted = list(dict.fromkeys(int(i) for i in memory_ids))
-        changed = 0
-        factor, fraction = self._config.reinforcement_factor, self._config.dormant_fraction
-        async with self._base.transaction() as db:
-            for chunk in chunks(wanted):
-                cursor = await db.execute(
-                    "UPDATE memory_atoms SET reinforcements = reinforcements + 1, "
-                    "reinforced_at = ?, status = 'active', "
-                    "expires_at = ? + ttl_seconds * (1 + ? * (reinforcements + 1)) "
-                    f"WHERE memory_id IN ({placeholders(len(chunk))}) "
-                    "AND status IN ('active', 'dormant') AND expires_at + ttl_seconds * ? > ?",
-                    [now, now, factor, *chunk, fraction, now],
-                )
-                changed += cursor.rowcount
-                await cursor.close()
-        return changed
-
     async def forget(self, atom_id: int) -> Atom:
         """Mark one atom forgotten (its memory stays). Raises MemoryNotFound."""
         async with self._base.transaction() as db:
@@ -333,17 +314,6 @@ class AtomBook:
             f"SELECT {_COLUMNS} FROM memory_atoms WHERE id = ?", (int(atom_id),)
         )
         return self._atom(rows[0], 0.0)
-
-    async def counts(self, now: float) -> dict[str, int]:
-        """How many atoms have each status now."""
-        rows = await self._base.fetchall(
-            "SELECT CASE WHEN status IN ('active', 'dormant') THEN CASE "
-            "WHEN expires_at > ? THEN 'active' "
-            "WHEN expires_at + ttl_seconds * ? > ? THEN 'dormant' ELSE 'expired' END "
-            "ELSE status END AS effective, count(*) FROM memory_atoms GROUP BY effective",
-            (now, self._config.dormant_fraction, now),
-        )
-        return {str(row[0]): int(row[1]) for row in rows}
 
 
 def memory_graph(

@@ -653,9 +653,7 @@ class MemoryManager:
         order (a superseded or lapsed sentence is left out, and a memory with none
         live is left out); one stored before atoms existed comes back whole.
         """
-        results = await self.search(
-            query, limit=limit, category=category, categories=categories
-        )
+        results = await self.search(query, limit=limit, category=category, categories=categories)
         found = await self._atoms.atoms([r.memory.id for r in results], self._clock())
         recalled: builtins.list[SearchResult] = []
         for result in results:

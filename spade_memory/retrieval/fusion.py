@@ -14,7 +14,6 @@ from ..config import RetrievalConfig
 
 __all__ = [
     "FusedScore",
-    "fuse_routes",
     "fuse_subroutes",
     "minmax",
     "mmr",
@@ -92,31 +91,6 @@ def fuse_subroutes(
             first=a.get(key),
             second=b.get(key),
         )
-    return fused
-
-
-def fuse_routes(
-    routes: Mapping[str, Mapping[int, float]],
-    weights: Mapping[str, float],
-    *,
-    both_bonus: float,
-) -> dict[int, float]:
-    """Blend several routes' scores (each min-max normalised) by ``weights``.
-
-    A memory returned by more than one route gets ``both_bonus``.
-    """
-    normalised = {name: minmax(scores) for name, scores in routes.items() if scores}
-    total = sum(weights.get(name, 0.0) for name in normalised) or 1.0
-    fused: dict[int, float] = {}
-    seen: dict[int, int] = {}
-    for name, scores in normalised.items():
-        weight = weights.get(name, 0.0) / total
-        for key, value in scores.items():
-            fused[key] = fused.get(key, 0.0) + weight * value
-            seen[key] = seen.get(key, 0) + 1
-    for key, count in seen.items():
-        if count > 1:
-            fused[key] += both_bonus
     return fused
 
 

@@ -163,7 +163,7 @@ class GraphRetriever:
         if query_vector is not None:
             vector = await self._vector(query_vector, anchored, len(anchored))
         weight = self._config.graph_keyword_weight
-        closeness = _closeness({key: vector[key] for key in anchored if key in vector})
+        closeness = minmax({key: vector[key] for key in anchored if key in vector})
         scores = {
             key: strength[key] * (weight + (1.0 - weight) * closeness.get(key, 0.0))
             if closeness
@@ -417,8 +417,3 @@ class GraphRetriever:
             logger.exception("graph vector search failed; using graph keywords only")
             return {}
         return {int(i): float(s) for i, s in zip(ids.tolist(), scores.tolist(), strict=True)}
-
-
-def _closeness(similarity: dict[int, float]) -> dict[int, float]:
-    """Similarities scaled to [0, 1] per query (a single one is 1)."""
-    return minmax(similarity) if len(similarity) > 1 else dict.fromkeys(similarity, 1.0)

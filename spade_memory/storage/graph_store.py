@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import StorageError
-from .graph import MemoryGraph, delete_graph, write_graph
 from .sql import SQL_CHUNK, chunks, placeholders, status_category_filter
 
 if TYPE_CHECKING:
@@ -48,24 +47,6 @@ class GraphStore:
     @property
     def base(self) -> BaseMemoryStore:
         return self._base
-
-    async def replace(self, items: Sequence[tuple[int, MemoryGraph, float]]) -> None:
-        """Rewrite the graphs of existing memories in one transaction.
-
-        Args:
-            items: ``(memory id, graph, time written)``; the time starts the atoms'
-                lifetimes. A memory that no longer exists is skipped.
-        """
-        if not items:
-            return
-        async with self._base.transaction() as db:
-            for memory_id, graph, now in items:
-                rows = await db.execute_fetchall(
-                    "SELECT 1 FROM memories WHERE id = ?", (int(memory_id),)
-                )
-                await delete_graph(db, memory_id)
-                if rows:
-                    await write_graph(db, memory_id, graph, now=now)
 
     async def memory_count(self) -> int:
         """About how many memories there are: the highest id (ids are never reused).
@@ -176,10 +157,6 @@ class GraphStore:
                 [pattern, *params, int(limit)],
             )
         return int(counted[0][0]), [int(r[0]) for r in rows]
-
-    async def entry_counts(self, node_ids: Iterable[int]) -> dict[int, int]:
-        """How many entries name each node."""
-        return {node.id: node.entries for node in await self.nodes_by_ids(node_ids)}
 
     async def node_memories(
         self,
@@ -350,14 +327,6 @@ class GraphStore:
             )
             for r in rows
         ]
-
-    async def count_pending_vectors(self, fingerprint: str) -> int:
-        rows = await self._base.fetchall(
-            "SELECT count(*) FROM graph_entries AS g LEFT JOIN graph_embeddings AS v "
-            "ON v.memory_id = g.memory_id AND v.fingerprint = ? WHERE v.memory_id IS NULL",
-            (fingerprint,),
-        )
-        return int(rows[0][0])
 
     async def put_vectors(
         self, fingerprint: str, items: Sequence[tuple[int, float, np.ndarray]]

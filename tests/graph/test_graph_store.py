@@ -12,7 +12,7 @@ from spade_memory.config import MemoryConfig, StorageConfig
 from spade_memory.errors import StorageError
 from spade_memory.manager import MemoryManager
 from spade_memory.storage.base import BaseMemoryStore, IndexedText, NewMemory
-from spade_memory.storage.graph import Entity, MemoryGraph, Relation
+from spade_memory.storage.graph import Entity, MemoryGraph
 from spade_memory.storage.graph_store import GraphStore
 from spade_memory.storage.schema import MIGRATIONS
 
@@ -139,19 +139,6 @@ async def test_a_version_1_database_migrates_and_gets_its_graph(tmp_path: Path) 
         assert found[0].memory.id == stored.id
         assert found[0].explanation is not None and "graph" in found[0].explanation.routes
         assert [a.text for a in await memory.live_atoms(stored.id)] == ["Alice works at Acme."]
-
-
-async def test_replace_skips_memories_that_are_gone(memory: MemoryManager) -> None:
-    stored = await memory.store("Alice works at Acme.")
-    await memory.forget(stored.id)
-    graph = MemoryGraph(
-        entities=(Entity("x", "name", "X"), Entity("y", "name", "Y")),
-        relations=(Relation("x", "knows", "y"),),
-        summary="X knows Y",
-    )
-    await GraphStore(memory.base_store).replace([(stored.id, graph, 1.0)])
-    assert await GraphStore(memory.base_store).node_count() == 0
-    assert await memory.rebuild_graph() == 0
 
 
 async def test_nodes_count_the_entries_that_name_them(memory: MemoryManager) -> None:

@@ -8,7 +8,6 @@ from hypothesis import strategies as st
 
 from spade_memory.config import RetrievalConfig
 from spade_memory.retrieval.fusion import (
-    fuse_routes,
     fuse_subroutes,
     minmax,
     mmr,
@@ -46,16 +45,6 @@ def test_rrf_mode() -> None:
     config = RetrievalConfig(fusion_mode="rrf", agreement_bonus=0.0)
     fused = fuse_subroutes({1: 10.0, 2: 5.0}, {2: 0.9, 1: 0.5}, config=config, first_weight=0.5)
     assert fused[1].score == pytest.approx(fused[2].score)
-
-
-def test_route_fusion_bonus_for_memories_both_routes_return() -> None:
-    fused = fuse_routes(
-        {"document": {1: 2.0, 2: 1.0}, "graph": {2: 5.0}},
-        {"document": 0.65, "graph": 0.35},
-        both_bonus=0.08,
-    )
-    assert fused[1] == pytest.approx(0.65)
-    assert fused[2] == pytest.approx(0.35 + 0.08)
 
 
 def test_recency_decays_slowly() -> None:
