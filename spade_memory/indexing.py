@@ -296,11 +296,13 @@ class VectorIndexer:
         cursor = 0
         batch_size = self._storage.embed_batch_size
         while not self._closed:
-            batch = await self._base.pending_embeddings(fingerprint, batch_size, after_id=cursor)
-            batch = [item for item in batch if item[0] not in self._failed]
-            if not batch:
+            fetched = await self._base.pending_embeddings(fingerprint, batch_size, after_id=cursor)
+            if not fetched:
                 return
-            cursor = batch[-1][0]
+            cursor = fetched[-1][0]  # past the failed ones too, or they would stall the rest
+            batch = [item for item in fetched if item[0] not in self._failed]
+            if not batch:
+                continue
             texts = [content for _, content, _ in batch]
             try:
                 vectors = await asyncio.to_thread(self._embedder.embed_documents, texts)
@@ -314,7 +316,8 @@ class VectorIndexer:
             ]
             stored, seq = await self._base.put_embeddings(fingerprint, items)
             if stored:
-                rows = [row for row, item in enumerate(batch) if item[0] in set(stored)]
+                kept = set(stored)
+                rows = [row for row, item in enumerate(batch) if item[0] in kept]
                 ids = np.asarray(stored, dtype=np.int64)
                 self._index.add(ids, np.ascontiguousarray(vectors[rows], dtype=np.float32))
                 self._dirty += len(stored)

@@ -148,3 +148,39 @@ async def test_flush_waits_for_every_pending_vector(tmp_path: Path) -> None:
         assert stats.embedded == 100 and stats.pending_embeddings == 0
         query = memory.indexer.embedder.embed_query("fact 42")  # type: ignore[union-attr]
         assert np.isfinite(query).all()
+
+
+class FailsOnce(HashingEmbedder):
+    """Raises on its first batch of documents, then embeds as usual."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failed = False
+
+    def embed_documents(self, texts):  # type: ignore[no-untyped-def]
+        if not self.failed:
+            self.failed = True
+            raise RuntimeError("embedder down")
+        return super().embed_documents(texts)
+
+
+async def test_a_failed_batch_does_not_stop_later_embedding(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    embedder = FailsOnce()
+    settings = dataclasses.replace(
+        config(tmp_path, embed_batch_size=8), embedder=embedder, root=tmp_path
+    )
+    async with await MemoryManager.open("v@x", settings) as memory:
+        first = await memory.store_many([{"content": f"early fact {i}"} for i in range(8)])
+        await memory.flush()
+        later = await memory.store_many([{"content": f"later fact {i}"} for i in range(5)])
+        await memory.flush()
+        assert embedder.failed
+        embedded = await stored_ids(memory)
+        assert {m.id for m in later} <= embedded  # the failed batch holds up nothing
+        assert not {m.id for m in first} & embedded  # skipped now, embedded on next open
+    assert "embedder failed on a batch" in caplog.text
+    async with await MemoryManager.open("v@x", settings) as memory:
+        await memory.flush()
+        assert {m.id for m in first} <= await stored_ids(memory)
