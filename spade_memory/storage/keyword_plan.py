@@ -19,7 +19,8 @@ then takes 30 to 50 ms. So the planner looks at each term's document frequency
 
 Document frequencies move slowly; the cache is dropped when the memory has grown
 by a tenth (or 1,000 rows) since it was filled (looked at every few seconds). A
-stale frequency only changes which terms are tried first, never what matches.
+stale frequency only changes which terms are tried first: a term cached as held by
+no memory is still asked for in the final OR query.
 """
 
 from __future__ import annotations
@@ -117,6 +118,8 @@ class KeywordPlanner:
         floor = 0
         if rows > self._budget_rows:  # ids grow with time: keep the newest matches
             floor = int(self._max_id * (1.0 - self._budget_rows / rows))
+        # A term cached as absent may have arrived since; asking for it costs nothing.
+        chosen += [term for term in unique if frequencies[term] <= 0]
         self._merge(found, await self._bm25(or_query(chosen), where, params, limit, floor))
         return list(found.items())[:limit]
 

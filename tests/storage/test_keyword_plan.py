@@ -135,3 +135,18 @@ async def test_filtered_hits_equal_filtering_inside_the_sql(tmp_path: Path) -> N
             }
     finally:
         await store.aclose()
+
+
+async def test_a_term_cached_as_absent_is_still_found_once_stored(tmp_path: Path) -> None:
+    store = await BaseMemoryStore.open(None, agent="k@x", storage=StorageConfig())
+    try:
+        await store.insert_many([item(f"common filler{i}") for i in range(50)])
+        planner = KeywordPlanner(store.fetchall, bm25_weights="1.0, 0.3", exact_rows=0)
+        where, params = "1", []
+        assert await planner.search(["newword"], where=where, params=params, limit=5) == []
+        (stored,) = await store.insert_many([item("common newword arrives")])
+        # the cache still says no memory holds "newword" (it was filled a moment ago)
+        hits = await planner.search(["common", "newword"], where=where, params=params, limit=5)
+        assert hits[0][0] == stored.id
+    finally:
+        await store.aclose()
