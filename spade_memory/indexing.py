@@ -245,6 +245,11 @@ class VectorIndexer:
             return index.search(query, k, allowed_ids=allowed_ids)
         return await asyncio.to_thread(index.search, query, k, allowed_ids=allowed_ids)
 
+    def mark_changed(self, count: int) -> None:
+        """Record that ``count`` vectors of :attr:`index` were changed directly (by a
+        repair or a rebuild), so that the next snapshot holds them."""
+        self._dirty += max(int(count), 1)
+
     def remove(self, memory_ids: Iterable[int]) -> None:
         ids = list(memory_ids)
         removed = self._index.remove(ids)

@@ -414,6 +414,7 @@ class ConsistencyChecker:
                 ids, matrix = vectors_of(found, dim)
                 finite = np.isfinite(matrix).all(axis=1)
                 indexer.index.add(ids[finite], matrix[finite])
+            indexer.mark_changed(len(missing) + len(extra) + len(stale))
         for kind, ids_found in (("index_missing", missing), ("index_extra", extra)):
             report.mend(kind, len(ids_found))
         report.mend("index_stale", len(stale))

@@ -449,6 +449,7 @@ class Rebuilder:
             )
             ids, matrix = vectors_of(rows, dim)
             await asyncio.to_thread(reset_vector_index, indexer.index, ids, matrix)
+            indexer.mark_changed(len(ids))
 
 
 class _VerificationFailed(StorageError):

@@ -204,6 +204,9 @@ async def test_stale_snapshot_claiming_to_be_current_is_repaired(
     memory = await open_memory()
     await assert_repairs(memory, {"index_stale"})
     assert await answers(memory) == reference
+    await memory.aclose()
+    memory = await open_memory()  # the repaired index was snapshotted, not the stale one
+    assert await answers(memory) == reference
 
 
 async def test_faiss_ids_drifting_from_sqlite_are_fixed(open_memory: Opener) -> None:
