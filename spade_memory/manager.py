@@ -225,10 +225,9 @@ class MemoryManager:
         await self._maintenance.aclose()
         if self._touch_task is not None:
             self._touch_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
+            with contextlib.suppress(asyncio.CancelledError):
                 await self._touch_task
-        with contextlib.suppress(Exception):
-            await self._write_touches()
+        await self._write_touches()
         if self._indexer is not None:
             await self._indexer.aclose()
         await self._interactions.aclose()
@@ -754,11 +753,16 @@ class MemoryManager:
             await self._base.touch(pending, self._clock())
         except StoreClosedError:
             return
+        except asyncio.CancelledError:
+            self._touches = [*pending, *self._touches]  # aclose writes them
+            raise
         except StorageError as exc:
             # Busy past busy_timeout_ms (other processes writing the same agent): the
-            # accesses are kept and written with the next ones.
+            # accesses are kept and tried again after the next interval.
             self._touches = [*pending, *self._touches][-_MAX_PENDING_TOUCHES:]
             logger.warning("could not record memory accesses for %s yet: %s", self.jid, exc)
+            if not self._closed:
+                self._touch_task = asyncio.create_task(self._touch_later())
         except Exception:
             logger.warning("could not record memory accesses for %s", self.jid, exc_info=True)
 

@@ -11,6 +11,7 @@ memory and note is there, nothing forgotten came back, and every database passes
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import random
 import sqlite3
@@ -286,6 +287,11 @@ async def test_access_statistics_wait_out_a_lock_held_by_another_process(
         stored = await manager.store("the lighthouse keeper logs the tides")
         assert [r.memory.id for r in await manager.search("lighthouse tides")] == [stored.id]
         path = root / AgentIdentity.of("busy@localhost").database_name
+        timer = manager._touch_task  # the coalescing timer the search started
+        assert timer is not None
+        timer.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await timer
         holder = sqlite3.connect(path, isolation_level=None)  # another process writes
         try:
             holder.execute("BEGIN IMMEDIATE")
@@ -295,7 +301,9 @@ async def test_access_statistics_wait_out_a_lock_held_by_another_process(
             holder.close()
         assert "Traceback" not in caplog.text and "locked" in caplog.text
         assert (await manager.get(stored.id)).access_count == 0
-        await manager._write_touches()  # the next write carries the access kept meanwhile
+        retry = manager._touch_task  # a retry is scheduled, not left to the next search
+        assert retry is not None and not retry.done()
+        await manager.flush()  # writes the access kept meanwhile
         assert (await manager.get(stored.id)).access_count == 1
 
 
