@@ -656,17 +656,21 @@ class MemoryManager:
         found = await self._atoms.atoms([r.memory.id for r in results], self._clock())
         recalled: builtins.list[SearchResult] = []
         for result in results:
-            atoms = found.get(result.memory.id)
-            if atoms is None:
+            memory = _live_view(result.memory, found.get(result.memory.id))
+            if memory is result.memory:
                 recalled.append(result)
-                continue
-            live = [atom.text for atom in atoms if atom.live]
-            if len(live) == len(atoms):
-                recalled.append(result)  # all live: the text as it was stored
-            elif live:
-                memory = dataclasses.replace(result.memory, content=" ".join(live))
+            elif memory is not None:
                 recalled.append(dataclasses.replace(result, memory=memory))
         return recalled
+
+    async def recall_memory(self, memory_id: int) -> Memory | None:
+        """One memory as :meth:`recall` would give it: only its live atoms, and
+        ``None`` when it is not active or nothing of it is live. Raises MemoryNotFound."""
+        memory = await self.get(memory_id)
+        if memory.status != "active":
+            return None
+        found = await self._atoms.atoms([memory.id], self._clock())
+        return _live_view(memory, found.get(memory.id))
 
     async def atoms(self, memory_id: int) -> builtins.list[Atom]:
         """Every atom of a memory with its status now (active, dormant, superseded, ...)."""
@@ -896,6 +900,17 @@ class MemoryManager:
 
             self._tools = build_memory_tools(self.categories)
         return list(self._tools)
+
+
+def _live_view(memory: Memory, atoms: builtins.list[Atom] | None) -> Memory | None:
+    """``memory`` with only its live atoms as content; itself when all are live (or it
+    has none: stored before atoms existed); ``None`` when none is."""
+    if atoms is None:
+        return memory
+    live = [atom.text for atom in atoms if atom.live]
+    if len(live) == len(atoms):
+        return memory  # the text as it was stored
+    return dataclasses.replace(memory, content=" ".join(live)) if live else None
 
 
 def _memory_existed(root: Path, identity: AgentIdentity) -> bool:

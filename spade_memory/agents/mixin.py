@@ -152,6 +152,7 @@ class MemoryMixin:
                 memory=lambda: self.memory,
                 send=responder.send,
                 pending=responder.pending,
+                policy=responder.policy,
             )
             self.add_behaviour(responder, protocol_template())
 

@@ -52,6 +52,7 @@ from .protocol import (
 if TYPE_CHECKING:
     from ..manager import MemoryManager
     from ..tools import MemoryTool
+    from .policy import SharingPolicy
 
 __all__ = ["MemorySharing", "PendingAnswers"]
 
@@ -134,9 +135,11 @@ class MemorySharing:
         memory: Callable[[], MemoryManager],
         send: Send,
         pending: PendingAnswers,
+        policy: SharingPolicy,
     ) -> None:
         self.jid = normalize_jid(jid)
         self.config = config
+        self._policy = policy
         self._memory = memory
         self._send = send
         self._pending = pending
@@ -234,18 +237,24 @@ class MemorySharing:
             SharingError: ``agent`` could not store it.
         """
         peer = self._peer(agent)
-        memory = await self._memory().get(memory_id)
-        allowed = self.config.allow.get(memory.category, frozenset())
-        if memory.category in self.config.private_categories:
+        stored = await self._memory().get(memory_id)
+        if stored.category in self.config.private_categories:
             raise SharingRefused(
-                f"memory {memory_id} is in the private category {memory.category}, "
+                f"memory {memory_id} is in the private category {stored.category}, "
                 "which is never shared"
             )
-        if peer not in allowed and "*" not in allowed:
+        if not self._policy.may_see(peer, stored.category):
             raise SharingRefused(
-                f"{peer} may not see memories of category {memory.category} (it is not "
+                f"{peer} may not see memories of category {stored.category} (it is not "
                 "on that category's allow-list), so memory "
                 f"{memory_id} is not shared with it"
+            )
+        # what a query would show of it: a superseded or lapsed sentence never leaves
+        memory = await self._memory().recall_memory(memory_id)
+        if memory is None:
+            raise SharingRefused(
+                f"memory {memory_id} is {stored.status} or none of its facts is current; "
+                "it is not shared"
             )
         shared = SharedMemory(
             id=memory.id,

@@ -298,6 +298,18 @@ async def test_share_is_stored_with_provenance_when_accepted(world: World) -> No
     assert abs(stored.metadata["shared_at"] - stored.created_at) < 60
 
 
+async def test_share_sends_only_what_a_query_would_show(world: World) -> None:
+    alice = world.alice.memory
+    old = await alice.store("Rui lives in Braga. Rui likes green tea.", category="fact")
+    await alice.store("Rui lives in Faro.", category="fact")  # supersedes the first sentence
+    stored_id = await world.alice.sharing.share(bare(world.bob), old.id)
+    assert (await world.bob.memory.get(stored_id)).content == "Rui likes green tea."
+    archived = await alice.store("Braga standups are on Mondays", category="fact")
+    await alice.archive(archived.id)
+    with pytest.raises(SharingRefused, match="archived"):
+        await world.alice.sharing.share(bare(world.bob), archived.id)
+
+
 async def test_share_refused_by_receiver_or_by_own_policy(world: World) -> None:
     alice = world.alice.memory
     pattern = await alice.store("Porto retros are on Fridays", category="pattern")
