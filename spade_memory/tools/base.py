@@ -186,14 +186,14 @@ class MemoryTool(abc.ABC):
             )
         try:
             text = await self._run_within_budget(cleaned, context)
+        except SpadeMemoryError as exc:  # first: some are TimeoutErrors of their own
+            return ToolResult(ok=False, text=f"{self._name} failed: {exc}")
         except TimeoutError:
             return ToolResult(
                 ok=False,
                 text=f"{self._name} ran out of time: the memory tools' time limit for this "
                 "request was reached. Answer with what you have",
             )
-        except SpadeMemoryError as exc:
-            return ToolResult(ok=False, text=f"{self._name} failed: {exc}")
         except Exception:
             logger.exception("%s failed unexpectedly", self._name)
             return ToolResult(
@@ -217,6 +217,8 @@ class MemoryTool(abc.ABC):
             try:
                 async with deadline:
                     return await self.run(arguments, context)
+            except SpadeMemoryError:
+                raise  # the tool's own error (e.g. a peer that did not answer in time)
             except TimeoutError:
                 if deadline.expired():
                     raise

@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from ..errors import MemoryNotFound, SharingError, SharingTimeout
+from ..errors import MemoryNotFound
 from .base import MemoryTool, ToolContext
 from .memory_tools import MAX_QUERY_CHARS, clip
 
@@ -108,16 +108,12 @@ class AskAgentMemoryTool(MemoryTool):
 
     async def run(self, arguments: dict[str, Any], context: ToolContext) -> str:
         agent = arguments["agent"]
-        try:
-            answer = await self._sharing.ask(
-                agent,
-                arguments["query"],
-                category=arguments.get("category"),
-                limit=arguments["limit"],
-            )
-        except SharingTimeout as exc:
-            # Not a TimeoutError to the tool machinery: that would blame the budget.
-            raise SharingError(str(exc)) from None
+        answer = await self._sharing.ask(
+            agent,
+            arguments["query"],
+            category=arguments.get("category"),
+            limit=arguments["limit"],
+        )
         return format_answer(agent, arguments["query"], answer)
 
 
@@ -154,8 +150,6 @@ class ShareMemoryTool(MemoryTool):
         agent, memory_id = arguments["agent"], arguments["memory_id"]
         try:
             stored = await self._sharing.share(agent, memory_id)
-        except SharingTimeout as exc:
-            raise SharingError(str(exc)) from None
         except MemoryNotFound:
             raise MemoryNotFound(
                 f"you have no memory with id {memory_id}; use search_memories or "

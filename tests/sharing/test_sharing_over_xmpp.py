@@ -23,7 +23,7 @@ from spade.container import Container
 from spade.message import Message
 
 from spade_memory.agents import LLMAgent
-from spade_memory.config import DEFAULT_CATEGORIES, MemoryConfig, SharingConfig
+from spade_memory.config import DEFAULT_CATEGORIES, MemoryConfig, SharingConfig, ToolBudget
 from spade_memory.errors import (
     ConfigError,
     SharingError,
@@ -40,7 +40,7 @@ from spade_memory.sharing.protocol import (
     make_request,
     parse_reason,
 )
-from spade_memory.tools import ToolContext
+from spade_memory.tools import RequestBudget, ToolContext
 from spade_memory.xmpp_server import EmbeddedXMPPServer
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -179,6 +179,12 @@ async def test_unknown_agent_times_out_with_a_clear_error(world: World) -> None:
     result = await tool.call({"agent": nobody, "query": "x"}, ToolContext(world.bob.memory))
     assert not result.ok
     assert "did not answer within 2 s" in result.text and nobody in result.text
+    # within a request's budget the peer's timeout is still reported as the peer's
+    budget = RequestBudget(ToolBudget(max_seconds=30))
+    within = await tool.call(
+        {"agent": nobody, "query": "x"}, ToolContext(world.bob.memory, budget=budget)
+    )
+    assert "did not answer within 2 s" in within.text and "time limit" not in within.text
 
 
 async def test_agent_without_sharing_never_answers_nor_passes_it_to_its_llm(
