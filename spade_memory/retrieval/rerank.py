@@ -54,7 +54,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-_VOCAB = "temp.memories_fts_vocab"
 _QUESTION_MARKS = frozenset({"?", "\uff1f"})  # ASCII and fullwidth
 
 
@@ -209,7 +208,6 @@ class LexicalReranker:
     def __init__(self, base: BaseMemoryStore, tokenizer: Tokenizer) -> None:
         self._base = base
         self._tokenizer = tokenizer
-        self._vocab_ready = False
 
     async def apply(
         self, query: str, terms: Sequence[str], scores: dict[int, float], config: RetrievalConfig
@@ -278,26 +276,9 @@ class LexicalReranker:
         return found
 
     async def _idf(self, terms: Sequence[str]) -> dict[str, float]:
-        """Each term's IDF over the whole memory; terms no memory holds are left out."""
-        try:
-            if not self._vocab_ready:
-                await self._base.fetchall(
-                    f"CREATE VIRTUAL TABLE IF NOT EXISTS {_VOCAB} "
-                    "USING fts5vocab(main, memories_fts, row)"
-                )
-                self._vocab_ready = True
-            # One round trip: the frequencies and, on each row, the memory's size.
-            rows = await self._base.fetchall(
-                f"SELECT term, doc, (SELECT max(rowid) FROM memories) FROM {_VOCAB} "
-                f"WHERE term IN ({placeholders(len(terms))})",
-                list(terms),
-            )
-        except Exception as exc:  # e.g. the temp table was rolled back with a transaction
-            logger.debug("document frequencies unavailable (%s); terms weigh alike", exc)
-            self._vocab_ready = False
+        """Each term's IDF over the whole memory; terms no memory holds are left out
+        (all weigh alike when the frequencies cannot be read)."""
+        frequencies, total = await self._base.document_frequencies(terms)
+        if not frequencies:
             return dict.fromkeys(terms, 1.0)
-        total = max((int(row[2] or 0) for row in rows), default=0)
-        frequencies = {str(row[0]): int(row[1]) for row in rows}
-        return {
-            term: idf(frequencies[term], total) for term in terms if frequencies.get(term, 0) > 0
-        }
+        return {term: idf(count, total) for term, count in frequencies.items() if count > 0}

@@ -754,6 +754,12 @@ class BaseMemoryStore:
                 yield _row_to_memory(row)
             last = int(rows[-1][0])
 
+    async def document_frequencies(self, terms: Sequence[str]) -> tuple[dict[str, int], int]:
+        """How many memories hold each index term, and the memory's size (largest id);
+        cached by the keyword planner. ``({}, 0)`` when unavailable."""
+        self._check_open()
+        return await self._keyword.document_frequencies(terms)
+
     async def keyword_search(
         self,
         terms: Sequence[str],

@@ -19,8 +19,8 @@ then takes 30 to 50 ms. So the planner looks at each term's document frequency
 
 Document frequencies move slowly; the cache is dropped when the memory has grown
 by a tenth (or 1,000 rows) since it was filled (looked at every few seconds). A
-stale frequency only changes which terms are tried first: a term cached as held by
-no memory is still asked for in the final OR query.
+stale frequency only changes which terms are tried first, never what matches: only
+terms some memory holds are cached, so an absent term is looked up again.
 """
 
 from __future__ import annotations
@@ -94,12 +94,7 @@ class KeywordPlanner:
         unique = list(dict.fromkeys(term for term in terms if term))
         if not unique or limit <= 0:
             return []
-        try:
-            frequencies = await self._document_frequencies(unique)
-        except Exception as exc:  # e.g. the temp vocabulary table was rolled back
-            logger.debug("document frequencies unavailable (%s); exact query", exc)
-            self._vocab_ready = False
-            frequencies = {}
+        frequencies, _ = await self.document_frequencies(unique)
         if sum(frequencies.values()) <= self._exact_rows:
             return await self._bm25(or_query(unique), where, params, limit)
         present = sorted((t for t in unique if frequencies[t] > 0), key=lambda t: frequencies[t])
@@ -118,8 +113,6 @@ class KeywordPlanner:
         floor = 0
         if rows > self._budget_rows:  # ids grow with time: keep the newest matches
             floor = int(self._max_id * (1.0 - self._budget_rows / rows))
-        # A term cached as absent may have arrived since; asking for it costs nothing.
-        chosen += [term for term in unique if frequencies[term] <= 0]
         self._merge(found, await self._bm25(or_query(chosen), where, params, limit, floor))
         return list(found.items())[:limit]
 
@@ -175,8 +168,18 @@ class KeywordPlanner:
         )
         return {int(row[0]) for row in rows}
 
+    async def document_frequencies(self, terms: Sequence[str]) -> tuple[dict[str, int], int]:
+        """How many memories hold each term (cached; see the module docstring), and
+        the memory's size (its largest id, refreshed every few seconds); ``({}, 0)``
+        when the frequencies cannot be read."""
+        try:
+            return await self._document_frequencies(terms), self._max_id
+        except Exception as exc:  # e.g. the temp vocabulary table was rolled back
+            logger.debug("document frequencies unavailable (%s)", exc)
+            self._vocab_ready = False
+            return {}, 0
+
     async def _document_frequencies(self, terms: Sequence[str]) -> dict[str, int]:
-        """How many memories hold each term (cached; see the module docstring)."""
         if not self._vocab_ready:
             await self._fetch(
                 f"CREATE VIRTUAL TABLE IF NOT EXISTS {_VOCAB} "
@@ -199,7 +202,7 @@ class KeywordPlanner:
                 f"SELECT term, doc FROM {_VOCAB} WHERE term IN ({placeholders(len(missing))})",
                 missing,
             )
-            counts = {str(row[0]): int(row[1]) for row in found}
-            for term in missing:
-                self._frequencies[term] = counts.get(term, 0)
-        return {term: self._frequencies[term] for term in terms}
+            # Only terms some memory holds are cached: an absent one is asked again,
+            # so a term that arrives later is never taken for absent.
+            self._frequencies.update((str(row[0]), int(row[1])) for row in found if row[1])
+        return {term: self._frequencies.get(term, 0) for term in terms}
