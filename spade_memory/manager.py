@@ -307,8 +307,7 @@ class MemoryManager:
     # -- base memory ---------------------------------------------------------
 
     def _index_text(self, content: str, context: str | None) -> IndexedText:
-        tokenize = self._tokenizer.tokenize
-        return IndexedText(" ".join(tokenize(content)), " ".join(tokenize(context or "")))
+        return IndexedText.of(content, context)
 
     def _new_memory(
         self,

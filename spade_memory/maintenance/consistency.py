@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..models import Memory
-from ..retrieval.tokenizer import get_tokenizer
+from ..storage.base import IndexedText
 from ..storage.sql import placeholders
 from .rebuild import Progress, report_progress
 from .report import CHECK_KINDS, ConsistencyReport
@@ -106,7 +106,6 @@ class ConsistencyChecker:
         self._progress = progress
         self._on_phase = on_phase or (lambda phase: None)
         self._pause = pause
-        self._tokenizer = get_tokenizer()
 
     async def run(self, *, repair: bool = False, deep: bool = False) -> ConsistencyReport:
         """Check every kind of :data:`CHECK_KINDS` (the deep ones with ``deep``)."""
@@ -146,8 +145,8 @@ class ConsistencyChecker:
     # -- keyword index ---------------------------------------------------------
 
     def _tokens(self, content: str, context: str | None) -> tuple[str, str]:
-        tokenize = self._tokenizer.tokenize
-        return " ".join(tokenize(content)), " ".join(tokenize(context or ""))
+        text = IndexedText.of(content, context)
+        return text.content_tokens, text.context_tokens
 
     async def _detect(self, sql: str, params: Sequence[Any] = ()) -> builtins.list[Any]:
         """Rows of a detection query, confirmed under the write lock if there are any.

@@ -33,6 +33,7 @@ import numpy as np
 from ..models import Memory
 from ..retrieval.embedders import Embedder
 from ..retrieval.tokenizer import get_tokenizer
+from ..storage.base import IndexedText
 from ..storage.graph import delete_graph, write_graph
 from ..storage.sql import placeholders
 from .decay import is_protected
@@ -247,8 +248,8 @@ async def _apply(
     changed_text = content != survivor.content
     tokens = graph = None
     if changed_text:
-        tokenize = get_tokenizer().tokenize
-        tokens = (" ".join(tokenize(content)), " ".join(tokenize(survivor.context or "")))
+        text = IndexedText.of(content, survivor.context)
+        tokens = (text.content_tokens, text.context_tokens)
         graph = manager.graph_for(dataclasses.replace(survivor, content=content))
     metadata = json.dumps(_merged_metadata(survivor, others), ensure_ascii=False)
     accessed = [m.last_accessed for m in members if m.last_accessed is not None]

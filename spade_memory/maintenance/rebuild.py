@@ -29,7 +29,7 @@ import numpy as np
 
 from ..errors import ConfigError, StorageError
 from ..models import Memory
-from ..retrieval.tokenizer import get_tokenizer
+from ..storage.base import IndexedText
 from ..storage.sql import placeholders
 from .graph_rebuild import GraphRebuild
 from .rewrite import reset_vector_index, vectors_of
@@ -152,7 +152,6 @@ class Rebuilder:
         self._manager = manager
         self._base = manager.base_store
         self._batch = batch
-        self._tokenizer = get_tokenizer()
 
     async def interrupted(self) -> list[RebuildKind]:
         """The rebuilds that were started and not finished."""
@@ -282,13 +281,9 @@ class Rebuilder:
     async def _prepare(self, what: RebuildKind, memories: Sequence[Memory]) -> list[Any]:
         """What to write for each memory, computed outside the write lock."""
         if what == "fts":
-            tokenize = self._tokenizer.tokenize
-
             def tokens() -> list[Any]:
-                return [
-                    (" ".join(tokenize(m.content)), " ".join(tokenize(m.context or "")))
-                    for m in memories
-                ]
+                texts = [IndexedText.of(m.content, m.context) for m in memories]
+                return [(text.content_tokens, text.context_tokens) for text in texts]
 
             return await asyncio.to_thread(tokens)
         indexer = self._manager.indexer

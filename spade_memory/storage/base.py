@@ -28,6 +28,7 @@ import numpy as np
 from ..config import StorageConfig
 from ..errors import StorageCorrupted, StorageError, StoreClosedError
 from ..models import Memory
+from ..retrieval.tokenizer import get_tokenizer
 from .files import quarantine
 from .graph import MemoryGraph, delete_graph, run_on_connection, write_graph
 from .keyword_plan import KeywordPlanner
@@ -72,6 +73,12 @@ class IndexedText:
 
     content_tokens: str
     context_tokens: str = ""
+
+    @classmethod
+    def of(cls, content: str, context: str | None = None) -> IndexedText:
+        """The keyword-index text of a memory: what every writer and checker uses."""
+        tokenize = get_tokenizer().tokenize
+        return cls(" ".join(tokenize(content)), " ".join(tokenize(context or "")))
 
 
 @dataclass(frozen=True, slots=True)
