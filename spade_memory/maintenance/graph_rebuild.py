@@ -44,6 +44,7 @@ from ..models import Memory
 from ..retrieval.entities import GRAPH_VERSION
 from ..storage.graph import MemoryGraph, delete_graph, write_graph
 from ..storage.sql import placeholders
+from .rewrite import bump_generation, change_log_statements, drop_change_log, meta_put
 
 if TYPE_CHECKING:
     from ..manager import MemoryManager
@@ -54,6 +55,8 @@ logger = logging.getLogger(__name__)
 
 CHECKPOINT_KEY = "rebuild:graph"
 _LOG = "rebuild_log_graph"
+# what a memory's graph is made of: a change of these is replayed
+_WATCHED = "content, category, importance"
 _ATTACHED = "graph_shadow"
 _SUFFIX = ".graph-rebuild"
 _MAX_REPLAY_ROUNDS = 20
@@ -179,7 +182,7 @@ class GraphRebuild:
         await self._close_shadow()
         raw = await self._base.meta_get(CHECKPOINT_KEY)
         async with self._base.transaction() as db:
-            for statement in _drop_log():
+            for statement in drop_change_log(_LOG):
                 await db.execute(statement)
             await db.execute("DELETE FROM meta WHERE key = ?", (CHECKPOINT_KEY,))
         known = _checkpoint_shadow(raw) or shadow_path(self._base.path)
@@ -224,9 +227,12 @@ class GraphRebuild:
         await shadow.execute("COMMIT")
         checkpoint = {"shadow": str(path), "token": token, "started_at": self._manager.now()}
         async with self._base.transaction() as db:
-            for statement in (*_drop_log(), *_log_statements()):
+            for statement in (
+                *drop_change_log(_LOG),
+                *change_log_statements(_LOG, _WATCHED),
+            ):
                 await db.execute(statement)
-            await _meta_put(db, CHECKPOINT_KEY, json.dumps(checkpoint))
+            await meta_put(db, CHECKPOINT_KEY, json.dumps(checkpoint))
         return path, False
 
     async def _resumable(self, raw: str, path: Path) -> bool:
@@ -413,29 +419,17 @@ class GraphRebuild:
             )
             await db.execute("DROP TABLE temp.kept_graph_vectors")
             await db.execute("DROP TABLE temp.forgotten_atoms")
-            for statement in _drop_log():
+            for statement in drop_change_log(_LOG):
                 await db.execute(statement)
             await db.execute("DELETE FROM meta WHERE key = ?", (CHECKPOINT_KEY,))
-            await _meta_put(db, "graph_version", str(GRAPH_VERSION))
-            rows = await db.execute_fetchall(
-                "SELECT value FROM meta WHERE key = 'graph_generation'"
-            )
-            generation = int(next(iter(rows))[0]) + 1 if rows else 1
-            await _meta_put(db, "graph_generation", str(generation))
+            await meta_put(db, "graph_version", str(GRAPH_VERSION))
+            generation = await bump_generation(db, "graph")
             await db.execute("COMMIT")
         except BaseException:
             with contextlib.suppress(sqlite3.Error):
                 await asyncio.shield(db.execute("ROLLBACK"))
             raise
         return generation
-
-
-async def _meta_put(db: aiosqlite.Connection, key: str, value: str) -> None:
-    await db.execute(
-        "INSERT INTO meta (key, value) VALUES (?, ?) "
-        "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-        (key, value),
-    )
 
 
 def _quick_check() -> str:
@@ -452,23 +446,3 @@ def _checkpoint_shadow(raw: str | None) -> Path | None:
         return None
     shadow = value.get("shadow") if isinstance(value, dict) else None
     return Path(shadow) if isinstance(shadow, str) and shadow else None
-
-
-def _log_statements() -> list[str]:
-    """The change log: a memory inserted, deleted, or changed in what its graph is made of."""
-    return [
-        f"CREATE TABLE IF NOT EXISTS {_LOG} "
-        "(seq INTEGER PRIMARY KEY AUTOINCREMENT, memory_id INTEGER NOT NULL)",
-        f"CREATE TRIGGER IF NOT EXISTS {_LOG}_insert AFTER INSERT ON memories "
-        f"BEGIN INSERT INTO {_LOG} (memory_id) VALUES (new.id); END",
-        f"CREATE TRIGGER IF NOT EXISTS {_LOG}_update AFTER UPDATE OF content, category, "
-        f"importance ON memories BEGIN INSERT INTO {_LOG} (memory_id) VALUES (new.id); END",
-        f"CREATE TRIGGER IF NOT EXISTS {_LOG}_delete AFTER DELETE ON memories "
-        f"BEGIN INSERT INTO {_LOG} (memory_id) VALUES (old.id); END",
-    ]
-
-
-def _drop_log() -> list[str]:
-    drops = [f"DROP TRIGGER IF EXISTS {_LOG}_{event}" for event in ("insert", "update", "delete")]
-    drops.append(f"DROP TABLE IF EXISTS {_LOG}")
-    return drops

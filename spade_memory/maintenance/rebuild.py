@@ -32,7 +32,14 @@ from ..models import Memory
 from ..storage.base import IndexedText
 from ..storage.sql import placeholders
 from .graph_rebuild import GraphRebuild
-from .rewrite import reset_vector_index, vectors_of
+from .rewrite import (
+    bump_generation,
+    change_log_statements,
+    drop_change_log,
+    meta_put,
+    reset_vector_index,
+    vectors_of,
+)
 
 if TYPE_CHECKING:
     from ..manager import MemoryManager
@@ -99,43 +106,14 @@ def _log_table(what: str) -> str:
 
 
 def _log_statements(what: str) -> list[str]:
-    table = _log_table(what)
-    return [
-        f"CREATE TABLE IF NOT EXISTS {table} "
-        "(seq INTEGER PRIMARY KEY AUTOINCREMENT, memory_id INTEGER NOT NULL)",
-        f"CREATE TRIGGER IF NOT EXISTS {table}_insert AFTER INSERT ON memories "
-        f"BEGIN INSERT INTO {table} (memory_id) VALUES (new.id); END",
-        f"CREATE TRIGGER IF NOT EXISTS {table}_update AFTER UPDATE OF content, context "
-        f"ON memories BEGIN INSERT INTO {table} (memory_id) VALUES (new.id); END",
-        f"CREATE TRIGGER IF NOT EXISTS {table}_delete AFTER DELETE ON memories "
-        f"BEGIN INSERT INTO {table} (memory_id) VALUES (old.id); END",
-    ]
+    return change_log_statements(_log_table(what), "content, context")
 
 
 def _drop_statements(what: str) -> list[str]:
-    table = _log_table(what)
-    drops = [f"DROP TRIGGER IF EXISTS {table}_{event}" for event in ("insert", "update", "delete")]
-    drops.append(f"DROP TABLE IF EXISTS {table}")
+    drops = drop_change_log(_log_table(what))
     if what in _SHADOW:
         drops.append(f"DROP TABLE IF EXISTS {_SHADOW[what]}")
     return drops
-
-
-async def _meta_put(db: aiosqlite.Connection, key: str, value: str) -> None:
-    await db.execute(
-        "INSERT INTO meta (key, value) VALUES (?, ?) "
-        "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-        (key, value),
-    )
-
-
-async def _bump_generation(db: aiosqlite.Connection, what: str) -> int:
-    rows = await db.execute_fetchall(
-        "SELECT value FROM meta WHERE key = ?", (f"{what}_generation",)
-    )
-    generation = int(next(iter(rows))[0]) + 1 if rows else 1
-    await _meta_put(db, f"{what}_generation", str(generation))
-    return generation
 
 
 class Rebuilder:
@@ -216,7 +194,7 @@ class Rebuilder:
             async with self._base.transaction() as db:
                 await self._apply(what, db, memories, payload)
                 state.update(cursor=cursor, done=done)
-                await _meta_put(db, _checkpoint_key(what), json.dumps(state))
+                await meta_put(db, _checkpoint_key(what), json.dumps(state))
             processed += len(memories)
             await report_progress(progress, min(done, total), total)
         replayed = await self._replay(what)
@@ -275,12 +253,13 @@ class Rebuilder:
                 await db.execute(sql.replace(_LIVE[what], _SHADOW[what], 1))
                 for statement in _log_statements(what):
                     await db.execute(statement)
-            await _meta_put(db, _checkpoint_key(what), json.dumps(state))
+            await meta_put(db, _checkpoint_key(what), json.dumps(state))
         return state, False
 
     async def _prepare(self, what: RebuildKind, memories: Sequence[Memory]) -> list[Any]:
         """What to write for each memory, computed outside the write lock."""
         if what == "fts":
+
             def tokens() -> list[Any]:
                 texts = [IndexedText.of(m.content, m.context) for m in memories]
                 return [(text.content_tokens, text.context_tokens) for text in texts]
@@ -413,7 +392,7 @@ class Rebuilder:
             for statement in _drop_statements(what):
                 await db.execute(statement)
             await db.execute("DELETE FROM meta WHERE key = ?", (_checkpoint_key(what),))
-            generation = await _bump_generation(db, what)
+            generation = await bump_generation(db, what)
         if what == "vectors":
             await self._reload_index()
         self._manager.notify_changed()
@@ -430,7 +409,7 @@ class Rebuilder:
         await db.execute("UPDATE embeddings_shadow SET seq = ? + memory_id", (base,))
         rows = await db.execute_fetchall("SELECT max(seq) FROM embeddings_shadow")
         top = int(next(iter(rows))[0] or base)
-        await _meta_put(db, "embedding_seq", str(max(top, base)))
+        await meta_put(db, "embedding_seq", str(max(top, base)))
 
     async def _reload_index(self) -> None:
         """Make the FAISS cache hold exactly the new vectors (under the write lock)."""

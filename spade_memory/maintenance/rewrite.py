@@ -20,7 +20,16 @@ from ..storage.sql import placeholders
 if TYPE_CHECKING:
     from ..storage.vectors import VectorIndex
 
-__all__ = ["extract_all", "reset_vector_index", "vectors_of", "write_graphs"]
+__all__ = [
+    "bump_generation",
+    "change_log_statements",
+    "drop_change_log",
+    "extract_all",
+    "meta_put",
+    "reset_vector_index",
+    "vectors_of",
+    "write_graphs",
+]
 
 
 def extract_all(
@@ -84,3 +93,44 @@ def vectors_of(rows: Iterable[Any], dim: int) -> tuple[np.ndarray, np.ndarray]:
     for position, row in enumerate(pairs):
         matrix[position] = np.frombuffer(row[1], dtype=np.float32, count=dim)
     return ids, matrix
+
+
+async def meta_put(db: aiosqlite.Connection, key: str, value: str) -> None:
+    """Set one ``meta`` row (inside the caller's transaction)."""
+    await db.execute(
+        "INSERT INTO meta (key, value) VALUES (?, ?) "
+        "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        (key, value),
+    )
+
+
+async def bump_generation(db: aiosqlite.Connection, what: str) -> int:
+    """Count one more generation of ``what`` in ``meta``; returns the new number."""
+    rows = await db.execute_fetchall(
+        "SELECT value FROM meta WHERE key = ?", (f"{what}_generation",)
+    )
+    generation = int(next(iter(rows))[0]) + 1 if rows else 1
+    await meta_put(db, f"{what}_generation", str(generation))
+    return generation
+
+
+def change_log_statements(table: str, columns: str) -> list[str]:
+    """A change log ``table`` of the memories inserted, deleted, or updated in
+    ``columns`` (comma-separated), kept by triggers while a rebuild runs."""
+    return [
+        f"CREATE TABLE IF NOT EXISTS {table} "
+        "(seq INTEGER PRIMARY KEY AUTOINCREMENT, memory_id INTEGER NOT NULL)",
+        f"CREATE TRIGGER IF NOT EXISTS {table}_insert AFTER INSERT ON memories "
+        f"BEGIN INSERT INTO {table} (memory_id) VALUES (new.id); END",
+        f"CREATE TRIGGER IF NOT EXISTS {table}_update AFTER UPDATE OF {columns} "
+        f"ON memories BEGIN INSERT INTO {table} (memory_id) VALUES (new.id); END",
+        f"CREATE TRIGGER IF NOT EXISTS {table}_delete AFTER DELETE ON memories "
+        f"BEGIN INSERT INTO {table} (memory_id) VALUES (old.id); END",
+    ]
+
+
+def drop_change_log(table: str) -> list[str]:
+    """Statements that drop a change log and its triggers."""
+    drops = [f"DROP TRIGGER IF EXISTS {table}_{event}" for event in ("insert", "update", "delete")]
+    drops.append(f"DROP TABLE IF EXISTS {table}")
+    return drops
