@@ -32,7 +32,7 @@ from ..retrieval.tokenizer import get_tokenizer
 from .files import quarantine
 from .graph import MemoryGraph, delete_graph, run_on_connection, write_graph
 from .keyword_plan import KeywordPlanner
-from .migrations import backup_database, create_database, migrate
+from .migrations import backup_database, create_database, migrate, schema_version
 from .sql import SQL_CHUNK, placeholders, status_category_filter
 from .wal import check_wal
 
@@ -145,12 +145,6 @@ def _new_to_memory(memory_id: int, new: NewMemory, metadata_json: str) -> Memory
         access_count=int(new.access_count),
         metadata=metadata if isinstance(metadata, dict) else {"value": metadata},
     )
-
-
-def fts_query(terms: Iterable[str]) -> str:
-    """An FTS5 MATCH expression matching any of ``terms`` (quoted, OR-ed)."""
-    quoted = ['"' + term.replace('"', '""') + '"' for term in terms if term]
-    return " OR ".join(quoted)
 
 
 # A single insert waiting for group commit: memory, text, graph, its caller's future.
@@ -369,9 +363,7 @@ class BaseMemoryStore:
                 raise _Unusable(f"PRAGMA quick_check found damage: {'; '.join(problems[:3])}")
 
     async def _schema_version(self) -> int:
-        async with self._db.execute("PRAGMA user_version") as cursor:
-            row = await cursor.fetchone()
-        return int(row[0]) if row else 0
+        return await schema_version(self._db)
 
     async def _claim(
         self, categories: Sequence[str], now: float, initial_meta: Mapping[str, str]

@@ -21,7 +21,7 @@ import aiosqlite
 from ..errors import MigrationError, StorageError
 from .schema import MIGRATIONS, Migration
 
-__all__ = ["backup_database", "create_database", "migrate", "schema_script"]
+__all__ = ["backup_database", "create_database", "migrate", "schema_script", "schema_version"]
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +48,8 @@ async def _restore(db: aiosqlite.Connection, backup: Path) -> None:
         await source.backup(db)
 
 
-async def _version(db: aiosqlite.Connection) -> int:
+async def schema_version(db: aiosqlite.Connection) -> int:
+    """The schema version recorded in the database (``PRAGMA user_version``)."""
     async with db.execute("PRAGMA user_version") as cursor:
         row = await cursor.fetchone()
     return int(row[0]) if row else 0
@@ -72,7 +73,7 @@ async def migrate(
         MigrationError: a step failed; the database holds its previous content.
         StorageError: the database is newer than this version of spade_memory.
     """
-    current = await _version(db)
+    current = await schema_version(db)
     latest = migrations[-1].version if migrations else 0
     if current > latest:
         raise StorageError(
@@ -98,7 +99,7 @@ async def migrate(
         except (sqlite3.Error, StorageError) as exc:
             with contextlib.suppress(sqlite3.Error):
                 await db.execute("ROLLBACK")
-            if await _version(db) >= migration.version:
+            if await schema_version(db) >= migration.version:
                 # Another process opening the same database took this step first.
                 logger.debug("%s reached schema v%d in another process", label, migration.version)
                 continue

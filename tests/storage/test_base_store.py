@@ -10,7 +10,7 @@ import pytest
 
 from spade_memory.config import StorageConfig
 from spade_memory.errors import MigrationError, StorageCorrupted, StoreClosedError
-from spade_memory.storage.base import BaseMemoryStore, IndexedText, NewMemory, fts_query
+from spade_memory.storage.base import BaseMemoryStore, IndexedText, NewMemory
 from spade_memory.storage.schema import MIGRATIONS, Migration
 
 
@@ -251,7 +251,3 @@ async def test_successful_migration_backs_up_first(tmp_path: Path) -> None:
     assert len(backups) == 1
     with sqlite3.connect(backups[0]) as db:
         assert db.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS)
-
-
-def test_fts_query_quotes_terms() -> None:
-    assert fts_query(["a", 'b"c', ""]) == '"a" OR "b""c"'
