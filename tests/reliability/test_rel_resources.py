@@ -85,7 +85,7 @@ async def cycle(times: int, one: Callable[[int], Awaitable[None]]) -> None:
             await one(index)
         after = usage()
         for _ in range(60):  # a stopped agent's behaviours end within their receive timeout
-            if after.tasks == before.tasks:
+            if after.tasks <= before.tasks:
                 break
             await asyncio.sleep(0.05)
             after = usage()
@@ -93,7 +93,8 @@ async def cycle(times: int, one: Callable[[int], Awaitable[None]]) -> None:
     assert after.descriptors == before.descriptors, (
         f"file descriptors were left open: {sorted(after.descriptors - before.descriptors)[:5]}"
     )
-    assert after.tasks == before.tasks, "tasks were left pending"
+    # fewer is no leak: a task of the warm-up cycle may end only during the cycles
+    assert after.tasks <= before.tasks, "tasks were left pending"
 
 
 async def use(manager: MemoryManager, index: int) -> None:
