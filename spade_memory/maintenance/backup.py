@@ -35,6 +35,7 @@ from ..errors import ConfigError, StorageError
 from ..identity import AgentIdentity, resolve_inside
 from ..storage.base import BaseMemoryStore
 from ..storage.files import atomic_write_bytes
+from ..storage.interaction import empty_document
 from ..storage.registry import Registry
 from ..storage.schema import SCHEMA_VERSION
 
@@ -128,8 +129,8 @@ async def backup_memory(manager: MemoryManager) -> Path:
     notes = resolve_inside(root, manager.identity.interactions_name)
     try:
         data = notes.read_bytes()
-    except FileNotFoundError:
-        data = None
+    except FileNotFoundError:  # no note yet (the first note creates the file)
+        data = empty_document(manager.jid)
     except OSError as exc:
         raise StorageError(f"could not read {notes} to back it up: {exc}") from exc
     if data is not None:

@@ -23,12 +23,22 @@ __all__ = [
     "exclusive_lock",
     "fsync_dir",
     "quarantine",
+    "remove_locked_temps",
     "remove_stale_temps",
 ]
 
 logger = logging.getLogger(__name__)
 
 TEMP_SUFFIX = ".tmp"
+_LOCKED = "locked"
+
+
+def _locked_temps(path: Path) -> tuple[Path, Path]:
+    """The fixed temporary names of a write made under ``path``'s lock."""
+    return (
+        path.with_name(f".{path.name}.{_LOCKED}{TEMP_SUFFIX}"),
+        path.with_name(f".{path.name}.{_LOCKED}.old{TEMP_SUFFIX}"),
+    )
 
 
 def fsync_dir(folder: Path) -> None:
@@ -40,20 +50,32 @@ def fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
+def atomic_write_bytes(path: Path, data: bytes, *, locked: bool = False) -> None:
     """Replace ``path`` with ``data`` atomically and durably.
+
+    Args:
+        path: the file to replace (or create).
+        data: its new content.
+        locked: the caller holds an exclusive lock that every writer of ``path``
+            takes, so the temporary files may have fixed names (any found are left
+            by an interrupted write and are removed first).
 
     Raises:
         StorageError: the write failed; ``path`` still holds its previous content.
     """
     folder = path.parent
-    stamp = f"{os.getpid()}.{time.monotonic_ns()}"
-    tmp = folder / f".{path.name}.{stamp}{TEMP_SUFFIX}"
-    # A second name for the previous content until the new one is durable, so a
-    # failing folder fsync can put it back (hard link: no data is copied).
-    keep = folder / f".{path.name}.{stamp}.old{TEMP_SUFFIX}"
+    if locked:
+        tmp, keep = _locked_temps(path)
+    else:
+        stamp = f"{os.getpid()}.{time.monotonic_ns()}"
+        tmp = folder / f".{path.name}.{stamp}{TEMP_SUFFIX}"
+        # A second name for the previous content until the new one is durable, so a
+        # failing folder fsync can put it back (hard link: no data is copied).
+        keep = folder / f".{path.name}.{stamp}.old{TEMP_SUFFIX}"
     previous: Path | None = None
     try:
+        if locked:
+            _unlink_missing_ok(tmp, keep)
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
             view = memoryview(data)
@@ -123,6 +145,22 @@ def quarantine(path: Path, reason: str) -> Path:
         fsync_dir(path.parent)
     logger.error("quarantined %s to %s: %s", path, target, reason)
     return target
+
+
+def _unlink_missing_ok(*paths: Path) -> None:
+    for leftover in paths:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(leftover)
+
+
+def remove_locked_temps(path: Path) -> None:
+    """Remove the temporary files an interrupted ``locked=True`` write of ``path`` left.
+
+    Call it holding the lock those writes take. Looks at two names only: the
+    folder is not listed.
+    """
+    with contextlib.suppress(OSError):
+        _unlink_missing_ok(*_locked_temps(path))
 
 
 def remove_stale_temps(folder: Path, name: str) -> None:

@@ -15,12 +15,17 @@ always shows its last durable state plus the changes still waiting to be written
 Each write holds an exclusive lock (``.<file name>.lock`` beside the file) and
 applies its changes to the file as it is then, so processes sharing one agent's
 memory never overwrite each other's notes.
+
+The file is created by the first note, not on open: opening a new agent's memory
+writes nothing here (a new agent's memory is known to exist from the registry of
+its memory root, not from this file).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import math
@@ -41,6 +46,7 @@ __all__ = [
     "FORMAT_VERSION",
     "MAX_CONVERSATION_ID_CHARS",
     "InteractionStore",
+    "empty_document",
     "read_agent_of",
 ]
 
@@ -137,6 +143,11 @@ class _NewerVersion(Exception):
         self.version = version
 
 
+def empty_document(agent: str) -> bytes:
+    """The file of ``agent`` holding no notes (what a missing file stands for)."""
+    return _encode(normalize_jid(agent), {})
+
+
 def read_agent_of(path: Path) -> str | None:
     """The agent JID recorded inside an interaction file, or ``None`` if unreadable."""
     try:
@@ -151,7 +162,6 @@ def read_agent_of(path: Path) -> str | None:
 
 def _load(path: Path, agent: str) -> Conversations | None:
     """Load ``path`` (``None`` if absent), quarantining a file that cannot be used."""
-    files.remove_stale_temps(path.parent, path.name)
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
@@ -199,27 +209,39 @@ def _lock_of(path: Path) -> Path:
 
 
 def _open_file(path: Path, agent: str) -> tuple[Conversations, _Stamp | None]:
-    """Load (or create) the file under its lock; another process may create it too."""
+    """Load the file under its lock (a missing one holds no notes; nothing is created).
+
+    The lock also makes it safe to remove what an interrupted write left: the
+    fixed-name temporary files of a write made under this lock (found without
+    listing the folder).
+    """
     with files.exclusive_lock(_lock_of(path)):
+        files.remove_locked_temps(path)
         loaded = _load(path, agent)
-        if loaded is None:
-            _create(path, _encode(agent, {}))
-            loaded = {}
-            logger.info("created interaction memory %s for %s", path, agent)
-        return loaded, _stamp(path)
+        return ({} if loaded is None else loaded), _stamp(path)
 
 
 def _save_merged(
-    path: Path, agent: str, known: Conversations, stamp: _Stamp | None, changes: list[Change]
+    path: Path,
+    agent: str,
+    known: Conversations,
+    stamp: _Stamp | None,
+    changes: list[Change],
+    *,
+    sweep: bool = False,
 ) -> tuple[Conversations, _Stamp | None]:
     """Apply ``changes`` to the file as it is now, under its lock; return what was written.
 
     ``known`` is the content last read or written here, still current if the file's
     ``stamp`` did not change; otherwise another process wrote it, and it is read again.
+    ``sweep`` also removes temporary files of interrupted writes that have no fixed
+    name (left by older versions; it lists the folder, so once per store).
     """
     with files.exclusive_lock(_lock_of(path)):
+        if sweep:
+            files.remove_stale_temps(path.parent, path.name)
         current = known if _stamp(path) == stamp else _load(path, agent)
-        if current is None:  # deleted meanwhile: write what is known here
+        if current is None:  # not created yet, or deleted meanwhile: write what is known here
             current = known
         target: Conversations = {k: list(v) for k, v in current.items()}
         for change in changes:
@@ -265,6 +287,7 @@ class InteractionStore:
         self._queue = _Queue()
         self._closed = False
         self._stamp: _Stamp | None = None  # of the file as last read or written here
+        self._swept = False  # stale temporary files removed by a write of this store
 
     @classmethod
     async def open(
@@ -279,7 +302,8 @@ class InteractionStore:
 
         Args:
             path: the JSON file; ``None`` keeps the notes in memory only (nothing
-                touches the disk). A missing file is created, empty.
+                touches the disk). A missing file holds no notes; the first note
+                creates it.
             agent: the agent's JID; the file must belong to it.
             clock: the time source of new notes.
             max_note_chars: the longest note accepted.
@@ -476,11 +500,20 @@ class InteractionStore:
             changes = [pending.change for pending in batch]
             try:
                 target, self._stamp = await asyncio.to_thread(
-                    _save_merged, path, self._agent, self._durable, self._stamp, changes
+                    functools.partial(
+                        _save_merged,
+                        path,
+                        self._agent,
+                        self._durable,
+                        self._stamp,
+                        changes,
+                        sweep=not self._swept,
+                    )
                 )
             except Exception as exc:
                 self._fail(batch, path, exc)
                 continue
+            self._swept = True
             self._durable = target
             # Show what the file holds now (other processes' notes too), plus the
             # changes still waiting to be written.
@@ -528,12 +561,5 @@ class InteractionStore:
 
 
 def _save(path: Path, agent: str, conversations: Conversations) -> None:
-    files.atomic_write_bytes(path, _encode(agent, conversations))
-
-
-def _create(path: Path, data: bytes) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise StorageError(f"could not create folder {path.parent}: {exc}") from exc
-    files.atomic_write_bytes(path, data)
+    """Write the file; the caller holds the file's lock (so fixed temporary names)."""
+    files.atomic_write_bytes(path, _encode(agent, conversations), locked=True)

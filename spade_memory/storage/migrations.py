@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import sqlite3
 import time
 import uuid
@@ -210,17 +211,33 @@ def _build(private: Path, script: str, rows: Sequence[tuple[str, Sequence[Sequen
         db.close()
 
 
+# ".{database name}.{pid}.{hex digits}.new", as create_database names its build.
+_PRIVATE_BUILD = re.compile(r"\A\..+\.\d+\.[0-9a-f]+\.new\Z")
+
+# When each folder was last swept by this process: listing a root of thousands of
+# agents' files for every new agent made opening N new agents cost O(N²).
+_SWEPT: dict[str, float] = {}
+
+
 def _remove_stale_builds(folder: Path, name: str) -> None:
-    """Remove private files of creations that a crash interrupted long ago."""
-    prefix = f".{name}."
+    """Remove private files of creations that a crash interrupted long ago.
+
+    Lists ``folder`` at most once per ``_STALE_NEW_SECONDS`` per process, and then
+    removes the stale builds of every database in it (``name`` too): a file is not
+    stale before that age anyway, so a later sweep removes it.
+    """
+    key = os.path.abspath(folder)
+    now = time.monotonic()
+    last = _SWEPT.get(key)
+    if last is not None and now - last < _STALE_NEW_SECONDS:
+        return
+    _SWEPT[key] = now
     cutoff = time.time() - _STALE_NEW_SECONDS
     try:
-        entries = [e for e in os.scandir(folder) if e.name.startswith(prefix)]
+        entries = [e for e in os.scandir(folder) if _PRIVATE_BUILD.match(e.name)]
     except OSError:
         return
     for entry in entries:
-        if not entry.name.endswith(_NEW_SUFFIX):
-            continue
         with contextlib.suppress(OSError):
             if entry.stat(follow_symlinks=False).st_mtime < cutoff:
                 os.unlink(entry.path)

@@ -11,8 +11,12 @@ A stem is a one-way function of the JID, so this file is the only way back from 
 files in the root to their agents (for listing, export and the command line). Every
 change is a read-modify-write under an exclusive ``flock`` on
 ``.memory_metadata.lock``, written atomically, so agents in several processes may
-register at once. A damaged registry is quarantined and rebuilt from the agent JIDs
-recorded inside the ``*_interactions.json`` files.
+register at once. Registrations that arrive together in one process are written
+together (group commit): one rewrite and one pair of disk syncs for the batch, and
+each caller returns only once the write that holds its entry is durable.
+
+A damaged registry is quarantined and rebuilt from the agent JIDs recorded inside
+the ``*_interactions.json`` files and the ``*_base_memory.db`` databases.
 """
 
 from __future__ import annotations
@@ -24,8 +28,11 @@ import json
 import logging
 import math
 import os
+import sqlite3
+import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +50,7 @@ LOCK_NAME = ".memory_metadata.lock"
 REGISTRY_FORMAT = "spade_memory.registry"
 REGISTRY_VERSION = 1
 _INTERACTIONS_SUFFIX = "_interactions.json"
+_DATABASE_SUFFIX = "_base_memory.db"
 
 Entries = dict[str, dict[str, Any]]
 
@@ -75,6 +83,9 @@ class Registry:
     def register(self, identity: AgentIdentity) -> None:
         """Record that ``identity.stem`` belongs to ``identity.jid``; idempotent.
 
+        Blocks until the entry is durable. Threads of one process that register at
+        the same time share one write (group commit).
+
         Raises:
             StorageError: the stem is already registered to a different JID, or the
                 registry could not be written.
@@ -85,20 +96,27 @@ class Registry:
             self._root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise StorageError(f"could not create the memory root {self._root}: {exc}") from exc
-        with self._locked():
-            entries = self._read_locked()
-            current = entries.get(identity.stem)
-            if current is not None:
-                if current["jid"] != identity.jid:
-                    raise StorageError(
-                        f"file stem {identity.stem!r} is registered to {current['jid']!r}, not "
-                        f"{identity.jid!r}; the two agents cannot share the memory root "
-                        f"{self._root}. Give one of them another root"
-                    )
+        # Already there (the common case on every later open): no lock, no write.
+        with contextlib.suppress(_Damaged):
+            if self._known(self._read_unlocked(), identity):
                 return
-            entries[identity.stem] = {"jid": identity.jid, "created_at": float(self._clock())}
-            self._write(entries)
-        logger.info("registered agent %s as %s in %s", identity.jid, identity.stem, self._root)
+        _committer(self._root).register(self, identity)
+
+    def registered(self, identity: AgentIdentity) -> bool:
+        """Whether ``identity`` is registered; reads only (nothing is created).
+
+        Raises:
+            StorageError: the stem is registered to a different JID, or the registry
+                could not be read.
+            InvalidAgentId: the identity is not a normalised one.
+        """
+        self._check_identity(identity)
+        try:
+            entries = self._read_unlocked()
+        except _Damaged:
+            with self._locked():
+                entries = self._read_locked()
+        return self._known(entries, identity)
 
     def agents(self) -> dict[str, str]:
         """Every registered agent: ``{stem: bare JID}``."""
@@ -119,6 +137,47 @@ class Registry:
         return identity if self.agents().get(identity.stem) == identity.jid else None
 
     # -- internals -------------------------------------------------------------------
+
+    def _known(self, entries: Entries, identity: AgentIdentity) -> bool:
+        """Whether ``entries`` register ``identity``; raise if its stem is another's."""
+        current = entries.get(identity.stem)
+        if current is None:
+            return False
+        if current["jid"] != identity.jid:
+            raise StorageError(
+                f"file stem {identity.stem!r} is registered to {current['jid']!r}, not "
+                f"{identity.jid!r}; the two agents cannot share the memory root "
+                f"{self._root}. Give one of them another root"
+            )
+        return True
+
+    def _add_all(self, identities: list[AgentIdentity]) -> dict[str, StorageError]:
+        """Register ``identities`` in one locked read-modify-write.
+
+        Returns the refusals (a stem registered to another JID) by stem; the other
+        identities are durable when this returns.
+
+        Raises:
+            StorageError: the registry could not be read or written; none was added.
+        """
+        refused: dict[str, StorageError] = {}
+        added: list[AgentIdentity] = []
+        with self._locked():
+            entries = self._read_locked()
+            for identity in identities:
+                try:
+                    if self._known(entries, identity):
+                        continue
+                except StorageError as exc:
+                    refused[identity.stem] = exc
+                    continue
+                entries[identity.stem] = {"jid": identity.jid, "created_at": float(self._clock())}
+                added.append(identity)
+            if added:
+                self._write(entries)
+        for identity in added:
+            logger.info("registered agent %s as %s in %s", identity.jid, identity.stem, self._root)
+        return refused
 
     @staticmethod
     def _check_identity(identity: AgentIdentity) -> None:
@@ -182,7 +241,7 @@ class Registry:
         self._write(entries)
         logger.warning(
             "the agent registry %s was damaged (%s); moved it to %s and rebuilt it from the "
-            "interaction files: %d agents recovered",
+            "interaction files and databases: %d agents recovered",
             path,
             reason,
             moved,
@@ -191,7 +250,7 @@ class Registry:
         return entries
 
     def _rebuild(self) -> Entries:
-        """Entries for every interaction file whose recorded agent matches its stem."""
+        """Entries for every interaction file or database whose recorded agent matches its stem."""
         entries: Entries = {}
         lost: list[str] = []
         try:
@@ -221,10 +280,27 @@ class Registry:
                 created = float(self._clock())
             entries[stem] = {"jid": jid, "created_at": created}
         for name in names:
-            if name.endswith("_base_memory.db"):
-                stem = name[: -len("_base_memory.db")]
-                if stem not in entries and stem not in lost:
-                    lost.append(stem)
+            if not name.endswith(_DATABASE_SUFFIX) or name.startswith("."):
+                continue
+            stem = name[: -len(_DATABASE_SUFFIX)]
+            if stem in entries:
+                continue
+            if stem in lost:
+                lost.remove(stem)
+            try:
+                path = resolve_inside(self._root, name)
+            except PathEscapeError:
+                lost.append(stem)
+                continue
+            jid = _owner_of_database(path)
+            if jid is None or storage_stem(jid) != stem:
+                lost.append(stem)
+                continue
+            try:
+                created = path.stat().st_mtime
+            except OSError:
+                created = float(self._clock())
+            entries[stem] = {"jid": jid, "created_at": created}
         if lost:
             logger.warning(
                 "could not recover the agent of these file stems in %s: %s",
@@ -234,16 +310,102 @@ class Registry:
         return entries
 
     def _write(self, entries: Entries) -> None:
-        document = {
-            "format": REGISTRY_FORMAT,
-            "version": REGISTRY_VERSION,
-            "agents": {stem: entries[stem] for stem in sorted(entries)},
-        }
-        data = json.dumps(document, ensure_ascii=False, indent=1).encode("utf-8")
+        data = _encode(entries)
         path = resolve_inside(self._root, REGISTRY_NAME)
         files.atomic_write_bytes(path, data)
         with contextlib.suppress(OSError):  # still under the lock: nobody else wrote it
             _DECODED[str(path)] = (_file_version(path.stat()), dict(entries))
+
+
+def _owner_of_database(path: Path) -> str | None:
+    """The normalised owner JID recorded in a memory database, or ``None`` if unreadable."""
+    try:
+        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error:
+        return None
+    try:
+        row = db.execute("SELECT value FROM meta WHERE key = 'agent'").fetchone()
+    except sqlite3.Error:
+        return None
+    finally:
+        db.close()
+    if row is None or not isinstance(row[0], str):
+        return None
+    try:
+        return normalize_jid(row[0])
+    except InvalidAgentId:
+        return None
+
+
+@dataclass(eq=False)
+class _Batch:
+    """Registrations written together; ``done`` once their write finished or failed."""
+
+    callers: list[tuple[Registry, AgentIdentity]] = field(default_factory=list)
+    done: bool = False
+    error: StorageError | None = None
+    refused: dict[str, StorageError] = field(default_factory=dict)
+
+
+class _Committer:
+    """Group commit of the registrations of one memory root in this process.
+
+    A caller joins the open batch; the first caller to find no write running takes
+    the batch and writes it while later callers gather in the next one. Each caller
+    waits for the write of its own batch.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._open: _Batch | None = None
+        self._writing = False
+
+    def register(self, registry: Registry, identity: AgentIdentity) -> None:
+        with self._cond:
+            batch = self._open
+            if batch is None:
+                batch = self._open = _Batch()
+            batch.callers.append((registry, identity))
+            self._cond.notify_all()  # the batch grew (for anyone watching it)
+            while not batch.done and (self._writing or self._open is not batch):
+                self._cond.wait()
+            lead = not batch.done
+            if lead:
+                self._writing = True
+                self._open = None
+        if lead:
+            try:
+                # The registry that joined first writes (its clock stamps the batch).
+                batch.refused = batch.callers[0][0]._add_all([i for _, i in batch.callers])
+            except StorageError as exc:
+                batch.error = exc
+            except BaseException as exc:
+                batch.error = StorageError(f"could not register agents: {exc}")
+                batch.error.__cause__ = exc
+                raise
+            finally:
+                with self._cond:
+                    batch.done = True
+                    self._writing = False
+                    self._cond.notify_all()
+        failure = batch.error or batch.refused.get(identity.stem)
+        if failure is not None:
+            if lead:
+                raise failure
+            raise StorageError(str(failure)) from failure  # one exception per caller
+
+
+_COMMITTERS: dict[str, _Committer] = {}
+_COMMITTERS_LOCK = threading.Lock()
+
+
+def _committer(root: Path) -> _Committer:
+    key = os.path.abspath(root)
+    with _COMMITTERS_LOCK:
+        committer = _COMMITTERS.get(key)
+        if committer is None:
+            committer = _COMMITTERS[key] = _Committer()
+        return committer
 
 
 # The last registry decoded per path, with the file's identity at that time: opening
@@ -254,6 +416,31 @@ _DECODED: dict[str, tuple[tuple[int, int, int, int], Entries]] = {}
 def _file_version(stat: os.stat_result) -> tuple[int, int, int, int]:
     """What changes whenever the file is replaced or rewritten."""
     return (stat.st_dev, stat.st_ino, stat.st_mtime_ns, stat.st_size)
+
+
+def _encode(entries: Entries) -> bytes:
+    """The registry file: one agent a line, sorted by stem.
+
+    Each line is encoded once per process and cached (entries never change once
+    written): ``json.dumps`` with ``indent`` runs in pure Python, and encoding the
+    whole registry again for each new agent took most of the time of opening
+    1,000 agents' memories.
+    """
+    head = json.dumps({"format": REGISTRY_FORMAT, "version": REGISTRY_VERSION})
+    lines = [
+        _entry_line(stem, entries[stem]["jid"], entries[stem]["created_at"])
+        for stem in sorted(entries)
+    ]
+    if not lines:
+        return f'{head[:-1]}, "agents": {{}}}}\n'.encode()
+    body = ",\n".join(lines)
+    return f'{head[:-1]}, "agents": {{\n{body}\n}}}}\n'.encode()
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _entry_line(stem: str, jid: str, created_at: float) -> str:
+    entry = json.dumps({"jid": jid, "created_at": float(created_at)}, ensure_ascii=False)
+    return f" {json.dumps(stem, ensure_ascii=False)}: {entry}"
 
 
 @functools.lru_cache(maxsize=1 << 16)

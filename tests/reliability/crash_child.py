@@ -62,8 +62,8 @@ class PausingFileOps(FileOps):
 
     def _target(self, path: str) -> bool:
         name = Path(path).name
-        if name.endswith(".tmp"):  # the temporary file of an atomic write
-            name = name[1:].rsplit(".", 3)[0]
+        if name.endswith(".tmp"):  # the temporary file of an atomic write: ".<name>.<...>.tmp"
+            return f"{self.suffix}." in name
         return name.endswith(self.suffix)
 
     def _arrived(self) -> bool:

@@ -301,7 +301,8 @@ async def verify(root: Path, expected: Expected) -> None:
 
         # the interaction file parses and holds every acknowledged note, in order
         json_path = root / manager.identity.interactions_name
-        on_disk = _conversations(json.loads(json_path.read_bytes()))
+        # The first note creates the file: a writer killed before it leaves none.
+        on_disk = _conversations(json.loads(json_path.read_bytes())) if json_path.exists() else {}
         for conversation, notes in expected.notes.items():
             assert _is_subsequence(notes, on_disk.get(conversation, [])), (
                 f"acknowledged notes of {conversation} were lost"

@@ -22,6 +22,7 @@ from spade_memory.errors import StorageError
 from spade_memory.identity import AgentIdentity
 from spade_memory.manager import MemoryManager
 from spade_memory.storage import files
+from spade_memory.storage.registry import Registry
 
 JID = "full@localhost"
 IDENTITY = AgentIdentity.of(JID)
@@ -131,11 +132,20 @@ async def test_failing_first_registration_touches_nothing(
     with pytest.raises(StorageError):
         await MemoryManager.open(JID, config)
     assert faults.failures >= 1
-    assert file_states(root) == before, "a refused open left files behind"
+    # The agent is registered once its new database exists (the registration marks
+    # its memory as existing): the database, empty and unregistered, may stay, and
+    # the next open adopts it. Nothing else may change.
+    new_database = {IDENTITY.database_name, IDENTITY.database_name + "-wal"}
+    after = file_states(root)
+    assert {k: v for k, v in after.items() if k not in new_database} == before, (
+        "a refused open changed or left other files"
+    )
+    assert JID not in Registry(root).agents().values()
     faults.heal()
     async with await MemoryManager.open(JID, config) as manager:
         await manager.store("space came back")
         assert await manager.base_store.count() == 1
+    assert Registry(root).agents()[IDENTITY.stem] == JID
 
 
 # -- SQLite itself: SQLITE_FULL through max_page_count ---------------------------------------

@@ -136,8 +136,8 @@ async def test_file_open_close_cycles(tmp_path: Path) -> None:
 async def test_failed_opens_leave_nothing_behind(tmp_path: Path) -> None:
     root = tmp_path / "memory"
     config = MemoryConfig(root=root, embedder="hashing")
-    async with await MemoryManager.open("owner@localhost", config):
-        pass
+    async with await MemoryManager.open("owner@localhost", config) as memory:
+        await memory.add_note("conv", "creates the interaction file")
     (root / "backup").mkdir(exist_ok=True)
     json_path = next(root.glob("owner_*_interactions.json"))
     json_path.write_text("{ damaged")

@@ -6,6 +6,7 @@ import os
 import sqlite3
 import time
 from pathlib import Path
+from typing import Any
 
 import aiosqlite
 import pytest
@@ -143,3 +144,19 @@ async def test_a_new_agent_needs_no_graph_rebuild(
     async with await MemoryManager.open("new@localhost", config) as manager:
         assert [m.content for m in await manager.list()] == ["Alice met Bob in Paris"]
     assert rebuilt == []
+
+
+def test_a_folder_is_listed_once_for_many_creations(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    listed: list[str] = []
+    real = os.scandir
+
+    def scandir(path: Any) -> Any:
+        listed.append(os.fspath(path))
+        return real(path)
+
+    monkeypatch.setattr(migrations.os, "scandir", scandir)
+    for number in range(5):
+        assert create_database(tmp_path / f"agent{number}.db")
+    assert listed == [os.fspath(tmp_path)]

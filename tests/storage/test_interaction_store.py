@@ -43,21 +43,21 @@ class Ticker:
 class WriteSpy:
     """Wraps ``files.atomic_write_bytes``: counts writes, can fail or hold them."""
 
-    def __init__(self, real: Callable[[Path, bytes], None]) -> None:
+    def __init__(self, real: Callable[..., None]) -> None:
         self.real = real
         self.calls = 0
         self.fail_next: list[OSError] = []
         self.gate: threading.Event | None = None
         self.started = threading.Event()
 
-    def __call__(self, path: Path, data: bytes) -> None:
+    def __call__(self, path: Path, data: bytes, **options: Any) -> None:
         self.calls += 1
         self.started.set()
         if self.gate is not None:
             self.gate.wait(timeout=10)
         if self.fail_next:
             raise self.fail_next.pop(0)
-        self.real(path, data)
+        self.real(path, data, **options)
 
 
 @pytest.fixture
@@ -103,10 +103,28 @@ async def test_round_trip_across_close_and_reopen(path: Path) -> None:
     await reopened.aclose()
 
 
-async def test_open_creates_an_empty_file_that_names_the_agent(path: Path) -> None:
+async def test_open_writes_nothing_and_the_first_note_creates_the_file(
+    path: Path, spy: WriteSpy
+) -> None:
     store = await InteractionStore.open(path, agent=AGENT)
+    assert await store.counts() == (0, 0)
     await store.aclose()
-    assert file_notes(path) == {}
+    assert not path.exists() and spy.calls == 0
+    async with await InteractionStore.open(path, agent=AGENT) as store:
+        await store.add("c", "first")
+    assert file_notes(path) == {"c": ["first"]}
+    assert json.loads(path.read_bytes())["agent"] == AGENT
+    assert spy.calls == 1
+
+
+async def test_a_file_another_store_creates_after_open_is_merged(path: Path) -> None:
+    first = await InteractionStore.open(path, agent=AGENT)
+    second = await InteractionStore.open(path, agent=AGENT)
+    await second.add("c", "from the second")
+    await first.add("c", "from the first")
+    assert file_notes(path) == {"c": ["from the second", "from the first"]}
+    await first.aclose()
+    await second.aclose()
 
 
 async def test_get_limit_keeps_the_newest(path: Path) -> None:
@@ -231,14 +249,46 @@ async def test_invalid_agent_is_refused_before_touching_files(path: Path) -> Non
     assert not path.exists()
 
 
-async def test_stale_temp_files_are_removed_on_open(path: Path) -> None:
+async def test_temp_files_of_an_interrupted_write_are_removed_on_open(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A write killed between its temporary file and the rename leaves the file's
+    # fixed-name temporaries; open removes them without listing the folder.
+    async with await InteractionStore.open(path, agent=AGENT) as store:
+        await store.add("c", "kept")
+    real_replace = os.replace
+
+    def killed(*args: Any) -> None:
+        raise KeyboardInterrupt  # stands in for SIGKILL: nothing after it runs
+
+    monkeypatch.setattr(files.os, "replace", killed)
+    with pytest.raises(KeyboardInterrupt):
+        files.atomic_write_bytes(path, b"half", locked=True)
+    monkeypatch.setattr(files.os, "replace", real_replace)
+    leftovers = sorted(p.name for p in path.parent.iterdir() if p.name.endswith(".tmp"))
+    assert leftovers, "the interrupted write left no temporary file to test with"
+    unrelated = path.parent / ".other.json.1.2.tmp"
+    unrelated.write_bytes(b"not ours")
+
+    def listing(*args: Any) -> None:
+        raise AssertionError("open listed the folder")
+
+    monkeypatch.setattr(files, "remove_stale_temps", listing)
+    store = await InteractionStore.open(path, agent=AGENT)
+    await store.aclose()
+    assert [p.name for p in path.parent.iterdir() if p.name.endswith(".tmp")] == [unrelated.name]
+    assert file_notes(path) == {"c": ["kept"]}
+
+
+async def test_older_temp_files_are_removed_by_the_first_write(path: Path) -> None:
     stale = path.parent / f".{path.name}.4242.123456.tmp"
     unrelated = path.parent / ".other.json.1.2.tmp"
     stale.write_bytes(b"half a write")
     unrelated.write_bytes(b"not ours")
-    store = await InteractionStore.open(path, agent=AGENT)
-    await store.aclose()
-    assert not stale.exists()
+    async with await InteractionStore.open(path, agent=AGENT) as store:
+        assert stale.exists()
+        await store.add("c", "first")
+        assert not stale.exists()
     assert unrelated.exists()
 
 

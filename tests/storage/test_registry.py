@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 import logging
 import multiprocessing
+import sqlite3
 from pathlib import Path
 
 import pytest
 
+from spade_memory import MemoryConfig, MemoryManager
 from spade_memory.errors import InvalidAgentId, PathEscapeError, StorageError
 from spade_memory.identity import AgentIdentity
 from spade_memory.storage import registry as registry_module
@@ -116,8 +118,10 @@ def test_concurrent_registration_from_processes_loses_nothing(tmp_path: Path) ->
 
 
 async def _make_interaction_file(root: Path, identity: AgentIdentity) -> None:
-    store = await InteractionStore.open(root / identity.interactions_name, agent=identity.jid)
-    await store.aclose()
+    async with await InteractionStore.open(
+        root / identity.interactions_name, agent=identity.jid
+    ) as store:
+        await store.add("c", "a note")  # the first note creates the file
 
 
 @pytest.mark.parametrize(
@@ -204,3 +208,22 @@ def test_registry_symlinked_out_of_the_root_is_refused(tmp_path: Path) -> None:
     with pytest.raises(PathEscapeError):
         Registry(root).agents()
     assert outside.read_text() == "{}"
+
+
+async def test_an_agent_with_a_database_but_no_notes_is_recovered(tmp_path: Path) -> None:
+    config = MemoryConfig(root=tmp_path, embedder=None)
+    async with await MemoryManager.open(ALICE.jid, config):
+        pass  # no note: no interaction file, only the database
+    assert not (tmp_path / ALICE.interactions_name).exists()
+    (tmp_path / BOB.database_name).write_bytes(b"not a database")
+    (tmp_path / REGISTRY_NAME).write_bytes(b"broken")
+    assert Registry(tmp_path).agents() == {ALICE.stem: ALICE.jid}
+
+
+def test_a_database_named_for_another_agent_is_not_trusted(tmp_path: Path) -> None:
+    with sqlite3.connect(tmp_path / BOB.database_name) as db:
+        db.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)")
+        db.execute("INSERT INTO meta VALUES ('agent', ?)", (ALICE.jid,))
+    db.close()
+    (tmp_path / REGISTRY_NAME).write_bytes(b"broken")
+    assert Registry(tmp_path).agents() == {}
