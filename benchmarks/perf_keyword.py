@@ -16,17 +16,21 @@ process's, unaffected by other jobs waiting for a core.
 
 ``--search`` also times whole searches with no embedder and the graph route off
 (``MemoryManager.search(text, limit=5)``: tokenising, the keyword stage, loading
-and blending the hits), on a copy of the memory in a scratch folder.
+and blending the hits), on a copy of the memory in a scratch folder, and counts
+the SQL reads each makes (the ``reads`` column: statements on the memory's
+connection, median per search; the keyword stage alone asks its own file).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import sqlite3
 import statistics
 import sys
 import time
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -100,23 +104,51 @@ async def measure_search(root: Path, *, queries: int) -> dict[str, Any]:
     }
     config = memory_config(root, embedder=None, retrieval={"graph_route": False})
     result: dict[str, Any] = {}
-    async with await MemoryManager.open(JID, config) as manager:
-        for question in TextGenerator(seed=23).queries(10):  # warm-up (not measured)
-            await manager.search(question + " warm", limit=5)
-        for name, texts in batches.items():
-            wall: list[float] = []
-            cpu: list[float] = []
-            for text in texts:
-                started, started_cpu = time.perf_counter(), time.process_time()
-                await manager.search(text, limit=5)
-                wall.append((time.perf_counter() - started) * 1000)
-                cpu.append((time.process_time() - started_cpu) * 1000)
-            result[name] = {
-                "wall_p50_ms": statistics.median(wall),
-                "wall_p99_ms": percentile(wall, 99),
-                "cpu_p50_ms": statistics.median(cpu),
-            }
+    with _counting_reads() as reads:
+        async with await MemoryManager.open(JID, config) as manager:
+            for question in TextGenerator(seed=23).queries(10):  # warm-up (not measured)
+                await manager.search(question + " warm", limit=5)
+            for name, texts in batches.items():
+                wall: list[float] = []
+                cpu: list[float] = []
+                counted: list[float] = []
+                for text in texts:
+                    before = reads[0]
+                    started, started_cpu = time.perf_counter(), time.process_time()
+                    await manager.search(text, limit=5)
+                    wall.append((time.perf_counter() - started) * 1000)
+                    cpu.append((time.process_time() - started_cpu) * 1000)
+                    counted.append(reads[0] - before)
+                result[name] = {
+                    "wall_p50_ms": statistics.median(wall),
+                    "wall_p99_ms": percentile(wall, 99),
+                    "cpu_p50_ms": statistics.median(cpu),
+                    "reads_p50": statistics.median(counted),
+                }
     return result
+
+
+@contextlib.contextmanager
+def _counting_reads() -> Iterator[list[int]]:
+    """Count the read statements of every base memory while inside (``[count]``).
+
+    Background work of the manager between searches may add a read now and then;
+    the median per search is what the table shows.
+    """
+    from spade_memory.storage.base import BaseMemoryStore
+
+    count = [0]
+    original = BaseMemoryStore._fetchall
+
+    async def counting(self: BaseMemoryStore, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        count[0] += 1
+        return await original(self, sql, params)
+
+    BaseMemoryStore._fetchall = counting  # type: ignore[method-assign]
+    try:
+        yield count
+    finally:
+        BaseMemoryStore._fetchall = original  # type: ignore[method-assign]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -162,9 +194,10 @@ def main(argv: list[str] | None = None) -> int:
                         figures["wall_p50_ms"],
                         figures["wall_p99_ms"],
                         figures["cpu_p50_ms"],
+                        figures.get("reads_p50", ""),
                     )
                 )
-    headers = ("memories", "what", "queries", "wall p50 ms", "wall p99 ms", "CPU p50 ms")
+    headers = ("memories", "what", "queries", "wall p50 ms", "wall p99 ms", "CPU p50 ms", "reads")
     sys.stdout.write(markdown_table(headers, rows) + "\n")
     write_json(args.json, results)
     return 0

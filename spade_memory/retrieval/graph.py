@@ -37,7 +37,7 @@ import asyncio
 import logging
 import math
 import re
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -206,7 +206,10 @@ class GraphRetriever:
         named = tuple(node.key for node in nodes)
         # How common a name is, is how many memories mention it, entity or not: a
         # common word that one memory happened to capitalise is not a rare entity.
-        mentions = await asyncio.gather(*(self._mentions(node, cap) for node in nodes))
+        phrase_counts: dict[str, int] = {}  # phrase -> memories holding it, to cap
+        mentions = await asyncio.gather(
+            *(self._mentions(node, cap, phrase_counts) for node in nodes)
+        )
         mentioned = {node.id: max(node.entries, m) for node, m in zip(nodes, mentions, strict=True)}
         weights = {node.id: _rarity(mentioned[node.id], total) for node in nodes}
         seeds = {node.id for node in nodes if mentioned[node.id] <= hub}
@@ -214,8 +217,17 @@ class GraphRetriever:
         raw: dict[int, float] = {}
         per_node = max(50, candidates * 2)
         direct = {node_id: weights[node_id] for node_id in seeds}
+        read_nodes = {node.id: node for node in nodes}
         for memory_id, score in await self._memories_of(
-            direct, per_node, total, categories, 2, cap=cap, counted=mentioned
+            direct,
+            per_node,
+            total,
+            categories,
+            2,
+            cap=cap,
+            counted=mentioned,
+            read_nodes=read_nodes,
+            phrase_counts=phrase_counts,
         ):
             raw[memory_id] = raw.get(memory_id, 0.0) + score
         frontier = {n.id: weights[n.id] if n.id in seeds else _HUB_WEIGHT for n in nodes}
@@ -225,11 +237,18 @@ class GraphRetriever:
             if not frontier:
                 break
             frontier, entries = await self._expand(
-                frontier, seen, intent, total, hub, decay, set(hubs)
+                frontier, seen, intent, total, hub, decay, set(hubs), read_nodes
             )
             seen.update(frontier)
             for memory_id, score in await self._memories_of(
-                frontier, _PER_NEIGHBOUR, total, categories, 1, cap=cap, counted=entries
+                frontier,
+                _PER_NEIGHBOUR,
+                total,
+                categories,
+                1,
+                cap=cap,
+                counted=entries,
+                read_nodes=read_nodes,
             ):
                 raw[memory_id] = raw.get(memory_id, 0.0) + score
         named_words = {word for key in named for word in key.split()}
@@ -242,14 +261,22 @@ class GraphRetriever:
                 raw[memory_id] += weights[node_id]
         return raw, named
 
-    async def _mentions(self, node: NodeHit, cap: int) -> int:
-        """How many memories' text mentions ``node`` (its words, or its Chinese words)."""
+    async def _mentions(self, node: NodeHit, cap: int, phrase_counts: dict[str, int]) -> int:
+        """How many memories' text mentions ``node`` (its words, or its Chinese words).
+
+        A count of the words as a phrase is kept in ``phrase_counts`` (by the words
+        joined by spaces), for :meth:`_memories_of` not to count it again.
+        """
         if node.type in _NO_PHRASE:
             return 0
         terms = get_tokenizer().query_terms(node.value)[:8]
         if not terms:
             return 0
-        return await self._store.text_count(terms, phrase=not _CJK_RUN.search(node.value), cap=cap)
+        phrase = not _CJK_RUN.search(node.value)
+        count = await self._store.text_count(terms, phrase=phrase, cap=cap)
+        if phrase:
+            phrase_counts[" ".join(terms)] = count
+        return count
 
     async def _memories_of(
         self,
@@ -261,6 +288,8 @@ class GraphRetriever:
         *,
         cap: int,
         counted: dict[int, int] | None = None,
+        read_nodes: dict[int, NodeHit],
+        phrase_counts: Mapping[str, int] | None = None,
     ) -> list[tuple[int, float]]:
         """``(memory, score)`` for the memories naming each node of ``scores``.
 
@@ -270,13 +299,28 @@ class GraphRetriever:
         memory's pattern only. A phrase found in more memories than the node's
         entries (or than ``counted``, the mentions its score already reflects)
         weakens the node's score (its specificity, to ``power``).
+
+        ``read_nodes`` holds the nodes read already (only the others are read here);
+        ``phrase_counts`` the phrases counted already (see :meth:`_mentions`).
         """
         if not scores:
             return []
         pairs: dict[tuple[int, int], float] = {}
-        named, phrased = await asyncio.gather(
-            self._store.node_memories(list(scores), per_node=per_node, categories=categories),
-            self._store.nodes_by_ids(list(scores)[:_MAX_PHRASES]),
+        wanted = list(scores)[:_MAX_PHRASES]
+        unknown = [node_id for node_id in wanted if node_id not in read_nodes]
+        if unknown:
+            named, fetched = await asyncio.gather(
+                self._store.node_memories(list(scores), per_node=per_node, categories=categories),
+                self._store.nodes_by_ids(unknown),
+            )
+            read_nodes.update((node.id, node) for node in fetched)
+        else:
+            named = await self._store.node_memories(
+                list(scores), per_node=per_node, categories=categories
+            )
+        # in id order, as one read of them all would give
+        phrased = sorted(
+            (read_nodes[key] for key in wanted if key in read_nodes), key=lambda n: n.id
         )
         for node_id, memory_id in named:
             pairs[(node_id, memory_id)] = scores[node_id]
@@ -293,16 +337,21 @@ class GraphRetriever:
         found = await asyncio.gather(
             *(
                 self._store.phrase_memories(
-                    phrase, tokens=not cjk, limit=per_node, cap=cap, categories=categories
+                    phrase,
+                    tokens=not cjk,
+                    limit=per_node,
+                    cap=cap,
+                    categories=categories,
+                    count=None if cjk else (phrase_counts or {}).get(phrase),
                 )
                 for _, phrase, cjk in phrases
             )
         )
         for (node, _, _), (count, ids) in zip(phrases, found, strict=True):
             score = scores[node.id]
-            known = max(node.entries, (counted or {}).get(node.id, 0))
-            if count > known:
-                ratio = _share(count, total) / _share(max(1, known), total)
+            already = max(node.entries, (counted or {}).get(node.id, 0))
+            if count > already:
+                ratio = _share(count, total) / _share(max(1, already), total)
                 score *= ratio**power
             for memory_id in ids:
                 pairs[(node.id, memory_id)] = max(pairs.get((node.id, memory_id), 0.0), score)
@@ -317,16 +366,20 @@ class GraphRetriever:
         hub: float,
         decay: float,
         hubs: set[int],
+        read_nodes: dict[int, NodeHit],
     ) -> tuple[dict[int, float], dict[int, int]]:
         """The nodes one hop from ``frontier``, scored by the path that reaches them.
 
         From a hub only typed relations are followed (it co-occurs with everything).
+        The nodes reached are added to ``read_nodes``.
         """
         reached: dict[int, float] = {}
         entries: dict[int, int] = {}
-        for node, neighbour, relation, weight, count in await self._store.neighbours(
+        for node, hit, relation, weight in await self._store.neighbour_hits(
             list(frontier), typed_only=hubs, per_node=_PER_NODE_EDGES
         ):
+            neighbour, count = hit.id, hit.entries
+            read_nodes.setdefault(neighbour, hit)
             if neighbour in seen or count == 0 or count > hub:
                 continue
             if relation in intent.relations:

@@ -42,10 +42,12 @@ from ..storage.sql import chunks, placeholders
 from .tokenizer import Tokenizer
 
 __all__ = [
+    "IndexedTokens",
     "LexicalReranker",
     "LexicalSignals",
     "coverage",
     "idf",
+    "indexed_tokens",
     "lexical_signals",
     "phrase_match",
     "proximity",
@@ -137,6 +139,45 @@ def phrase_match(query_tokens: Sequence[str], tokens: Sequence[str]) -> float:
     return len(pairs & found) / len(pairs)
 
 
+class _QuerySide:
+    """What the signals need of the query, worked out once for all its candidates."""
+
+    __slots__ = ("_cover", "_cover_total", "_pairs", "_query_tokens", "_signal", "_wanted")
+
+    def __init__(
+        self,
+        query_tokens: Sequence[str],
+        terms: Sequence[str],
+        weights: Mapping[str, float],
+        signal_weights: tuple[float, float, float, float],
+    ) -> None:
+        self._query_tokens = query_tokens
+        self._wanted = set(terms)
+        self._cover = [(term, weights.get(term, 0.0)) for term in terms]
+        self._cover_total = sum(weight for _, weight in self._cover)
+        self._pairs = {(a, b) for a, b in itertools.pairwise(query_tokens) if a != b}
+        self._signal = signal_weights
+
+    def signals(self, tokens: Sequence[str]) -> LexicalSignals:
+        """The signals of one memory's ``tokens`` (as :func:`lexical_signals`)."""
+        wanted = self._wanted
+        cover = 0.0
+        if self._cover_total > 0:
+            present = set(tokens)
+            held = sum(weight for term, weight in self._cover if term in present)
+            cover = held / self._cover_total
+        near = proximity(wanted, tokens)
+        pairs = self._pairs
+        phrase = len(pairs & set(itertools.pairwise(tokens))) / len(pairs) if pairs else 0.0
+        lead = 1.0 if tokens and tokens[0] in wanted else 0.0
+        values = (cover, near, phrase, lead)
+        total = sum(self._signal)
+        score = (
+            sum(w * v for w, v in zip(self._signal, values, strict=True)) / total if total else 0.0
+        )
+        return LexicalSignals(cover, near, phrase, lead, score)
+
+
 def lexical_signals(
     query_tokens: Sequence[str],
     terms: Sequence[str],
@@ -154,18 +195,7 @@ def lexical_signals(
         tokens: the memory's indexed tokens in order.
         signal_weights: weights of coverage, proximity, phrase and lead in the mean.
     """
-    present = set(tokens)
-    wanted = set(terms)
-    cover = coverage(terms, present, weights)
-    near = proximity(wanted, tokens)
-    phrase = phrase_match(query_tokens, tokens)
-    lead = 1.0 if tokens and tokens[0] in wanted else 0.0
-    values = (cover, near, phrase, lead)
-    total = sum(signal_weights)
-    score = (
-        sum(w * v for w, v in zip(signal_weights, values, strict=True)) / total if total else 0.0
-    )
-    return LexicalSignals(cover, near, phrase, lead, score)
+    return _QuerySide(query_tokens, terms, weights, signal_weights).signals(tokens)
 
 
 def rerank(
@@ -193,12 +223,24 @@ def rerank(
             scores[key] *= 1.0 - question_penalty
 
 
+IndexedTokens = Mapping[int, tuple[list[str], bool]]
+"""Memory id to its indexed content tokens and whether its text ends with a question."""
+
+
+def indexed_tokens(content: str, tokens: str) -> tuple[list[str], bool]:
+    """A memory's indexed ``tokens`` (as the keyword index holds them, joined by
+    spaces) split, and whether its ``content`` ends with a question mark."""
+    # rstrip(" "), as SQLite's rtrim(): only spaces are trimmed
+    return tokens.split(), content.rstrip(" ")[-1:] in _QUESTION_MARKS
+
+
 class LexicalReranker:
     """Reads what the second stage needs for one search in a few batch queries.
 
     The candidates' indexed content tokens come from the FTS table (the same
-    tokens BM25 scored, so no text is tokenised again), the query terms'
-    document frequencies from an ``fts5vocab`` view of it.
+    tokens BM25 scored, so no text is tokenised again), or from the caller, who
+    read them with the memories (:meth:`BaseMemoryStore.get_many_indexed`); the
+    query terms' document frequencies come from an ``fts5vocab`` view of it.
 
     Args:
         base: the agent's base memory.
@@ -210,9 +252,18 @@ class LexicalReranker:
         self._tokenizer = tokenizer
 
     async def apply(
-        self, query: str, terms: Sequence[str], scores: dict[int, float], config: RetrievalConfig
+        self,
+        query: str,
+        terms: Sequence[str],
+        scores: dict[int, float],
+        config: RetrievalConfig,
+        *,
+        indexed: IndexedTokens | None = None,
     ) -> dict[int, LexicalSignals]:
         """Rerank the best ``rerank_depth`` of ``scores`` in place; their signals.
+
+        ``indexed``, when given, holds the tokens of (at least) those candidates
+        that have indexed text; else they are read here.
 
         Nothing changes when the second stage is off, the query has no terms, or
         reading the candidates fails (logged: the first stage's order stands).
@@ -221,7 +272,7 @@ class LexicalReranker:
             return {}
         top = sorted(scores, key=lambda key: -scores[key])[: config.rerank_depth]
         try:
-            found = await self.signals(query, terms, top, config)
+            found = await self.signals(query, terms, top, config, indexed=indexed)
         except Exception:
             logger.exception("the second stage failed; keeping the first stage's order")
             return {}
@@ -239,11 +290,19 @@ class LexicalReranker:
         terms: Sequence[str],
         candidates: Sequence[int],
         config: RetrievalConfig,
+        *,
+        indexed: IndexedTokens | None = None,
     ) -> dict[int, LexicalSignals]:
-        """The signals of each of ``candidates`` (those with indexed text) for ``query``."""
+        """The signals of each of ``candidates`` (those with indexed text) for ``query``.
+
+        ``indexed``: the candidates' tokens, when already read (see :meth:`apply`).
+        """
         if not terms or not candidates:
             return {}
-        tokens = await self._tokens(candidates)
+        if indexed is None:
+            tokens: IndexedTokens = await self._tokens(candidates)
+        else:
+            tokens = {key: indexed[key] for key in dict.fromkeys(candidates) if key in indexed}
         weights = await self._idf(terms)
         query_tokens = self._tokenizer.tokenize(query)
         signal_weights = (
@@ -252,11 +311,10 @@ class LexicalReranker:
             config.rerank_phrase_weight,
             config.rerank_lead_weight,
         )
+        side = _QuerySide(query_tokens, terms, weights, signal_weights)
         found: dict[int, LexicalSignals] = {}
         for memory_id, (text, asks) in tokens.items():
-            signals = lexical_signals(
-                query_tokens, terms, weights, text, signal_weights=signal_weights
-            )
+            signals = side.signals(text)
             found[memory_id] = dataclasses.replace(signals, asks=asks) if asks else signals
         return found
 

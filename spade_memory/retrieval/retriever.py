@@ -26,7 +26,7 @@ from ..storage.base import BaseMemoryStore
 from .fusion import FusedScore, fuse_subroutes, mmr, recency_score
 from .graph import GraphHits, GraphRetriever
 from .intent import QueryIntent, blend_routes, query_intent, route_weights
-from .rerank import LexicalReranker
+from .rerank import IndexedTokens, LexicalReranker, indexed_tokens
 from .tokenizer import Tokenizer
 
 __all__ = ["Retriever", "SearchTimings", "VectorSource"]
@@ -61,10 +61,23 @@ class SearchTimings:
     extra: dict[str, float] = field(default_factory=dict)
 
 
+@dataclass(slots=True)
+class _Loaded:
+    """What one search has read of its candidates so far."""
+
+    now: float
+    memories: dict[int, Memory] = field(default_factory=dict)
+    read: set[int] = field(default_factory=set)  # ids looked up (found or not)
+    asked: set[int] = field(default_factory=set)  # ids whose hidden state was asked
+    hidden: set[int] = field(default_factory=set)
+    near: set[int] = field(default_factory=set)  # ids whose neighbours were read
+
+
 def _jaccard(a: set[str], b: set[str]) -> float:
     if not a or not b:
         return 0.0
-    return len(a & b) / len(a | b)
+    shared = len(a & b)
+    return shared / (len(a) + len(b) - shared)
 
 
 class Retriever:
@@ -173,18 +186,22 @@ class Retriever:
             timings.fusion = time.perf_counter() - fusion_started
             return []
         first_stage = dict(blended)
+        reach = max(pool_size * 2, candidates)
+        depth = config.rerank_depth if config.rerank_weight > 0 else 0
+        head = sorted(blended, key=lambda key: -blended[key])[: max(depth, reach)]
+        state = _Loaded(now=self._clock())
+        indexed = await self._read_head(head, config.neighbour_weight > 0, state)
         rerank_started = time.perf_counter()
-        signals = await self._reranker.apply(query, terms, blended, config)
+        signals = await self._reranker.apply(query, terms, blended, config, indexed=indexed)
         timings.extra["rerank"] = time.perf_counter() - rerank_started
         if config.neighbour_weight > 0:
             await self._add_neighbours(
-                blended, limit, config.neighbour_weight, config.neighbour_reply_weight
+                blended, limit, config.neighbour_weight, config.neighbour_reply_weight, state
             )
-        ranked = sorted(blended, key=lambda key: -blended[key])
-        # Graph-only hits are loaded with the rest, in one batch.
-        memories = await self._base.get_many(ranked[: max(pool_size * 2, candidates)])
-        now = self._clock()
-        hidden = await self._hidden(list(memories), now) if self._hidden is not None else set()
+        ranked = sorted(blended, key=lambda key: -blended[key])[:reach]
+        # Usually all are read by now; one beyond the head is read here.
+        await self._load(ranked, state)
+        memories, hidden, now = state.memories, state.hidden, state.now
         allowed = set(categories) if categories else None
         pool: list[Memory] = []
         for memory_id in ranked:
@@ -213,7 +230,7 @@ class Retriever:
                 + weights["recency"] * recency
             ) / total_weight
             parts[memory.id] = (relevance, recency)
-        chosen = await self._diversify(pool, final, limit)
+        chosen = await self._diversify(pool, final, limit, indexed)
         timings.fusion = time.perf_counter() - fusion_started
         by_id = {memory.id: memory for memory in pool}
         results: list[SearchResult] = []
@@ -260,16 +277,73 @@ class Retriever:
             filled[key] = float(np.dot(row, query_vector))
         return filled
 
+    async def _read_head(
+        self, head: Sequence[int], neighbours: bool, state: _Loaded
+    ) -> dict[int, tuple[list[str], bool]]:
+        """Read the best candidates, with their indexed tokens (the reranker's input,
+        MMR's word sets) and, for the neighbour shares, their neighbours in the same
+        conversation; and which of them are hidden: one wait for it all. Returns the
+        tokens (and whether the text asks) of those with indexed text."""
+        around = [key + step for key in head for step in (-1, 1) if key + step > 0]
+        asked = list(dict.fromkeys([*head, *around])) if neighbours else list(head)
+        reading = self._base.get_many_indexed(head, neighbours=neighbours)
+        if self._hidden is not None and asked:
+            loaded, hidden = await asyncio.gather(reading, self._hidden(asked, state.now))
+            state.asked.update(asked)
+            state.hidden.update(hidden)
+        else:
+            loaded = await reading
+        state.read.update(head)
+        if neighbours:
+            state.near.update(head)
+        state.memories.update((key, memory) for key, (memory, _) in loaded.items())
+        return {
+            key: indexed_tokens(memory.content, tokens)
+            for key, (memory, tokens) in loaded.items()
+            if tokens is not None
+        }
+
+    async def _load(self, ids: Sequence[int], state: _Loaded) -> None:
+        """Load those of ``ids`` not loaded yet and ask which of them are hidden,
+        side by side (one wait for both reads)."""
+        missing = [key for key in ids if key not in state.memories and key not in state.read]
+        unasked: list[int] = []
+        if self._hidden is not None:
+            unasked = [key for key in dict.fromkeys(ids) if key not in state.asked]
+        loading = self._base.get_many(missing) if missing else None
+        asking = self._hidden(unasked, state.now) if unasked and self._hidden else None
+        if loading is not None and asking is not None:
+            found, hidden = await asyncio.gather(loading, asking)
+        else:
+            found = await loading if loading is not None else {}
+            hidden = await asking if asking is not None else set()
+        state.memories.update(found)
+        state.read.update(missing)
+        state.asked.update(unasked)
+        state.hidden.update(hidden)
+
     async def _add_neighbours(
-        self, scores: dict[int, float], limit: int, weight: float, reply_weight: float
+        self,
+        scores: dict[int, float],
+        limit: int,
+        weight: float,
+        reply_weight: float,
+        state: _Loaded,
     ) -> None:
         """Give the memories stored just before and after a top hit, in the same
         conversation, a share of its score: a question's answer is often the
         next turn, and the turn before gives the context. When the top hit itself
-        asks a question, the memory right after it gets ``reply_weight`` instead."""
+        asks a question, the memory right after it gets ``reply_weight`` instead.
+
+        The neighbours of a parent in ``state.near`` were read with it; those of
+        another are read here."""
         parents = sorted(scores, key=lambda key: -scores[key])[:limit]
-        around = {parent + step for parent in parents for step in (-1, 1)}
-        loaded = await self._base.get_many([*parents, *around])
+        unread = [parent for parent in parents if parent not in state.near]
+        if unread:
+            around = [key + step for key in unread for step in (-1, 0, 1) if key + step > 0]
+            await self._load(around, state)
+            state.near.update(unread)
+        loaded = state.memories
         for parent in parents:
             origin = loaded.get(parent)
             if origin is None or origin.source_conversation is None:
@@ -315,6 +389,18 @@ class Retriever:
         The query is embedded once, for both the document and the graph vectors;
         its vector is returned last (``None`` when there is none).
         """
+        if self._vectors is None and (self._graph is None or not self._config.graph_route):
+            # keywords alone: nothing to run beside them, so no task either
+            try:
+                async with asyncio.timeout(self._config.route_timeout_seconds):
+                    keyword = await self._keyword(terms, candidates, categories, timings)
+            except TimeoutError:
+                logger.warning(
+                    "the keyword route took longer than %g s; using the other routes",
+                    self._config.route_timeout_seconds,
+                )
+                keyword = {}
+            return keyword, {}, GraphHits(), None
         embedding: asyncio.Task[np.ndarray] | None = None
         if self._vectors is not None:
             embedding = asyncio.create_task(self._embed(query, timings))
@@ -415,7 +501,11 @@ class Retriever:
         return {int(i): float(s) for i, s in zip(ids.tolist(), scores.tolist(), strict=True)}
 
     async def _diversify(
-        self, pool: list[Memory], final: dict[int, float], limit: int
+        self,
+        pool: list[Memory],
+        final: dict[int, float],
+        limit: int,
+        indexed: IndexedTokens,
     ) -> list[int]:
         config = self._config
         ids = [memory.id for memory in pool]
@@ -427,13 +517,21 @@ class Retriever:
                 vectors = await self._base.vectors_for(self._fingerprint, self._dim, ids)
             except Exception:
                 logger.exception("could not load vectors for MMR; using word overlap")
+        by_id = {memory.id: memory for memory in pool}
         token_sets: dict[int, set[str]] = {}
 
         def tokens(memory_id: int) -> set[str]:
-            if memory_id not in token_sets:
-                memory = next(m for m in pool if m.id == memory_id)
-                token_sets[memory_id] = set(self._tokenizer.tokenize(memory.content))
-            return token_sets[memory_id]
+            found = token_sets.get(memory_id)
+            if found is None:
+                # the indexed tokens are the tokenizer's tokens of the content
+                known = indexed.get(memory_id)
+                words = (
+                    known[0]
+                    if known is not None
+                    else self._tokenizer.tokenize(by_id[memory_id].content)
+                )
+                found = token_sets[memory_id] = set(words)
+            return found
 
         def similarity(a: int, b: int) -> float:
             va = vectors.get(a)

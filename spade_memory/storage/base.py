@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import builtins
 import contextlib
-import functools
 import json
 import logging
 import sqlite3
@@ -30,7 +29,7 @@ from ..errors import StorageCorrupted, StorageError, StoreClosedError
 from ..models import Memory
 from ..retrieval.tokenizer import get_tokenizer
 from .files import quarantine
-from .graph import MemoryGraph, delete_graph, run_on_connection, write_graph
+from .graph import MemoryGraph, delete_graph, run_on_connection, write_graph, write_graph_rows
 from .keyword_plan import KeywordPlanner
 from .migrations import backup_database, create_database, migrate, schema_version
 from .sql import SQL_CHUNK, placeholders, status_category_filter
@@ -45,6 +44,7 @@ _COLUMNS = (
     "source_conversation, source_sender, created_at, updated_at, last_accessed, "
     "access_count, metadata"
 )
+_M_COLUMNS = ", ".join("m." + name.strip() for name in _COLUMNS.split(","))
 _UPDATABLE = frozenset(
     {"category", "content", "context", "confidence", "importance", "status", "metadata"}
 )
@@ -103,7 +103,8 @@ class NewMemory:
 
 def _row_to_memory(row: Sequence[Any]) -> Memory:
     try:
-        metadata = json.loads(row[14]) if row[14] else {}
+        # most memories have none: skip the parser for the empty object
+        metadata = json.loads(row[14]) if row[14] and row[14] != "{}" else {}
     except json.JSONDecodeError:
         metadata = {"_unreadable_metadata": row[14]}
     return Memory(
@@ -217,6 +218,66 @@ def _insert_rows(
     return ids
 
 
+class _WriteFailed(sqlite3.Error):
+    """A write transaction could not begin or commit (``what`` says which)."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(what)
+        self.what = what
+
+
+class _InsertTransaction:
+    """One insert transaction, run whole on the connection's thread (see ``insert_many``).
+
+    ``abandoned`` is set by the waiting caller when it is cancelled: a transaction
+    not yet committing then rolls back instead, so nothing its caller gave up on is
+    written (as when each statement was a hop of its own).
+    """
+
+    def __init__(
+        self,
+        rows: Sequence[tuple[NewMemory, IndexedText, str]],
+        agent: str,
+        last: float,
+        graphs: Sequence[MemoryGraph | None] | None,
+        graph_time: float | None,
+    ) -> None:
+        self.rows = rows
+        self.agent = agent
+        self.last = last
+        self.graphs = graphs
+        self.graph_time = graph_time
+        self.abandoned = False
+
+    def __call__(self, db: sqlite3.Connection) -> builtins.list[int]:
+        if self.abandoned:
+            raise _WriteFailed("the write was cancelled before it began")
+        try:
+            db.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            raise _WriteFailed("could not start a write") from exc
+        try:
+            ids = _insert_rows(self.rows, self.agent, self.last, db)
+            if self.graphs is not None:
+                for (new, _, _), memory_id, graph in zip(self.rows, ids, self.graphs, strict=True):
+                    if graph is not None:
+                        when = new.created_at if self.graph_time is None else self.graph_time
+                        write_graph_rows(memory_id, graph, when, db)
+            if self.abandoned:
+                raise _WriteFailed("the write was cancelled before it committed")
+        except BaseException:
+            with contextlib.suppress(sqlite3.Error):
+                db.execute("ROLLBACK")
+            raise
+        try:
+            db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            with contextlib.suppress(sqlite3.Error):
+                db.execute("ROLLBACK")
+            raise _WriteFailed("could not commit") from exc
+        return ids
+
+
 class BaseMemoryStore:
     """The SQLite base memory of one agent. Open with :meth:`open`."""
 
@@ -231,7 +292,9 @@ class BaseMemoryStore:
         # Group commit: single inserts waiting for the next transaction.
         self._insert_queue: builtins.list[_QueuedInsert] = []
         self._insert_gate = asyncio.Lock()
-        self._keyword = KeywordPlanner(self._fetchall, bm25_weights=_BM25_WEIGHTS)
+        self._keyword = KeywordPlanner(
+            self._fetchall, bm25_weights=_BM25_WEIGHTS, changes=lambda: db.total_changes
+        )
 
     # -- lifecycle -------------------------------------------------------
 
@@ -581,22 +644,25 @@ class BaseMemoryStore:
             (new, text, json.dumps(dict(new.metadata), ensure_ascii=False)) for new, text in items
         ]
         last = max(item[0].created_at for item in items)
-        try:
-            async with self._transaction() as db:
-                # Rows, FTS rows and the stats in one hop to the connection's thread
-                # (a statement per hop cost more in handing over than in running).
-                ids = await run_on_connection(
-                    db, functools.partial(_insert_rows, rows, self._agent, last)
-                )
-                if graphs is not None:
-                    for (new, _, _), memory_id, graph in zip(rows, ids, graphs, strict=True):
-                        if graph is not None:
-                            when = new.created_at if graph_time is None else graph_time
-                            await write_graph(db, memory_id, graph, now=when)
-        except sqlite3.IntegrityError as exc:
-            raise StorageError(f"{self._label}: insert refused: {exc}") from exc
-        except sqlite3.Error as exc:
-            raise StorageError(f"{self._label}: insert failed: {exc}") from exc
+        write = _InsertTransaction(rows, self._agent, last, graphs, graph_time)
+        self._check_open()
+        async with self._write_lock:
+            self._check_open()
+            try:
+                # The whole transaction (BEGIN, the rows with their FTS rows, the
+                # stats, the graphs, COMMIT) in one hop to the connection's thread:
+                # a hop cost more in handing over than its statements in running.
+                ids = await run_on_connection(self._db, write)
+            except asyncio.CancelledError:
+                write.abandoned = True  # rolled back unless its COMMIT has begun
+                raise
+            except _WriteFailed as exc:
+                cause = f": {exc.__cause__}" if exc.__cause__ is not None else ""
+                raise StorageError(f"{self._label}: {exc.what}{cause}") from exc
+            except sqlite3.IntegrityError as exc:
+                raise StorageError(f"{self._label}: insert refused: {exc}") from exc
+            except sqlite3.Error as exc:
+                raise StorageError(f"{self._label}: insert failed: {exc}") from exc
         # built from what was written: no read back
         return [
             _new_to_memory(memory_id, new, metadata)
@@ -720,6 +786,41 @@ class BaseMemoryStore:
             for row in rows:
                 memory = _row_to_memory(row)
                 found[memory.id] = memory
+        return found
+
+    async def get_many_indexed(
+        self, memory_ids: Iterable[int], *, neighbours: bool = False
+    ) -> dict[int, tuple[Memory, str | None]]:
+        """Like :meth:`get_many`, each memory with its indexed content tokens (joined by
+        spaces, as the keyword index holds them; ``None`` when it has no index row).
+
+        With ``neighbours``, also the memories stored right before and after each of
+        them in the same conversation (ids one less and one more, same
+        ``source_conversation``), in the same query. One query per 500 ids: the
+        search's second stage, its neighbour shares and its final pool read from it.
+        """
+        wanted = list(dict.fromkeys(int(i) for i in memory_ids))
+        found: dict[int, tuple[Memory, str | None]] = {}
+        for start in range(0, len(wanted), SQL_CHUNK):
+            chunk = wanted[start : start + SQL_CHUNK]
+            marks = placeholders(len(chunk))
+            where = f"m.id IN ({marks})"
+            if neighbours:
+                where += (
+                    " OR m.id IN (SELECT n.id FROM memories AS h JOIN memories AS n "
+                    "ON n.id IN (h.id - 1, h.id + 1) "
+                    "AND n.source_conversation = h.source_conversation "
+                    f"WHERE h.id IN ({marks}))"
+                )
+            rows = await self._fetchall(
+                f"SELECT {_M_COLUMNS}, CASE WHEN f.rowid IS NOT NULL "
+                "THEN coalesce(f.content_tokens, '') END FROM memories AS m "
+                f"LEFT JOIN memories_fts AS f ON f.rowid = m.id WHERE {where}",
+                [*chunk, *chunk] if neighbours else chunk,
+            )
+            for row in rows:
+                memory = _row_to_memory(row)
+                found[memory.id] = (memory, None if row[15] is None else str(row[15]))
         return found
 
     async def list(

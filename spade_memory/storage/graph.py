@@ -35,6 +35,7 @@ __all__ = [
     "delete_graph",
     "run_on_connection",
     "write_graph",
+    "write_graph_rows",
 ]
 
 T = TypeVar("T")
@@ -120,15 +121,17 @@ async def write_graph(
     run in one call on the connection's thread.
     """
     if graph.entities or graph.atoms:
-        await run_on_connection(db, partial(_write_graph, memory_id, graph, now))
+        await run_on_connection(db, partial(write_graph_rows, memory_id, graph, now))
 
 
 async def run_on_connection(db: aiosqlite.Connection, work: Callable[[sqlite3.Connection], T]) -> T:
     """Run ``work`` on the thread that owns ``db``'s connection, in one hop.
 
     aiosqlite runs each statement as one call on its thread; a write of many small
-    statements spends more time handing them over than running them. Inside a
-    transaction only: ``work`` must not commit or roll back.
+    statements spends more time handing them over than running them. ``work``
+    either runs inside a transaction the caller began (and must not commit or roll
+    back), or begins and ends a whole transaction of its own (and must leave none
+    open, whatever it raises).
     """
     execute = cast(Callable[..., Awaitable[T]], db._execute)
     return await execute(work, db._conn)
@@ -163,7 +166,12 @@ _SUPERSEDE = (
 )
 
 
-def _write_graph(memory_id: int, graph: MemoryGraph, now: float, db: sqlite3.Connection) -> None:
+def write_graph_rows(
+    memory_id: int, graph: MemoryGraph, now: float, db: sqlite3.Connection
+) -> None:
+    """:func:`write_graph` on the connection's own thread (inside the write transaction)."""
+    if not (graph.entities or graph.atoms):
+        return
     # One fixed statement per row: on the connection's thread a row costs a few
     # microseconds, and fixed statements are prepared once (sqlite3's statement
     # cache) where a statement of as many rows as the memory has is prepared anew.

@@ -7,6 +7,7 @@ this is what the graph route and the background embedder read of it, plus
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
@@ -60,7 +61,8 @@ class GraphStore:
     async def text_count(self, terms: Sequence[str], *, phrase: bool, cap: int) -> int:
         """How many memories' text holds ``terms`` (index terms), counted up to ``cap``.
 
-        As a phrase, or all of them (``phrase=False``).
+        As a phrase, or all of them (``phrase=False``). As a phrase, it is the count
+        :meth:`phrase_memories` gives for ``" ".join(terms)`` with ``tokens=True``.
         """
         quoted = ['"' + term.replace('"', '""') + '"' for term in terms if term]
         if not quoted:
@@ -121,6 +123,7 @@ class GraphStore:
         cap: int = 10_000,
         categories: Sequence[str] | None = None,
         statuses: Sequence[str] | None = ("active",),
+        count: int | None = None,
     ) -> tuple[int, builtins.list[int]]:
         """Memories whose text holds ``phrase``: ``(how many, to cap; ids newest first, to limit)``.
 
@@ -128,35 +131,42 @@ class GraphStore:
             phrase: with ``tokens``, the phrase's index terms joined by spaces (matched
                 as an FTS5 phrase over the memories' content); else a substring of
                 the content (for Chinese, matched with ``LIKE``).
+            count: how many memories hold it, to ``cap``, when the caller counted
+                already (:meth:`text_count` of the same terms as a phrase): not
+                counted again.
         """
         if not phrase.strip() or limit <= 0:
             return 0, []
         where, params = status_category_filter(categories, statuses, "m.")
         if tokens:
             match = 'content_tokens : "' + phrase.replace('"', '""') + '"'
-            counted = await self._base.fetchall(
-                "SELECT count(*) FROM (SELECT 1 FROM memories_fts WHERE memories_fts MATCH ? "
-                "LIMIT ?)",
-                (match, int(cap)),
-            )
-            rows = await self._base.fetchall(
+            counting = "SELECT 1 FROM memories_fts WHERE memories_fts MATCH ?"
+            value = match
+            listing = self._base.fetchall(
                 "SELECT m.id FROM memories_fts AS f JOIN memories AS m ON m.id = f.rowid "
                 f"WHERE memories_fts MATCH ? AND {where} ORDER BY f.rowid DESC LIMIT ?",
                 [match, *params, int(limit)],
             )
         else:
-            pattern = "%" + _escape_like(phrase) + "%"
-            counted = await self._base.fetchall(
-                "SELECT count(*) FROM (SELECT 1 FROM memories "
-                "WHERE content LIKE ? ESCAPE '\\' LIMIT ?)",
-                (pattern, int(cap)),
-            )
-            rows = await self._base.fetchall(
+            counting = "SELECT 1 FROM memories WHERE content LIKE ? ESCAPE '\\'"
+            value = "%" + _escape_like(phrase) + "%"
+            listing = self._base.fetchall(
                 f"SELECT m.id FROM memories AS m WHERE m.content LIKE ? ESCAPE '\\' AND {where} "
                 "ORDER BY m.id DESC LIMIT ?",
-                [pattern, *params, int(limit)],
+                [value, *params, int(limit)],
             )
-        return int(counted[0][0]), [int(r[0]) for r in rows]
+        if count is None:  # both queries submitted together: one wait
+            count, rows = await asyncio.gather(self._count(counting, value, cap), listing)
+        else:
+            rows = await listing
+        return count, [int(r[0]) for r in rows]
+
+    async def _count(self, select: str, value: str, cap: int) -> int:
+        """How many rows ``select`` (one parameter, ``value``) gives, counted up to ``cap``."""
+        rows = await self._base.fetchall(
+            f"SELECT count(*) FROM ({select} LIMIT ?)", (value, int(cap))
+        )
+        return int(rows[0][0])
 
     async def node_memories(
         self,
@@ -215,6 +225,22 @@ class GraphStore:
         everywhere co-occurs with everything: its oldest links add nothing but
         time); from the nodes in ``typed_only`` only typed relations are followed.
         """
+        return [
+            (node, hit.id, relation, weight, hit.entries)
+            for node, hit, relation, weight in await self.neighbour_hits(
+                node_ids, typed_only=typed_only, per_node=per_node
+            )
+        ]
+
+    async def neighbour_hits(
+        self,
+        node_ids: Sequence[int],
+        *,
+        typed_only: Collection[int] = (),
+        per_node: int = 400,
+    ) -> builtins.list[tuple[int, NodeHit, str, float]]:
+        """As :meth:`neighbours`, each neighbour as a whole node:
+        ``(node, neighbour, relation, total weight)``."""
         wanted = list(dict.fromkeys(node_ids))[: SQL_CHUNK // 4]
         if not wanted:
             return []
@@ -229,12 +255,15 @@ class GraphStore:
                 )
                 params += [node_id, int(per_node)]
         rows = await self._base.fetchall(
-            "SELECT e.a, e.b, e.relation, sum(e.weight), n.entries FROM ("
+            "SELECT e.a, e.b, e.relation, sum(e.weight), n.entries, n.key, n.type, n.value FROM ("
             + " UNION ALL ".join(parts)
             + ") AS e JOIN graph_nodes AS n ON n.id = e.b GROUP BY e.a, e.b, e.relation",
             params,
         )
-        return [(int(r[0]), int(r[1]), str(r[2]), float(r[3]), int(r[4])) for r in rows]
+        return [
+            (int(r[0]), NodeHit(int(r[1]), r[5], r[6], r[7], int(r[4])), str(r[2]), float(r[3]))
+            for r in rows
+        ]
 
     async def search_entries(
         self,

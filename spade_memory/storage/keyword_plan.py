@@ -19,8 +19,11 @@ then takes 30 to 50 ms. So the planner looks at each term's document frequency
 
 Document frequencies move slowly; the cache is dropped when the memory has grown
 by a tenth (or 1,000 rows) since it was filled (looked at every few seconds). A
-stale frequency only changes which terms are tried first, never what matches: only
-terms some memory holds are cached, so an absent term is looked up again.
+stale frequency only changes which terms are tried first, never what matches. A
+term no memory holds is remembered as absent only until the connection writes
+anything (its change counter moves) and for a few seconds at most, so a term that
+arrives later is never taken for absent; without that counter, an absent term is
+looked up again every time.
 """
 
 from __future__ import annotations
@@ -67,6 +70,9 @@ class KeywordPlanner:
         bm25_weights: the column weights given to ``bm25()``.
         exact_rows: up to this many matching rows, the exact OR query runs.
         budget_rows: the most rows the OR fill of a narrowed query visits.
+        changes: the connection's count of rows written so far (SQLite's
+            ``total_changes``), when the store has one connection and it is the
+            only writer.
     """
 
     def __init__(
@@ -76,6 +82,7 @@ class KeywordPlanner:
         bm25_weights: str,
         exact_rows: int = 3_000,
         budget_rows: int = 2_000,
+        changes: Callable[[], int] | None = None,
     ) -> None:
         self._fetch = fetch
         self._weights = bm25_weights
@@ -83,6 +90,9 @@ class KeywordPlanner:
         self._budget_rows = budget_rows
         self._vocab_ready = False
         self._frequencies: dict[str, int] = {}
+        self._changes = changes
+        self._absent: set[str] = set()  # held by no memory at ``_absent_at`` changes
+        self._absent_at = -1
         self._filled_at = 0
         self._max_id = 0
         self._checked_at = -math.inf
@@ -131,42 +141,41 @@ class KeywordPlanner:
     async def _bm25(
         self, match: str, where: str, params: Sequence[Any], limit: int, floor: int = 0
     ) -> list[tuple[int, float]]:
-        # The best rows by FTS5 alone, then the filter on those few: joining
-        # ``memories`` for every matching row doubled the cost of a query (a row
-        # lookup per match). Only if the filter drops so many that fewer than
-        # ``limit`` remain does the query run again with the filter inside.
+        # The best rows by FTS5 alone, then the filter on those few, in the same
+        # query: joining ``memories`` for every matching row doubled the cost of a
+        # query (a row lookup per match), so the join is on the cut rows only (a
+        # subquery with a LIMIT is not flattened into the join). Only if the filter
+        # drops so many that fewer than ``limit`` remain does the query run again
+        # with the filter inside.
         fetched = limit + _OVERFETCH + limit // 2
-        rows = await self._fetch(
+        top = (
             f"SELECT rowid, bm25(memories_fts, {self._weights}) AS score FROM memories_fts "
-            "WHERE memories_fts MATCH ? AND rowid >= ? ORDER BY score LIMIT ?",
-            [match, int(floor), int(fetched)],
+            "WHERE memories_fts MATCH ? AND rowid >= ? ORDER BY score LIMIT ?"
         )
-        hits = [(int(row[0]), -float(row[1])) for row in rows]
-        if where != "1" and hits:
-            kept = await self._passing([memory_id for memory_id, _ in hits], where, params)
-            filtered = [hit for hit in hits if hit[0] in kept]
-            if len(filtered) < limit and len(hits) == fetched:
-                rows = await self._fetch(
-                    f"SELECT f.rowid, bm25(memories_fts, {self._weights}) AS rank "
-                    "FROM memories_fts AS f JOIN memories AS m ON m.id = f.rowid "
-                    f"WHERE memories_fts MATCH ? AND f.rowid >= ? AND {where} "
-                    "ORDER BY rank LIMIT ?",
-                    [match, int(floor), *params, int(limit)],
-                )
-                return [(int(row[0]), -float(row[1])) for row in rows]
-            hits = filtered
-        return hits[:limit]
-
-    async def _passing(self, ids: Sequence[int], where: str, params: Sequence[Any]) -> set[int]:
-        """Which of ``ids`` pass the SQL filter ``where`` (over ``memories AS m``)."""
+        if where == "1":
+            rows = await self._fetch(top, [match, int(floor), int(fetched)])
+            return [(int(row[0]), -float(row[1])) for row in rows[:limit]]
         # NOT INDEXED: by primary key. Otherwise SQLite may pick the (status, ...)
         # index for the filter and walk every active memory (15 ms at 100k).
         rows = await self._fetch(
-            "SELECT m.id FROM memories AS m NOT INDEXED "
-            f"WHERE m.id IN ({placeholders(len(ids))}) AND {where}",
-            [*ids, *params],
+            f"SELECT h.rowid, h.score, coalesce({where}, 0) FROM ({top}) AS h "
+            "LEFT JOIN memories AS m NOT INDEXED ON m.id = h.rowid",
+            [*params, match, int(floor), int(fetched)],
         )
-        return {int(row[0]) for row in rows}
+        # The subquery drives the join, so its order (ties included) comes through;
+        # the sort (stable) only guards that.
+        rows.sort(key=lambda row: float(row[1]))
+        hits = [(int(row[0]), -float(row[1])) for row in rows if row[2]]
+        if len(hits) < limit and len(rows) == fetched:
+            rows = await self._fetch(
+                f"SELECT f.rowid, bm25(memories_fts, {self._weights}) AS rank "
+                "FROM memories_fts AS f JOIN memories AS m ON m.id = f.rowid "
+                f"WHERE memories_fts MATCH ? AND f.rowid >= ? AND {where} "
+                "ORDER BY rank LIMIT ?",
+                [match, int(floor), *params, int(limit)],
+            )
+            return [(int(row[0]), -float(row[1])) for row in rows]
+        return hits[:limit]
 
     async def document_frequencies(self, terms: Sequence[str]) -> tuple[dict[str, int], int]:
         """How many memories hold each term (cached; see the module docstring), and
@@ -190,19 +199,37 @@ class KeywordPlanner:
         now = time.monotonic()
         if now - self._checked_at >= _CHECK_SECONDS:  # at most one look per interval
             self._checked_at = now
+            self._absent.clear()  # and whatever another connection wrote is seen
             rows = await self._fetch("SELECT max(rowid) FROM memories", ())
             size = int(rows[0][0] or 0) if rows else 0
             self._max_id = size
             if size - self._filled_at > max(1_000, self._filled_at // 10):
                 self._frequencies.clear()
                 self._filled_at = size
-        missing = [term for term in terms if term not in self._frequencies]
+        changes = self._changed()
+        if changes != self._absent_at:
+            self._absent.clear()
+            self._absent_at = changes
+        missing = [
+            term for term in terms if term not in self._frequencies and term not in self._absent
+        ]
         if missing:
             found = await self._fetch(
                 f"SELECT term, doc FROM {_VOCAB} WHERE term IN ({placeholders(len(missing))})",
                 missing,
             )
-            # Only terms some memory holds are cached: an absent one is asked again,
-            # so a term that arrives later is never taken for absent.
             self._frequencies.update((str(row[0]), int(row[1])) for row in found if row[1])
+            if changes >= 0:
+                # Read at ``changes`` or later: absent until the next write at least.
+                self._absent.update(term for term in missing if term not in self._frequencies)
         return {term: self._frequencies.get(term, 0) for term in terms}
+
+    def _changed(self) -> int:
+        """The connection's write count, or -1 when unknown (absent terms are then
+        never remembered)."""
+        if self._changes is None:
+            return -1
+        try:
+            return int(self._changes())
+        except Exception:  # e.g. the connection is closing
+            return -1

@@ -143,7 +143,7 @@ async def test_a_search_that_hangs_past_its_bound_is_stopped(
 
     m = await open_memory("hang@localhost", config(route_timeout_seconds=0.05))
     await m.store("Alice is on the payments team.")
-    monkeypatch.setattr(m.base_store, "get_many", hang)
+    monkeypatch.setattr(m.base_store, "get_many_indexed", hang)
     with pytest.raises(StorageError, match=r"longer than 1\.1 s"):
         await m.search("Alice")
 

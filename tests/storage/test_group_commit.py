@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -13,6 +14,7 @@ import pytest
 from spade_memory.config import StorageConfig
 from spade_memory.errors import StorageError
 from spade_memory.storage.base import BaseMemoryStore, IndexedText, NewMemory
+from spade_memory.storage.graph import run_on_connection
 
 
 def new(content: str, *, uid: str | None = None, **fields: object) -> NewMemory:
@@ -38,25 +40,22 @@ async def open_store(path: Path) -> BaseMemoryStore:
     )
 
 
-def commits_of(store: BaseMemoryStore) -> list[int]:
-    """Counts the COMMITs the store sends (by wrapping its connection's execute)."""
-    db = store._db
-    original = db.execute
-    commits: list[int] = []
+async def commits_of(store: BaseMemoryStore) -> list[str]:
+    """Records the COMMITs the store's connection runs (SQLite's statement trace)."""
+    commits: list[str] = []
 
-    def execute(sql: str, *args: object, **kwargs: object) -> object:
-        if sql == "COMMIT":
-            commits.append(1)
-        return original(sql, *args, **kwargs)  # type: ignore[arg-type]
+    def trace(sql: str) -> None:
+        if sql.strip().upper() == "COMMIT":
+            commits.append(sql)
 
-    db.execute = execute  # type: ignore[method-assign]
+    await run_on_connection(store._db, lambda db: db.set_trace_callback(trace))
     return commits
 
 
 async def test_concurrent_inserts_share_transactions_and_all_persist(tmp_path: Path) -> None:
     path = tmp_path / "a.db"
     store = await open_store(path)
-    commits = commits_of(store)
+    commits = await commits_of(store)
     contents = [f"memory number {i}" for i in range(40)]
     try:
         stored = await asyncio.gather(*(store.insert(new(c), text(c)) for c in contents))
@@ -128,5 +127,40 @@ async def test_cancelled_leaders_leave_the_others_to_be_committed(tmp_path: Path
         committed = await asyncio.wait_for(third, timeout=10)
         assert committed.content == "third"
         assert [m.content for m in await store.list(limit=10)] == ["third"]
+    finally:
+        await store.aclose()
+
+
+async def test_an_insert_cancelled_once_handed_over_is_rolled_back(tmp_path: Path) -> None:
+    # The whole transaction runs in one call on the connection's thread; a caller
+    # cancelled while that call waits in the thread's queue leaves nothing written.
+    store = await open_store(tmp_path / "a.db")
+    gate = threading.Event()
+    try:
+        busy = asyncio.create_task(run_on_connection(store._db, lambda _: gate.wait(10)))
+        insert = asyncio.create_task(store.insert(new("given up"), text("given up")))
+        while not store._write_lock.locked():  # handed over in the step taking the lock
+            await asyncio.sleep(0)
+        insert.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await insert
+        gate.set()
+        assert await busy is True
+        kept = await store.insert(new("kept"), text("kept"))
+        assert [m.content for m in await store.list(limit=10)] == ["kept"]
+        assert kept.content == "kept" and not store._db.in_transaction
+    finally:
+        gate.set()
+        await store.aclose()
+
+
+async def test_a_failed_commit_group_leaves_no_transaction_open(tmp_path: Path) -> None:
+    store = await open_store(tmp_path / "a.db")
+    try:
+        await store.insert(new("first", uid="same"), text("first"))
+        with pytest.raises(StorageError, match="insert refused"):
+            await store.insert(new("again", uid="same"), text("again"))
+        assert not store._db.in_transaction
+        assert [m.content for m in await store.list(limit=10)] == ["first"]
     finally:
         await store.aclose()
