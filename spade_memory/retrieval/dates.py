@@ -67,6 +67,10 @@ _ZH_TIME = re.compile(
 _PM_PARTS = ("下午", "晚上", "傍晚")
 _DIGIT = re.compile(r"[0-9０-９]")
 _ZH_WEEK_CUE = re.compile(r"星期|礼拜|周")
+# What each pattern cannot match without (checked once, so most texts skip most patterns).
+_MONTH_CUE = re.compile(r"jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec", re.IGNORECASE)
+_AMPM_CUE = re.compile(r"\d\s*[ap]\.?m", re.IGNORECASE)
+_NEEDS = {"iso": "-", "us": "/"}
 
 
 def chinese_number(text: str) -> int | None:
@@ -114,9 +118,13 @@ def find_dates(text: str) -> list[tuple[int, int, str, str]]:
     found: list[tuple[int, int, str, str]] = []
     digits = bool(_DIGIT.search(text))
     lower = text.lower()
-    # Each family of patterns runs only on a text that could hold a match.
+    months = digits and _MONTH_CUE.search(text) is not None
+    # Each pattern runs only on a text that holds what it cannot match without.
     for pattern, kind in _PATTERNS:
-        if not (digits or (kind == "zh" and "月" in text)):
+        if kind == "zh":
+            if "月" not in text:
+                continue
+        elif not digits or (_NEEDS[kind] not in text if kind in _NEEDS else not months):
             continue
         for match in pattern.finditer(text):
             groups = match.groupdict()
@@ -133,7 +141,8 @@ def find_dates(text: str) -> list[tuple[int, int, str, str]]:
     for match in _ZH_WEEKDAY.finditer(text) if _ZH_WEEK_CUE.search(text) else ():
         day = _WEEKDAYS[_ZH_WEEKDAYS[match.group(1)]]
         found.append((match.start(), match.end(), match.group(), f"weekday:{day}"))
-    for match in _TIME.finditer(text) if digits else ():
+    clock = digits and (":" in text or _AMPM_CUE.search(text) is not None)
+    for match in _TIME.finditer(text) if clock else ():
         if match.group("h24") is not None:
             hour, minute = int(match.group("h24")), int(match.group("min24"))
         else:

@@ -20,7 +20,6 @@ folding, punctuation dropped), so one entity is one node however it is written.
 from __future__ import annotations
 
 import bisect
-import dataclasses
 import logging
 import re
 import threading
@@ -50,6 +49,7 @@ _POSSESSIVE = re.compile(r"(?:'s|’s|'|’)$")
 _QUOTED = re.compile(
     r'"([^"\n]{2,60})"|“([^”\n]{2,60})”|「([^」\n]{1,60})」|『([^』\n]{1,60})』|《([^》\n]{1,60})》'
 )
+_QUOTE_CUE = re.compile(r'["“「『《]')  # what a quoted term cannot be without
 _MENTION = re.compile(r"(?<![\w@.])@([A-Za-z0-9_][A-Za-z0-9_.\-]{0,63})(?![\w@])")
 _JID = re.compile(
     r"(?<![\w.@])([A-Za-z0-9][A-Za-z0-9._%+\-]{0,63}@[A-Za-z0-9](?:[A-Za-z0-9\-]*[A-Za-z0-9])?"
@@ -201,8 +201,10 @@ class MentionFinder:
         if not text:
             return []
         found: list[Mention] = []
-        found.extend(self._jids_and_mentions(text))
-        found.extend(self._quoted(text))
+        if "@" in text:  # what a JID or an @-mention cannot be without
+            found.extend(self._jids_and_mentions(text))
+        if _QUOTE_CUE.search(text):
+            found.extend(self._quoted(text))
         for start, end, value, key in find_dates(text):
             found.append(Mention(start, end, Entity(key=key, type=key.split(":")[0], value=value)))
         found.extend(self._latin(text))
@@ -217,7 +219,7 @@ class MentionFinder:
         kept = _resolve_pronouns(text, kept)
         starts = [offset for offset, _ in split_sentences(text)]
         return [
-            dataclasses.replace(m, sentence=max(0, bisect.bisect_right(starts, m.start) - 1))
+            Mention(m.start, m.end, m.entity, max(0, bisect.bisect_right(starts, m.start) - 1))
             for m in kept
         ]
 
@@ -417,6 +419,8 @@ def _looks_like_name(word: str) -> bool:
 
 def _resolve_pronouns(text: str, mentions: list[Mention]) -> list[Mention]:
     """A he/she/they (他/她) opening a sentence or clause stands for the last name before it."""
+    if "he" not in text.lower() and "他" not in text and "她" not in text:
+        return mentions  # no he, she, they, 他 or 她 (most texts)
     added: list[Mention] = []
     for match in _PRONOUNS.finditer(text):
         before = [

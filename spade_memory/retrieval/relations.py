@@ -129,6 +129,16 @@ _ZH_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     )
     for name, body in _ZH
 )
+
+
+def _unnamed(pattern: str) -> str:
+    return re.sub(r"\(\?P<\w+>", "(?:", pattern)
+
+
+# Whether any pattern of a language matches a sentence at all, in one scan (most
+# sentences hold none); only then is each pattern run for its matches.
+_EN_ANY = re.compile("|".join(_unnamed(p.pattern) for _, p in _EN_PATTERNS), re.IGNORECASE)
+_ZH_ANY = re.compile("|".join(_unnamed(p.pattern) for _, p in _ZH_PATTERNS))
 _LATIN_TEXT = re.compile(r"[A-Za-z]{2}")
 _CJK_TEXT = re.compile(r"[\u3400-\u9fff]")
 _ROLES = {
@@ -261,9 +271,9 @@ def _matches(
         return mentions[int(index)].entity
 
     patterns: list[tuple[str, re.Pattern[str]]] = []
-    if _LATIN_TEXT.search(masked):
+    if _LATIN_TEXT.search(masked) and _EN_ANY.search(masked):
         patterns.extend(_EN_PATTERNS)
-    if _CJK_TEXT.search(masked):
+    if _CJK_TEXT.search(masked) and _ZH_ANY.search(masked):
         patterns.extend(_ZH_PATTERNS)
     for name, pattern in patterns:
         for match in pattern.finditer(masked):
