@@ -107,6 +107,12 @@ class RetrievalConfig:
             against entry vectors.
         graph_hub_fraction: an entity named by more than this fraction of the
             memories is too common to expand through.
+        graph_speaker_score: the graph-route score given to memories said by a
+            speaker the query names (memories written as ``"Name: text"``), among
+            those nearest to the query (0 turns this off). 0.05 by measurement: on
+            LoCoMo it raised multi-hop recall@10 by 0.023 and open-domain by 0.053
+            over the document route, at a cost of 0.021 on adversarial questions
+            that name the wrong person on purpose.
         vector_fill: give each keyword candidate the vector route did not return the
             cosine of its stored vector with the query, instead of no vector score.
             Off by default: on LoCoMo it changed MRR@10 by less than 0.002.
@@ -150,6 +156,7 @@ class RetrievalConfig:
     graph_hop_decay: float = 0.5
     graph_keyword_weight: float = 0.6
     graph_hub_fraction: float = 0.2
+    graph_speaker_score: float = 0.05
     vector_fill: bool = False
     rerank_weight: float = 0.5
     rerank_depth: int = 40
@@ -187,6 +194,7 @@ class RetrievalConfig:
             "graph_hop_decay",
             "graph_keyword_weight",
             "graph_hub_fraction",
+            "graph_speaker_score",
             "rerank_weight",
             "rerank_coverage_weight",
             "rerank_proximity_weight",

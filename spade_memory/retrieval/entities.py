@@ -6,6 +6,8 @@
   (see :mod:`spade_memory.retrieval.relations`), else ``related_to`` between
   entities close together in one sentence.
 - ``entities`` and ``relations`` a tool call passes explicitly are added as given.
+- A memory written as ``"Name: text"`` also gets its speaker's node
+  (:mod:`spade_memory.retrieval.speakers`).
 
 One entity is one node however it is written (:func:`canonical_key`).
 """
@@ -22,6 +24,7 @@ from ..errors import InvalidToolInput
 from ..storage.graph import Entity, Relation
 from .mentions import Mention, MentionFinder, canonical_key, make_entity, split_sentences
 from .relations import find_relations
+from .speakers import speaker_entity, speaker_keys
 from .tokenizer import STOPWORDS, get_tokenizer
 
 __all__ = [
@@ -38,11 +41,11 @@ __all__ = [
     "split_sentences",
 ]
 
-GRAPH_VERSION = 1
+GRAPH_VERSION = 2
 """Bumped whenever extraction changes, so stored graphs are rebuilt on open."""
 
 MAX_ENTITIES = 32
-"""At most this many entities are kept per memory (the first ones found)."""
+"""At most this many entities are kept per memory (the first ones found), plus its speaker."""
 
 MAX_EXPLICIT = 32
 """At most this many explicit entities, and as many relations, per memory."""
@@ -124,13 +127,17 @@ class EntityExtractor:
         kept = dict(itertools.islice(found.items(), MAX_ENTITIES))
         links = [r for r in (*explicit, *typed) if r.source in kept and r.target in kept]
         links.extend(self._cooccurrence(mentions, links, kept))
+        speaker = speaker_entity(text, mentions)
+        if speaker is not None:
+            kept[speaker.key] = speaker
         return Extraction(entities=tuple(kept.values()), relations=tuple(_dedupe(links)))
 
     def query_keys(self, text: str) -> list[str]:
         """Node keys a query may name: its entities, its words and word pairs.
 
         Queries are often typed in lower case ("who does alice work with?"), so
-        every non-stopword and pair of adjacent words is tried as a key as well.
+        every non-stopword and pair of adjacent words is tried as a key as well,
+        and each key also as a speaker's (``speaker:alice``).
         """
         keys = [mention.entity.key for mention in self.mentions(text)]
         words = [w for w in canonical_key(text).split() if not _CJK.search(w)]
@@ -144,7 +151,8 @@ class EntityExtractor:
         if _CJK.search(text):
             tokenizer = get_tokenizer()
             keys.extend(t for t in tokenizer.tokenize(text) if len(t) >= 2 and _CJK.search(t))
-        return list(dict.fromkeys(k for k in keys if k))
+        unique = list(dict.fromkeys(k for k in keys if k))
+        return [*unique, *speaker_keys(unique)]
 
     def mentions(self, text: str) -> list[Mention]:
         """Every entity mention in ``text`` with its span, in order, overlaps removed."""

@@ -17,6 +17,13 @@ Keyword part, as evidence summed per memory:
 3. trigram full-text search over the entries' summaries adds the query's other
    words, each by its rarity (a query shorter than three characters uses ``LIKE``).
 
+A query naming a speaker (a name that starts memories written as ``"Name: text"``,
+:mod:`spade_memory.retrieval.speakers`) gives the memories that speaker said among
+the ``_SPEAKER_POOL`` closest to the query vector (the document vectors) the
+small score ``RetrievalConfig.graph_speaker_score``: with the routes' both-route
+bonus it lifts what the person said above what others said to them, where the name alone selects
+nothing (in a two-person chat each name is in about every memory).
+
 Entities too common to say anything (named by more than ``graph_hub_fraction``
 of the memories: the speakers of a chat, the agent's owner) find no memories by
 themselves; they add their small weight to memories found otherwise and are
@@ -48,6 +55,7 @@ from ..storage.graph_store import GraphStore, NodeHit
 from .entities import EntityExtractor, Extraction
 from .fusion import minmax
 from .intent import QueryIntent
+from .speakers import SPEAKER_TYPE
 from .tokenizer import STOPWORDS, get_tokenizer
 
 __all__ = ["GraphHits", "GraphRetriever", "GraphVectorSource", "entry_summary"]
@@ -69,14 +77,19 @@ _PER_NEIGHBOUR = 20
 _ASKED_FACTOR = 1.5
 _TYPED_FACTOR = 0.8
 _COOCCURRENCE_FACTOR = 0.6
+_SPEAKER_POOL = 100  # at least this many nearest memories looked at for a named speaker
 _CJK_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
 _LATIN = re.compile(r"[^\W\d_]{3,}|\d{3,}")
 
 
 class GraphVectorSource(Protocol):
-    """What the graph route needs of the vector side: a search over entry vectors."""
+    """What the graph route needs of the vector side: searches over entry and memory vectors."""
 
     async def search_graph(
+        self, query: np.ndarray, k: int, *, allowed_ids: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]: ...
+
+    async def search(
         self, query: np.ndarray, k: int, *, allowed_ids: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray]: ...
 
@@ -99,13 +112,14 @@ def entry_summary(extraction: Extraction) -> str:
     and about its entities only. (Embedding the memory's own text instead, reusing
     its document vector, measured worse on both LoCoMo and the relations set.)
     """
-    values = {entity.key: entity.value for entity in extraction.entities}
+    entities = [entity for entity in extraction.entities if entity.type != SPEAKER_TYPE]
+    values = {entity.key: entity.value for entity in entities}
     phrases = [
         f"{values[r.source]} {r.relation.replace('_', ' ')} {values[r.target]}."
         for r in extraction.relations
         if r.relation != "related_to" and r.source in values and r.target in values
     ]
-    names = "; ".join(entity.value for entity in extraction.entities)
+    names = "; ".join(entity.value for entity in entities)
     return " ".join([*dict.fromkeys(phrases), names]).strip()[:_SUMMARY_CHARS]
 
 
@@ -150,9 +164,35 @@ class GraphRetriever:
         """The memories the graph links to ``query``, with route scores on [0, 1].
 
         Only memories the query's entities (or rarer words) anchor are returned;
-        the entry vectors order them and never add memories of their own.
+        the entry vectors order them and never add memories of their own. The
+        memories a speaker the query names said, among those nearest to the
+        query, are returned with at least ``graph_speaker_score``.
         """
-        raw, nodes = await self._keyword(query, intent, candidates, categories)
+        if query_vector is not None:
+            query_vector = asyncio.ensure_future(query_vector)  # awaited by both parts
+        raw, nodes, speakers = await self._keyword(query, intent, candidates, categories)
+        floor = self._config.graph_speaker_score
+        spoken: set[int] = set()
+        if speakers and query_vector is not None and floor > 0:
+            hits, spoken = await asyncio.gather(
+                self._anchored(raw, nodes, candidates, query_vector),
+                self._spoken(speakers, query_vector, candidates),
+            )
+        else:
+            hits = await self._anchored(raw, nodes, candidates, query_vector)
+        for memory_id in spoken:
+            if hits.scores.get(memory_id, 0.0) < floor:
+                hits.scores[memory_id] = floor
+        return hits
+
+    async def _anchored(
+        self,
+        raw: dict[int, float],
+        nodes: tuple[str, ...],
+        candidates: int,
+        query_vector: Awaitable[np.ndarray] | None,
+    ) -> GraphHits:
+        """The memories the keyword evidence ``raw`` anchors, ordered with the entry vectors."""
         strength = {key: 1.0 - math.exp(-value) for key, value in raw.items()}
         anchored = [key for key in strength if strength[key] >= _MIN_STRENGTH]
         anchored.sort(key=lambda key: -strength[key])
@@ -186,12 +226,13 @@ class GraphRetriever:
         intent: QueryIntent,
         candidates: int,
         categories: Sequence[str] | None,
-    ) -> tuple[dict[int, float], tuple[str, ...]]:
+    ) -> tuple[dict[int, float], tuple[str, ...], list[NodeHit]]:
         """Evidence per memory, summed: each match through an entity weighs its rarity.
 
         A match through a rare entity counts about 1, through an entity most
         memories name almost nothing. Such hubs find no memories by themselves,
         and are expanded through typed relations only ("Melanie likes pottery").
+        The speaker nodes the query names are returned apart (third).
         """
         store = self._store
         # Queries of one step go to the connection together (one connection serves
@@ -202,7 +243,8 @@ class GraphRetriever:
         total = max(2, count)
         hub = max(_HUB_MIN_ENTRIES, min(self._config.graph_hub_fraction * total, _HUB_MAX_ENTRIES))
         cap = int(hub) + 1  # counting past a hub's size tells nothing more
-        nodes = [n for n in matched if n.entries]
+        speakers = [n for n in matched if n.entries and n.type == SPEAKER_TYPE]
+        nodes = [n for n in matched if n.entries and n.type != SPEAKER_TYPE]
         named = tuple(node.key for node in nodes)
         # How common a name is, is how many memories mention it, entity or not: a
         # common word that one memory happened to capitalise is not a rare entity.
@@ -259,7 +301,31 @@ class GraphRetriever:
             # A hub still adds its (small) weight to the memories found otherwise.
             for memory_id, node_id in await store.entry_nodes(list(raw), hubs):
                 raw[memory_id] += weights[node_id]
-        return raw, named
+        return raw, named, speakers
+
+    async def _spoken(
+        self, speakers: Sequence[NodeHit], query_vector: Awaitable[np.ndarray], candidates: int
+    ) -> set[int]:
+        """The memories ``speakers`` said among the nearest to the query (document vectors).
+
+        The nearest are found first and the speakers' entries checked among them
+        only, so a speaker of a hundred thousand memories costs what one of ten does.
+        """
+        if self._vectors is None:
+            return set()
+        try:
+            vector = await query_vector
+            ids, _ = await self._vectors.search(vector, max(_SPEAKER_POOL, candidates * 3))
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            logger.exception("vector search for the speakers failed; leaving them out")
+            return set()
+        nearest = [int(i) for i in ids.tolist() if i >= 0]
+        if not nearest:
+            return set()
+        pairs = await self._store.entry_nodes(nearest, [node.id for node in speakers])
+        return {memory_id for memory_id, _ in pairs}
 
     async def _mentions(self, node: NodeHit, cap: int, phrase_counts: dict[str, int]) -> int:
         """How many memories' text mentions ``node`` (its words, or its Chinese words).

@@ -1,0 +1,143 @@
+"""Speaker nodes: chat lines written as "Name: text", and the graph route's use of them."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from spade_memory.config import MemoryConfig, RetrievalConfig
+from spade_memory.errors import ConfigError
+from spade_memory.manager import MemoryManager
+from spade_memory.retrieval.entities import EntityExtractor
+from spade_memory.retrieval.graph import entry_summary
+from spade_memory.retrieval.speakers import SPEAKER_TYPE, speaker_entity, speaker_keys
+
+Opener = Callable[..., Awaitable[MemoryManager]]  # the open_memory fixture (conftest.py)
+
+X = EntityExtractor()
+
+
+def speaker_of(text: str) -> str | None:
+    found = speaker_entity(text, X.mentions(text))
+    return None if found is None else found.key
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ("Melanie: we went camping with the kids.", "speaker:melanie"),
+        ("  Joanna Smith : thanks!", "speaker:joanna smith"),
+        ("张伟：我们周末去爬山了。", "speaker:张伟"),
+        ("Note: buy milk.", None),  # no name
+        ("Hi Caroline: how are you?", None),  # the name does not open the text
+        ("Melanie:", None),  # nothing said
+        ("Melanie said: hi", None),  # no colon right after the name
+        ("Melanie and Caroline went camping.", None),
+    ],
+)
+def test_a_speaker_is_a_name_opening_the_text_before_a_colon(text: str, key: str | None) -> None:
+    assert speaker_of(text) == key
+
+
+def test_the_speaker_node_comes_beside_the_name_and_stays_out_of_the_entry_text() -> None:
+    extraction = X.extract("Caroline: Wow, Melanie! The pottery looks great.")
+    keys = [entity.key for entity in extraction.entities]
+    assert keys == ["caroline", "melanie", "speaker:caroline"]
+    assert extraction.entities[-1].type == SPEAKER_TYPE
+    assert all("speaker" not in (r.source + r.target) for r in extraction.relations)
+    assert entry_summary(extraction) == "Caroline; Melanie"  # the name once, as before
+
+
+def test_a_query_may_name_speakers() -> None:
+    keys = X.query_keys("What do Melanie's kids like?")
+    assert {"melanie", "speaker:melanie"} <= set(keys)
+    assert speaker_keys(["alice", "speaker:alice", ""]) == ["speaker:alice"]
+
+
+def _chat() -> list[str]:
+    # Two speakers name each other in about every line: each name alone is a hub.
+    lines: list[str] = []
+    for i in range(14):
+        lines.append(f"Caroline: Melanie, the weather was nice on walk {i}.")
+        lines.append(f"Melanie: Caroline, the trains were late on day {i}.")
+    lines.append("Caroline: Melanie, I like pottery.")
+    lines.append("Melanie: Yes, I like pottery, Caroline.")
+    return lines
+
+
+def config(**retrieval: Any) -> MemoryConfig:
+    return MemoryConfig(
+        in_memory=True,
+        embedder="hashing",
+        retrieval=RetrievalConfig(cache_ttl_seconds=0, **retrieval),
+    )
+
+
+async def test_the_graph_route_prefers_what_the_named_speaker_said(open_memory: Opener) -> None:
+    memory = await open_memory("chat@localhost", config())
+    chat = _chat()
+    await memory.store_many([{"content": line} for line in chat])
+    await memory.flush()
+    results = await memory.search("Does Melanie like pottery?", limit=5, explain=True)
+    by_content = {r.memory.content: r.explanation for r in results}
+    said, told = by_content[chat[-1]], by_content[chat[-2]]
+    assert said is not None and "graph" in said.routes and said.graph_score is not None
+    assert told is not None and told.graph_score is None  # Caroline said it
+    # About Caroline instead: her line gets the graph score, Melanie's does not.
+    results = await memory.search("Does Caroline like pottery?", limit=5, explain=True)
+    by_content = {r.memory.content: r.explanation for r in results}
+    assert by_content[chat[-2]] is not None and by_content[chat[-2]].graph_score is not None
+    assert by_content[chat[-1]] is not None and by_content[chat[-1]].graph_score is None
+
+
+@pytest.mark.parametrize("graph", [True, False])
+async def test_what_the_person_said_ranks_above_what_was_said_to_them(
+    graph: bool, open_memory: Opener
+) -> None:
+    memory = await open_memory(f"chat-{graph}@localhost", config(graph_route=graph))
+    chat = _chat()
+    await memory.store_many([{"content": line} for line in chat])
+    await memory.flush()
+    found = [r.memory.content for r in await memory.search("Does Melanie like pottery?", limit=5)]
+    # Caroline says it too, to Melanie: first by its words alone.
+    assert (found.index(chat[-1]) < found.index(chat[-2])) is graph
+
+
+async def test_a_speaker_score_of_zero_turns_the_preference_off(open_memory: Opener) -> None:
+    memory = await open_memory("chat-off@localhost", config(graph_speaker_score=0.0))
+    chat = _chat()
+    await memory.store_many([{"content": line} for line in chat])
+    await memory.flush()
+    results = await memory.search("Does Melanie like pottery?", limit=5, explain=True)
+    by_content = {r.memory.content: r.explanation for r in results}
+    assert by_content[chat[-1]] is not None and by_content[chat[-1]].graph_score is None
+
+
+def test_the_speaker_score_is_checked() -> None:
+    with pytest.raises(ConfigError, match="graph_speaker_score"):
+        RetrievalConfig(graph_speaker_score=1.5)
+
+
+async def test_no_speaker_named_leaves_the_graph_route_as_it_was(open_memory: Opener) -> None:
+    memory = await open_memory("chat2@localhost", config())
+    await memory.store_many([{"content": line} for line in _chat()])
+    await memory.flush()
+    results = await memory.search("pottery class", limit=5, explain=True)
+    assert results
+    assert all(r.explanation is not None and r.explanation.graph_score is None for r in results)
+
+
+async def test_deleting_a_speakers_last_line_removes_the_speaker_node(
+    open_memory: Opener,
+) -> None:
+    memory = await open_memory("chat3@localhost", config())
+    kept = await memory.store("Alice and Bob met at the harbour.")
+    said = await memory.store("Bob: the ferry was late again.")
+    rows = await memory.base_store.fetchall("SELECT key FROM graph_nodes WHERE type = 'speaker'")
+    assert [row[0] for row in rows] == ["speaker:bob"]
+    await memory.forget(said.id)
+    rows = await memory.base_store.fetchall("SELECT key FROM graph_nodes ORDER BY key")
+    assert [row[0] for row in rows] == ["alice", "bob"]
+    assert kept.id != said.id
