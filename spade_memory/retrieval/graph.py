@@ -160,13 +160,16 @@ class GraphRetriever:
         candidates: int,
         categories: Sequence[str] | None = None,
         query_vector: Awaitable[np.ndarray] | None = None,
+        nearest: Awaitable[tuple[np.ndarray, np.ndarray]] | None = None,
     ) -> GraphHits:
         """The memories the graph links to ``query``, with route scores on [0, 1].
 
         Only memories the query's entities (or rarer words) anchor are returned;
         the entry vectors order them and never add memories of their own. The
         memories a speaker the query names said, among those nearest to the
-        query, are returned with at least ``graph_speaker_score``.
+        query, are returned with at least ``graph_speaker_score``. ``nearest``,
+        when given, is the document-vector search the caller runs anyway (at
+        least :meth:`nearest_wanted` ids, best first), so none is run twice.
         """
         if query_vector is not None:
             query_vector = asyncio.ensure_future(query_vector)  # awaited by both parts
@@ -176,7 +179,7 @@ class GraphRetriever:
         if speakers and query_vector is not None and floor > 0:
             hits, spoken = await asyncio.gather(
                 self._anchored(raw, nodes, candidates, query_vector),
-                self._spoken(speakers, query_vector, candidates),
+                self._spoken(speakers, query_vector, candidates, nearest),
             )
         else:
             hits = await self._anchored(raw, nodes, candidates, query_vector)
@@ -303,28 +306,42 @@ class GraphRetriever:
                 raw[memory_id] += weights[node_id]
         return raw, named, speakers
 
+    def nearest_wanted(self, candidates: int) -> int:
+        """How many nearest memories the speaker step looks at (0: it is off)."""
+        if self._config.graph_speaker_score <= 0:
+            return 0
+        return max(_SPEAKER_POOL, candidates * 3)
+
     async def _spoken(
-        self, speakers: Sequence[NodeHit], query_vector: Awaitable[np.ndarray], candidates: int
+        self,
+        speakers: Sequence[NodeHit],
+        query_vector: Awaitable[np.ndarray],
+        candidates: int,
+        nearest: Awaitable[tuple[np.ndarray, np.ndarray]] | None = None,
     ) -> set[int]:
         """The memories ``speakers`` said among the nearest to the query (document vectors).
 
         The nearest are found first and the speakers' entries checked among them
         only, so a speaker of a hundred thousand memories costs what one of ten does.
         """
-        if self._vectors is None:
+        if self._vectors is None and nearest is None:
             return set()
         try:
-            vector = await query_vector
-            ids, _ = await self._vectors.search(vector, max(_SPEAKER_POOL, candidates * 3))
+            if nearest is not None:
+                ids, _ = await nearest
+            else:
+                assert self._vectors is not None
+                vector = await query_vector
+                ids, _ = await self._vectors.search(vector, self.nearest_wanted(candidates))
         except asyncio.CancelledError:
             raise
         except Exception:
             logger.exception("vector search for the speakers failed; leaving them out")
             return set()
-        nearest = [int(i) for i in ids.tolist() if i >= 0]
-        if not nearest:
+        near = [int(i) for i in ids.tolist() if i >= 0]
+        if not near:
             return set()
-        pairs = await self._store.entry_nodes(nearest, [node.id for node in speakers])
+        pairs = await self._store.entry_nodes(near, [node.id for node in speakers])
         return {memory_id for memory_id, _ in pairs}
 
     async def _mentions(self, node: NodeHit, cap: int, phrase_counts: dict[str, int]) -> int:

@@ -404,25 +404,33 @@ class Retriever:
         embedding: asyncio.Task[np.ndarray] | None = None
         if self._vectors is not None:
             embedding = asyncio.create_task(self._embed(query, timings))
+        graph_on = self._graph is not None and self._config.graph_route
+        # One nearest-neighbour search serves the vector route and the graph
+        # route's speaker step: as deep as the deeper of the two asks.
+        k = min(candidates, self._config.vector_candidate_cap)
+        depth = max(k, self._graph.nearest_wanted(candidates)) if graph_on and self._graph else k
+        nearest: asyncio.Task[tuple[np.ndarray, np.ndarray]] | None = None
+        if embedding is not None:
+            nearest = asyncio.create_task(self._nearest(embedding, depth, categories, timings))
         tasks: dict[str, asyncio.Task[Any]] = {
             "keyword": asyncio.create_task(self._keyword(terms, candidates, categories, timings)),
-            "vector": asyncio.create_task(self._vector(embedding, candidates, categories, timings)),
+            "vector": asyncio.create_task(self._vector(nearest, k)),
         }
-        if self._graph is not None and self._config.graph_route:
-            tasks["graph"] = asyncio.create_task(
-                self._graph_route(query, intent, embedding, candidates, categories, timings)
+        if graph_on:
+            route = self._graph_route(
+                query, intent, embedding, nearest, candidates, categories, timings
             )
+            tasks["graph"] = asyncio.create_task(route)
         try:
             _, pending = await asyncio.wait(
                 tasks.values(), timeout=self._config.route_timeout_seconds
             )
         finally:
-            for task in (*tasks.values(), *([embedding] if embedding else [])):
+            helpers = [task for task in (embedding, nearest) if task is not None]
+            for task in (*tasks.values(), *helpers):
                 if not task.done():
                     task.cancel()
-            await asyncio.gather(
-                *tasks.values(), *([embedding] if embedding else []), return_exceptions=True
-            )
+            await asyncio.gather(*tasks.values(), *helpers, return_exceptions=True)
         results: dict[str, Any] = {}
         for name, task in tasks.items():
             if task in pending:
@@ -458,6 +466,7 @@ class Retriever:
         query: str,
         intent: QueryIntent,
         embedding: asyncio.Task[np.ndarray] | None,
+        nearest: asyncio.Task[tuple[np.ndarray, np.ndarray]] | None,
         candidates: int,
         categories: tuple[str, ...] | None,
         timings: SearchTimings,
@@ -471,34 +480,48 @@ class Retriever:
                 candidates=candidates,
                 categories=categories,
                 query_vector=None if embedding is None else asyncio.shield(embedding),
+                nearest=None if nearest is None else asyncio.shield(nearest),
             )
         finally:
             timings.extra["graph"] = time.perf_counter() - started
 
-    async def _vector(
+    async def _nearest(
         self,
-        embedding: asyncio.Task[np.ndarray] | None,
-        candidates: int,
+        embedding: asyncio.Task[np.ndarray],
+        k: int,
         categories: tuple[str, ...] | None,
         timings: SearchTimings,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The ``k`` memories nearest to the query (ids and scores, best first)."""
+        assert self._vectors is not None
+        query_vector = await asyncio.shield(embedding)
+        started = time.perf_counter()
+        allowed = None
+        if categories:
+            allowed = await self._base.filtered_ids(categories=categories)
+            if len(allowed) == 0:
+                return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
+        try:
+            return await self._vectors.search(query_vector, k, allowed_ids=allowed)
+        finally:
+            timings.vector = time.perf_counter() - started
+
+    async def _vector(
+        self, nearest: asyncio.Task[tuple[np.ndarray, np.ndarray]] | None, k: int
     ) -> dict[int, float]:
-        if self._vectors is None or embedding is None:
+        """The vector route: the best ``k`` of the shared nearest-neighbour search."""
+        if nearest is None:
             return {}
         try:
-            query_vector = await asyncio.shield(embedding)
-            started = time.perf_counter()
-            allowed = None
-            if categories:
-                allowed = await self._base.filtered_ids(categories=categories)
-                if len(allowed) == 0:
-                    return {}
-            k = min(candidates, self._config.vector_candidate_cap)
-            ids, scores = await self._vectors.search(query_vector, k, allowed_ids=allowed)
-            timings.vector = time.perf_counter() - started
+            ids, scores = await asyncio.shield(nearest)
         except Exception:
             logger.exception("vector route failed; falling back to keywords")
             return {}
-        return {int(i): float(s) for i, s in zip(ids.tolist(), scores.tolist(), strict=True)}
+        return {
+            int(i): float(score)
+            for i, score in zip(ids[:k].tolist(), scores[:k].tolist(), strict=True)
+            if i >= 0
+        }
 
     async def _diversify(
         self,

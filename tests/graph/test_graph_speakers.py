@@ -105,6 +105,29 @@ async def test_what_the_person_said_ranks_above_what_was_said_to_them(
     assert (found.index(chat[-1]) < found.index(chat[-2])) is graph
 
 
+async def test_one_nearest_neighbour_search_serves_both_routes(
+    open_memory: Opener, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    memory = await open_memory("chat-once@localhost", config())
+    chat = _chat()
+    await memory.store_many([{"content": line} for line in chat])
+    await memory.flush()
+    indexer = memory.indexer
+    assert indexer is not None
+    depths: list[int] = []
+    search = indexer.search
+
+    async def counted(query: Any, k: int, **kwargs: Any) -> Any:
+        depths.append(k)
+        return await search(query, k, **kwargs)
+
+    monkeypatch.setattr(indexer, "search", counted)
+    results = await memory.search("Does Melanie like pottery?", limit=5, explain=True)
+    assert len(depths) == 1 and depths[0] >= 100  # deep enough for the speaker step
+    by_content = {r.memory.content: r.explanation for r in results}
+    assert by_content[chat[-1]] is not None and by_content[chat[-1]].graph_score is not None
+
+
 async def test_a_speaker_score_of_zero_turns_the_preference_off(open_memory: Opener) -> None:
     memory = await open_memory("chat-off@localhost", config(graph_speaker_score=0.0))
     chat = _chat()
