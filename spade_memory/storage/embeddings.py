@@ -1,0 +1,152 @@
+"""The ``embeddings`` table of the base memory: one vector per memory, with a sequence.
+
+Vectors are written with a growing ``seq`` (its last value in ``meta`` as
+``embedding_seq``), so a FAISS index can load only what was written since its
+snapshot. A vector is kept only while its memory is unchanged: it is written
+only if the memory's ``updated_at`` still matches the one read for embedding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+
+import numpy as np
+
+from ..errors import StorageError
+from .memory_rows import Fetch, Transaction
+from .sql import SQL_CHUNK, placeholders
+
+__all__ = [
+    "count_pending_embeddings",
+    "embedding_ids",
+    "load_vectors",
+    "pending_embeddings",
+    "put_embeddings",
+    "vectors_for",
+]
+
+
+async def pending_embeddings(
+    fetch: Fetch, fingerprint: str, limit: int, after_id: int
+) -> list[tuple[int, str, float]]:
+    """Memories without a vector of ``fingerprint``: ``(id, content, updated_at)``.
+
+    Ordered by id, starting after ``after_id`` (a cursor for one pass).
+    """
+    rows = await fetch(
+        "SELECT m.id, m.content, m.updated_at FROM memories AS m "
+        "LEFT JOIN embeddings AS e ON e.memory_id = m.id AND e.fingerprint = ? "
+        "WHERE e.memory_id IS NULL AND m.id > ? ORDER BY m.id LIMIT ?",
+        (fingerprint, int(after_id), int(limit)),
+    )
+    return [(int(r[0]), str(r[1]), float(r[2])) for r in rows]
+
+
+async def count_pending_embeddings(fetch: Fetch, fingerprint: str) -> int:
+    """How many memories have no vector of ``fingerprint``."""
+    rows = await fetch(
+        "SELECT count(*) FROM memories AS m "
+        "LEFT JOIN embeddings AS e ON e.memory_id = m.id AND e.fingerprint = ? "
+        "WHERE e.memory_id IS NULL",
+        (fingerprint,),
+    )
+    return int(rows[0][0])
+
+
+async def put_embeddings(
+    transaction: Transaction,
+    max_seq: Callable[[], Awaitable[int]],
+    fingerprint: str,
+    items: Sequence[tuple[int, float, np.ndarray]],
+) -> tuple[list[int], int]:
+    """Store vectors for ``(id, updated_at, vector)``; return the ids stored and last seq.
+
+    A memory deleted or changed since it was read for embedding is skipped
+    (its ``updated_at`` no longer matches), so a stale vector is never kept.
+    ``max_seq`` gives the last seq when there is nothing to store.
+    """
+    if not items:
+        return [], await max_seq()
+    checked: list[tuple[int, float, np.ndarray]] = []
+    for memory_id, updated_at, vector in items:
+        array = np.ascontiguousarray(vector, dtype=np.float32)
+        if array.ndim != 1 or not np.all(np.isfinite(array)):
+            raise StorageError(f"refusing a malformed vector for memory {memory_id}")
+        checked.append((int(memory_id), updated_at, array))
+    async with transaction() as db:
+        rows = await db.execute_fetchall("SELECT value FROM meta WHERE key = 'embedding_seq'")
+        first = int(next(iter(rows))[0]) if rows else 0
+        # One executemany and one check, not two round trips per vector: the
+        # write lock (which stores wait for) is held for a few round trips only.
+        await db.executemany(
+            "INSERT INTO embeddings (memory_id, fingerprint, dim, vector, seq) "
+            "SELECT id, ?, ?, ?, ? FROM memories WHERE id = ? AND updated_at = ? "
+            "ON CONFLICT (memory_id) DO UPDATE SET fingerprint = excluded.fingerprint, "
+            "dim = excluded.dim, vector = excluded.vector, seq = excluded.seq",
+            [
+                (fingerprint, int(array.shape[0]), array.tobytes(), first + n, memory_id, at)
+                for n, (memory_id, at, array) in enumerate(checked, start=1)
+            ],
+        )
+        seq = first + len(checked)
+        written: set[int] = set()
+        wanted = list(dict.fromkeys(memory_id for memory_id, _, _ in checked))
+        for start in range(0, len(wanted), SQL_CHUNK):
+            chunk = wanted[start : start + SQL_CHUNK]
+            found = await db.execute_fetchall(
+                "SELECT memory_id FROM embeddings WHERE seq > ? "
+                f"AND memory_id IN ({placeholders(len(chunk))})",
+                [first, *chunk],
+            )
+            written.update(int(row[0]) for row in found)
+        stored = [memory_id for memory_id, _, _ in checked if memory_id in written]
+        await db.execute(
+            "INSERT INTO meta (key, value) VALUES ('embedding_seq', ?) "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (str(seq),),
+        )
+    return stored, seq
+
+
+async def load_vectors(
+    fetch: Fetch, fingerprint: str, dim: int, after_seq: int
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """Vectors of ``fingerprint`` with ``seq > after_seq``: ``(ids, matrix, max seq)``."""
+    rows = await fetch(
+        "SELECT memory_id, vector, seq FROM embeddings "
+        "WHERE fingerprint = ? AND dim = ? AND seq > ? ORDER BY seq",
+        (fingerprint, int(dim), int(after_seq)),
+    )
+    ids = np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
+    matrix = np.zeros((len(rows), dim), dtype=np.float32)
+    for index, row in enumerate(rows):
+        matrix[index] = np.frombuffer(row[1], dtype=np.float32, count=dim)
+    max_seq = int(rows[-1][2]) if rows else int(after_seq)
+    return ids, matrix, max_seq
+
+
+async def vectors_for(
+    fetch: Fetch, fingerprint: str, dim: int, memory_ids: Iterable[int]
+) -> dict[int, np.ndarray]:
+    """The stored vectors of some memories (those that have one)."""
+    wanted = list(dict.fromkeys(int(i) for i in memory_ids))
+    found: dict[int, np.ndarray] = {}
+    for start in range(0, len(wanted), SQL_CHUNK):
+        chunk = wanted[start : start + SQL_CHUNK]
+        # The unary "+" keeps SQLite from scanning the (fingerprint, seq) index
+        # over every vector: the ids are looked up by primary key (49 ms -> 0.1
+        # ms for 15 ids among 100k vectors).
+        rows = await fetch(
+            "SELECT memory_id, vector FROM embeddings WHERE +fingerprint = ? AND +dim = ? "
+            f"AND memory_id IN ({placeholders(len(chunk))})",
+            [fingerprint, int(dim), *chunk],
+        )
+        for row in rows:
+            found[int(row[0])] = np.frombuffer(row[1], dtype=np.float32, count=dim)
+    return found
+
+
+async def embedding_ids(fetch: Fetch, fingerprint: str) -> np.ndarray:
+    """Ids of the memories holding a vector of ``fingerprint``."""
+    rows = await fetch("SELECT memory_id FROM embeddings WHERE fingerprint = ?", (fingerprint,))
+    return np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))

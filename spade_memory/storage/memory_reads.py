@@ -1,0 +1,156 @@
+"""The read queries of the base memory: memories by id, lists, counts and stats.
+
+Each function runs its queries through the store's ``fetch`` (one read query on
+its connection), looked up by the store on every call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..models import Memory
+from .memory_rows import COLUMNS, M_COLUMNS, Fetch, row_to_memory
+from .sql import SQL_CHUNK, placeholders, status_category_filter
+
+__all__ = [
+    "agent_stats",
+    "count_memories",
+    "counts_by",
+    "filtered_ids",
+    "get_by_uid",
+    "get_many",
+    "get_many_indexed",
+    "get_memory",
+    "iter_all",
+    "list_memories",
+]
+
+
+async def get_memory(fetch: Fetch, memory_id: int) -> Memory | None:
+    """The memory ``memory_id``, or ``None``."""
+    rows = await fetch(f"SELECT {COLUMNS} FROM memories WHERE id = ?", (memory_id,))
+    return row_to_memory(rows[0]) if rows else None
+
+
+async def get_by_uid(fetch: Fetch, uid: str) -> Memory | None:
+    """The memory of ``uid``, or ``None``."""
+    rows = await fetch(f"SELECT {COLUMNS} FROM memories WHERE uid = ?", (uid,))
+    return row_to_memory(rows[0]) if rows else None
+
+
+async def get_many(fetch: Fetch, memory_ids: Iterable[int]) -> dict[int, Memory]:
+    """Load many memories in as few queries as possible (chunks of 500)."""
+    wanted = list(dict.fromkeys(int(i) for i in memory_ids))
+    found: dict[int, Memory] = {}
+    for start in range(0, len(wanted), SQL_CHUNK):
+        chunk = wanted[start : start + SQL_CHUNK]
+        rows = await fetch(
+            f"SELECT {COLUMNS} FROM memories WHERE id IN ({placeholders(len(chunk))})",
+            chunk,
+        )
+        for row in rows:
+            memory = row_to_memory(row)
+            found[memory.id] = memory
+    return found
+
+
+async def get_many_indexed(
+    fetch: Fetch, memory_ids: Iterable[int], *, neighbours: bool
+) -> dict[int, tuple[Memory, str | None]]:
+    """Memories with their indexed content tokens (see ``BaseMemoryStore.get_many_indexed``)."""
+    wanted = list(dict.fromkeys(int(i) for i in memory_ids))
+    found: dict[int, tuple[Memory, str | None]] = {}
+    for start in range(0, len(wanted), SQL_CHUNK):
+        chunk = wanted[start : start + SQL_CHUNK]
+        marks = placeholders(len(chunk))
+        where = f"m.id IN ({marks})"
+        if neighbours:
+            where += (
+                " OR m.id IN (SELECT n.id FROM memories AS h JOIN memories AS n "
+                "ON n.id IN (h.id - 1, h.id + 1) "
+                "AND n.source_conversation = h.source_conversation "
+                f"WHERE h.id IN ({marks}))"
+            )
+        rows = await fetch(
+            f"SELECT {M_COLUMNS}, CASE WHEN f.rowid IS NOT NULL "
+            "THEN coalesce(f.content_tokens, '') END FROM memories AS m "
+            f"LEFT JOIN memories_fts AS f ON f.rowid = m.id WHERE {where}",
+            [*chunk, *chunk] if neighbours else chunk,
+        )
+        for row in rows:
+            memory = row_to_memory(row)
+            found[memory.id] = (memory, None if row[15] is None else str(row[15]))
+    return found
+
+
+async def list_memories(
+    fetch: Fetch,
+    *,
+    categories: Sequence[str] | None,
+    statuses: Sequence[str] | None,
+    limit: int,
+    offset: int,
+) -> list[Memory]:
+    """Memories, newest first, filtered by category and status."""
+    where, params = status_category_filter(categories, statuses)
+    rows = await fetch(
+        f"SELECT {COLUMNS} FROM memories WHERE {where} "
+        "ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?",
+        [*params, int(limit), int(offset)],
+    )
+    return [row_to_memory(row) for row in rows]
+
+
+async def iter_all(fetch: Fetch, batch: int) -> AsyncIterator[Memory]:
+    """Every memory of every status, oldest id first, in batches."""
+    last = 0
+    while True:
+        rows = await fetch(
+            f"SELECT {COLUMNS} FROM memories WHERE id > ? ORDER BY id LIMIT ?",
+            (last, batch),
+        )
+        if not rows:
+            return
+        for row in rows:
+            yield row_to_memory(row)
+        last = int(rows[-1][0])
+
+
+async def filtered_ids(
+    fetch: Fetch, *, categories: Sequence[str] | None, statuses: Sequence[str] | None
+) -> np.ndarray:
+    """Ids of the memories passing the filters (for filtered vector search)."""
+    where, params = status_category_filter(categories, statuses)
+    rows = await fetch(f"SELECT id FROM memories WHERE {where}", params)
+    return np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
+
+
+async def count_memories(
+    fetch: Fetch, *, categories: Sequence[str] | None, statuses: Sequence[str] | None
+) -> int:
+    """How many memories pass the filters."""
+    where, params = status_category_filter(categories, statuses)
+    rows = await fetch(f"SELECT count(*) FROM memories WHERE {where}", params)
+    return int(rows[0][0])
+
+
+async def counts_by(fetch: Fetch, column: str) -> dict[str, int]:
+    """How many memories hold each value of ``column`` (``category`` or ``status``)."""
+    if column not in ("category", "status"):
+        raise ValueError(column)
+    rows = await fetch(f"SELECT {column}, count(*) FROM memories GROUP BY {column}", ())
+    return {str(row[0]): int(row[1]) for row in rows}
+
+
+async def agent_stats(fetch: Fetch, agent: str) -> dict[str, Any]:
+    """The write and search counters of ``agent`` (zeros when it has no row)."""
+    rows = await fetch(
+        "SELECT stores, updates, forgets, searches, last_store_at, last_search_at "
+        "FROM agent_stats WHERE agent = ?",
+        (agent,),
+    )
+    keys = ("stores", "updates", "forgets", "searches", "last_store_at", "last_search_at")
+    return dict(zip(keys, rows[0], strict=True)) if rows else dict.fromkeys(keys, 0)

@@ -1,0 +1,130 @@
+"""How a memory is laid out as a row of the ``memories`` table, and read back.
+
+:class:`NewMemory` is a memory about to be inserted, :class:`IndexedText` its
+keyword-index text; :func:`row_to_memory` turns a row selected with
+:data:`COLUMNS` into a :class:`~spade_memory.models.Memory`. ``Fetch`` and
+``Transaction`` are the store's read query and write transaction, as the
+modules that read and write these rows receive them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiosqlite
+
+from ..models import Memory
+from ..retrieval.tokenizer import get_tokenizer
+
+__all__ = [
+    "COLUMNS",
+    "M_COLUMNS",
+    "Fetch",
+    "IndexedText",
+    "NewMemory",
+    "Transaction",
+    "new_to_memory",
+    "row_to_memory",
+]
+
+Fetch = Callable[[str, Sequence[Any]], Awaitable[list[Any]]]
+"""Runs one read query on the store's connection and returns its rows."""
+
+Transaction = Callable[[], contextlib.AbstractAsyncContextManager[aiosqlite.Connection]]
+"""Opens one write transaction (``BEGIN IMMEDIATE`` ... ``COMMIT``) of the store."""
+
+COLUMNS = (
+    "id, uid, category, content, context, confidence, importance, status, "
+    "source_conversation, source_sender, created_at, updated_at, last_accessed, "
+    "access_count, metadata"
+)
+"""The columns :func:`row_to_memory` reads, in its order."""
+
+M_COLUMNS = ", ".join("m." + name.strip() for name in COLUMNS.split(","))
+""":data:`COLUMNS` of the table aliased ``m``."""
+
+
+@dataclass(frozen=True, slots=True)
+class IndexedText:
+    """The tokenised text of a memory, as indexed by FTS5 (tokens joined by spaces)."""
+
+    content_tokens: str
+    context_tokens: str = ""
+
+    @classmethod
+    def of(cls, content: str, context: str | None = None) -> IndexedText:
+        """The keyword-index text of a memory: what every writer and checker uses."""
+        tokenize = get_tokenizer().tokenize
+        return cls(" ".join(tokenize(content)), " ".join(tokenize(context or "")))
+
+
+@dataclass(frozen=True, slots=True)
+class NewMemory:
+    """A memory about to be inserted (validated by the caller)."""
+
+    uid: str
+    category: str
+    content: str
+    context: str | None
+    confidence: float
+    importance: float
+    created_at: float
+    source_conversation: str | None = None
+    source_sender: str | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    status: str = "active"
+    updated_at: float | None = None
+    last_accessed: float | None = None
+    access_count: int = 0
+
+
+def row_to_memory(row: Sequence[Any]) -> Memory:
+    """The :class:`Memory` of a row selected with :data:`COLUMNS`."""
+    try:
+        # most memories have none: skip the parser for the empty object
+        metadata = json.loads(row[14]) if row[14] and row[14] != "{}" else {}
+    except json.JSONDecodeError:
+        metadata = {"_unreadable_metadata": row[14]}
+    return Memory(
+        id=int(row[0]),
+        uid=row[1],
+        category=row[2],
+        content=row[3],
+        context=row[4],
+        confidence=float(row[5]),
+        importance=float(row[6]),
+        status=row[7],
+        source_conversation=row[8],
+        source_sender=row[9],
+        created_at=float(row[10]),
+        updated_at=float(row[11]),
+        last_accessed=None if row[12] is None else float(row[12]),
+        access_count=int(row[13]),
+        metadata=metadata if isinstance(metadata, dict) else {"value": metadata},
+    )
+
+
+def new_to_memory(memory_id: int, new: NewMemory, metadata_json: str) -> Memory:
+    """The :class:`Memory` a just-inserted row reads back as."""
+    metadata = json.loads(metadata_json)
+    return Memory(
+        id=memory_id,
+        uid=new.uid,
+        category=new.category,
+        content=new.content,
+        context=new.context,
+        confidence=float(new.confidence),
+        importance=float(new.importance),
+        status=new.status,
+        source_conversation=new.source_conversation,
+        source_sender=new.source_sender,
+        created_at=float(new.created_at),
+        updated_at=float(new.updated_at if new.updated_at is not None else new.created_at),
+        last_accessed=None if new.last_accessed is None else float(new.last_accessed),
+        access_count=int(new.access_count),
+        metadata=metadata if isinstance(metadata, dict) else {"value": metadata},
+    )

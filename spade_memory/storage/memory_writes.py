@@ -1,0 +1,367 @@
+"""The write path of the base memory: inserts (with group commit), updates, deletes.
+
+An insert runs whole on the connection's thread (:class:`InsertTransaction`:
+``BEGIN IMMEDIATE``, the memory rows with their FTS rows, the stats, the graphs,
+``COMMIT`` in one hop). Single inserts arriving while a transaction runs wait in
+a :class:`GroupCommit` and are committed together in the next one. Updates,
+deletes and access counts run in the store's ordinary write transaction.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import sqlite3
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import Any, Protocol
+
+import aiosqlite
+
+from ..errors import StorageError
+from ..models import Memory
+from .graph import MemoryGraph, delete_graph, run_on_connection, write_graph, write_graph_rows
+from .memory_rows import IndexedText, NewMemory, Transaction, new_to_memory
+
+__all__ = [
+    "UPDATABLE",
+    "GroupCommit",
+    "InsertTransaction",
+    "QueuedInsert",
+    "WriteFailed",
+    "delete_memory",
+    "insert_rows",
+    "record_search",
+    "run_insert",
+    "touch_memories",
+    "update_memory",
+]
+
+UPDATABLE = frozenset(
+    {"category", "content", "context", "confidence", "importance", "status", "metadata"}
+)
+"""The fields :func:`update_memory` may change."""
+
+# A single insert waiting for group commit: memory, text, graph, its caller's future.
+QueuedInsert = tuple[NewMemory, IndexedText, "MemoryGraph | None", "asyncio.Future[Memory]"]
+
+_INSERT_MEMORY = (
+    "INSERT INTO memories (uid, category, content, context, confidence, importance, "
+    "status, source_conversation, source_sender, created_at, updated_at, last_accessed, "
+    "access_count, metadata) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id"
+)
+_INSERT_FTS = "INSERT INTO memories_fts (rowid, content_tokens, context_tokens) VALUES (?, ?, ?)"
+
+
+def insert_rows(
+    rows: Sequence[tuple[NewMemory, IndexedText, str]],
+    agent: str,
+    last: float,
+    db: sqlite3.Connection,
+) -> list[int]:
+    """Insert memories and their FTS rows and count them (on the connection's thread)."""
+    ids: list[int] = []
+    for new, text, metadata in rows:
+        # RETURNING: the id comes back with the insert.
+        cursor = db.execute(
+            _INSERT_MEMORY,
+            (
+                new.uid,
+                new.category,
+                new.content,
+                new.context,
+                new.confidence,
+                new.importance,
+                new.status,
+                new.source_conversation,
+                new.source_sender,
+                new.created_at,
+                new.updated_at if new.updated_at is not None else new.created_at,
+                new.last_accessed,
+                new.access_count,
+                metadata,
+            ),
+        )
+        memory_id = int(cursor.fetchone()[0])
+        cursor.close()
+        db.execute(_INSERT_FTS, (memory_id, text.content_tokens, text.context_tokens))
+        ids.append(memory_id)
+    db.execute(
+        "UPDATE agent_stats SET stores = stores + ?, last_store_at = ? WHERE agent = ?",
+        (len(rows), last, agent),
+    )
+    return ids
+
+
+class WriteFailed(sqlite3.Error):
+    """A write transaction could not begin or commit (``what`` says which)."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(what)
+        self.what = what
+
+
+class InsertTransaction:
+    """One insert transaction, run whole on the connection's thread (see ``insert_many``).
+
+    ``abandoned`` is set by the waiting caller when it is cancelled: a transaction
+    not yet committing then rolls back instead, so nothing its caller gave up on is
+    written (as when each statement was a hop of its own).
+    """
+
+    def __init__(
+        self,
+        rows: Sequence[tuple[NewMemory, IndexedText, str]],
+        agent: str,
+        last: float,
+        graphs: Sequence[MemoryGraph | None] | None,
+        graph_time: float | None,
+    ) -> None:
+        self.rows = rows
+        self.agent = agent
+        self.last = last
+        self.graphs = graphs
+        self.graph_time = graph_time
+        self.abandoned = False
+
+    @classmethod
+    def of(
+        cls,
+        items: Sequence[tuple[NewMemory, IndexedText]],
+        agent: str,
+        graphs: Sequence[MemoryGraph | None] | None,
+        graph_time: float | None,
+    ) -> InsertTransaction:
+        """The transaction inserting ``items`` (their metadata as JSON) for ``agent``."""
+        rows = [
+            (new, text, json.dumps(dict(new.metadata), ensure_ascii=False)) for new, text in items
+        ]
+        last = max(item[0].created_at for item in items)
+        return cls(rows, agent, last, graphs, graph_time)
+
+    def memories(self, ids: Sequence[int]) -> list[Memory]:
+        """The memories written under ``ids``, built from what was written: no read back."""
+        return [
+            new_to_memory(memory_id, new, metadata)
+            for memory_id, (new, _, metadata) in zip(ids, self.rows, strict=True)
+        ]
+
+    def __call__(self, db: sqlite3.Connection) -> list[int]:
+        if self.abandoned:
+            raise WriteFailed("the write was cancelled before it began")
+        try:
+            db.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            raise WriteFailed("could not start a write") from exc
+        try:
+            ids = insert_rows(self.rows, self.agent, self.last, db)
+            if self.graphs is not None:
+                for (new, _, _), memory_id, graph in zip(self.rows, ids, self.graphs, strict=True):
+                    if graph is not None:
+                        when = new.created_at if self.graph_time is None else self.graph_time
+                        write_graph_rows(memory_id, graph, when, db)
+            if self.abandoned:
+                raise WriteFailed("the write was cancelled before it committed")
+        except BaseException:
+            with contextlib.suppress(sqlite3.Error):
+                db.execute("ROLLBACK")
+            raise
+        try:
+            db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            with contextlib.suppress(sqlite3.Error):
+                db.execute("ROLLBACK")
+            raise WriteFailed("could not commit") from exc
+        return ids
+
+
+async def run_insert(
+    db: aiosqlite.Connection,
+    write_lock: asyncio.Lock,
+    check_open: Callable[[], None],
+    label: str,
+    write: InsertTransaction,
+) -> list[int]:
+    """Run ``write`` behind the write lock; its memory ids, or a :class:`StorageError`."""
+    check_open()
+    async with write_lock:
+        check_open()
+        try:
+            # The whole transaction (BEGIN, the rows with their FTS rows, the
+            # stats, the graphs, COMMIT) in one hop to the connection's thread:
+            # a hop cost more in handing over than its statements in running.
+            ids = await run_on_connection(db, write)
+        except asyncio.CancelledError:
+            write.abandoned = True  # rolled back unless its COMMIT has begun
+            raise
+        except WriteFailed as exc:
+            cause = f": {exc.__cause__}" if exc.__cause__ is not None else ""
+            raise StorageError(f"{label}: {exc.what}{cause}") from exc
+        except sqlite3.IntegrityError as exc:
+            raise StorageError(f"{label}: insert refused: {exc}") from exc
+        except sqlite3.Error as exc:
+            raise StorageError(f"{label}: insert failed: {exc}") from exc
+    return ids
+
+
+class InsertMany(Protocol):
+    """The store's ``insert_many``: memories inserted in one transaction."""
+
+    def __call__(
+        self,
+        items: Sequence[tuple[NewMemory, IndexedText]],
+        *,
+        graphs: Sequence[MemoryGraph | None] | None = None,
+    ) -> Awaitable[list[Memory]]: ...
+
+
+class GroupCommit:
+    """Single inserts waiting for the next transaction, committed together.
+
+    Should that shared transaction fail, each of its inserts is retried alone, so
+    one bad insert fails only its own call.
+    """
+
+    def __init__(self) -> None:
+        self.queue: list[QueuedInsert] = []
+        self.gate = asyncio.Lock()
+
+    async def insert(
+        self,
+        new: NewMemory,
+        text: IndexedText,
+        graph: MemoryGraph | None,
+        insert_many: InsertMany,
+    ) -> Memory:
+        """Queue one insert; returns once the transaction holding it committed."""
+        done: asyncio.Future[Memory] = asyncio.get_running_loop().create_future()
+        self.queue.append((new, text, graph, done))
+        async with self.gate:
+            if not done.done():
+                batch, self.queue = self.queue, []
+                await self._commit(batch, done, insert_many)
+        return done.result()
+
+    async def _commit(self, batch: list[QueuedInsert], own: Any, insert_many: InsertMany) -> None:
+        """Commit queued inserts in one transaction and settle their futures."""
+        try:
+            try:
+                memories = await insert_many(
+                    [(new, text) for new, text, _, _ in batch],
+                    graphs=[graph for _, _, graph, _ in batch],
+                )
+            except Exception:
+                if len(batch) == 1:
+                    raise
+                memories = None
+            if memories is not None:
+                for (_, _, _, future), memory in zip(batch, memories, strict=True):
+                    future.set_result(memory)
+                return
+            for new, text, graph, future in batch:  # the shared commit failed
+                try:
+                    alone = await insert_many([(new, text)], graphs=[graph])
+                except Exception as exc:
+                    future.set_exception(exc)
+                else:
+                    future.set_result(alone[0])
+        except BaseException:
+            # Cancelled (or failed alone): unsettled inserts of others go back in
+            # the queue for the next caller through the gate.
+            others = [item for item in batch if item[3] is not own and not item[3].done()]
+            self.queue[:0] = others
+            raise
+
+
+async def update_memory(
+    transaction: Transaction,
+    agent: str,
+    label: str,
+    memory_id: int,
+    changes: Mapping[str, Any],
+    *,
+    text: IndexedText | None,
+    now: float,
+    graph: MemoryGraph | None,
+) -> bool:
+    """Change fields of a memory (see ``BaseMemoryStore.update``); False if absent."""
+    unknown = set(changes) - UPDATABLE
+    if unknown:
+        raise ValueError(f"cannot update fields {sorted(unknown)}")
+    values = dict(changes)
+    if "metadata" in values:
+        values["metadata"] = json.dumps(dict(values["metadata"]), ensure_ascii=False)
+    assignments = ", ".join(f"{name} = ?" for name in values)
+    params = [*values.values(), now, memory_id]
+    try:
+        async with transaction() as db:
+            cursor = await db.execute(
+                f"UPDATE memories SET {assignments}{', ' if assignments else ''}"
+                "updated_at = ? WHERE id = ?",
+                params,
+            )
+            changed = cursor.rowcount
+            await cursor.close()
+            if not changed:
+                return False
+            if text is not None:
+                await db.execute("DELETE FROM memories_fts WHERE rowid = ?", (memory_id,))
+                await db.execute(
+                    "INSERT INTO memories_fts (rowid, content_tokens, context_tokens) "
+                    "VALUES (?, ?, ?)",
+                    (memory_id, text.content_tokens, text.context_tokens),
+                )
+            if "content" in changes:
+                await db.execute("DELETE FROM embeddings WHERE memory_id = ?", (memory_id,))
+            if graph is not None:
+                await delete_graph(db, memory_id)
+                await write_graph(db, memory_id, graph, now=now)
+            await db.execute(
+                "UPDATE agent_stats SET updates = updates + 1 WHERE agent = ?", (agent,)
+            )
+    except sqlite3.Error as exc:
+        raise StorageError(f"{label}: update failed: {exc}") from exc
+    return True
+
+
+async def delete_memory(transaction: Transaction, agent: str, label: str, memory_id: int) -> bool:
+    """Delete a memory with its FTS row, vector and graph. Returns False if absent."""
+    try:
+        async with transaction() as db:
+            await delete_graph(db, memory_id)
+            cursor = await db.execute("DELETE FROM memories WHERE id = ?", (memory_id,))
+            removed = cursor.rowcount
+            await cursor.close()
+            if removed:
+                await db.execute("DELETE FROM memories_fts WHERE rowid = ?", (memory_id,))
+                await db.execute("DELETE FROM embeddings WHERE memory_id = ?", (memory_id,))
+                await db.execute(
+                    "UPDATE agent_stats SET forgets = forgets + 1 WHERE agent = ?",
+                    (agent,),
+                )
+    except sqlite3.Error as exc:
+        raise StorageError(f"{label}: delete failed: {exc}") from exc
+    return bool(removed)
+
+
+async def touch_memories(transaction: Transaction, memory_ids: Iterable[int], when: float) -> None:
+    """Record one access of each memory (coalesced by the caller)."""
+    counts: dict[int, int] = {}
+    for memory_id in memory_ids:
+        counts[memory_id] = counts.get(memory_id, 0) + 1
+    if not counts:
+        return
+    async with transaction() as db:
+        await db.executemany(
+            "UPDATE memories SET last_accessed = ?, access_count = access_count + ? WHERE id = ?",
+            [(when, n, memory_id) for memory_id, n in counts.items()],
+        )
+
+
+async def record_search(transaction: Transaction, agent: str, when: float) -> None:
+    """Count one search of ``agent`` at ``when``."""
+    async with transaction() as db:
+        await db.execute(
+            "UPDATE agent_stats SET searches = searches + 1, last_search_at = ? WHERE agent = ?",
+            (when, agent),
+        )
