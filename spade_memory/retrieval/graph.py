@@ -28,7 +28,8 @@ Entities too common to say anything (named by more than ``graph_hub_fraction``
 of the memories: the speakers of a chat, the agent's owner) find no memories by
 themselves; they add their small weight to memories found otherwise and are
 followed through typed relations only. Expansion follows a node's newest edges
-only (``_PER_NODE_EDGES`` each way, read in index order), so an entity linked to
+only (``_PER_NODE_EDGES`` each way, read in index order; the keyword steps are in
+:mod:`spade_memory.retrieval.graph_evidence`), so an entity linked to
 thousands of others costs no more than one linked to a hundred.
 
 A memory's evidence becomes its strength ``1 - exp(-evidence)``; the vector part
@@ -43,8 +44,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-import re
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -54,9 +54,9 @@ from ..config import RetrievalConfig
 from ..storage.graph_store import GraphStore, NodeHit
 from .entities import EntityExtractor, Extraction
 from .fusion import minmax
+from .graph_evidence import expand, memories_of, node_mentions, rarity, text_matches
 from .intent import QueryIntent
 from .speakers import SPEAKER_TYPE
-from .tokenizer import STOPWORDS, get_tokenizer
 
 __all__ = ["GraphHits", "GraphRetriever", "GraphVectorSource", "entry_summary"]
 
@@ -66,20 +66,10 @@ _FTS_WEIGHT = 0.5
 _SUMMARY_CHARS = 400  # trigram rows grow with the text: entries stay short
 _MIN_STRENGTH = 0.05
 _HUB_WEIGHT = 0.5  # what a hub passes on along its typed relations
-_MAX_TERMS = 8
-_MAX_PHRASES = 20  # nodes per step whose phrase is looked for in the memories' text
-_NO_PHRASE = frozenset({"date", "time", "weekday", "jid", "mention"})
 _HUB_MIN_ENTRIES = 20
 _HUB_MAX_ENTRIES = 1_000  # however large the memory, an entity named this often is a hub
-_MAX_NEIGHBOURS = 40
-_PER_NODE_EDGES = 100  # newest edges each way followed from one node
 _PER_NEIGHBOUR = 20
-_ASKED_FACTOR = 1.5
-_TYPED_FACTOR = 0.8
-_COOCCURRENCE_FACTOR = 0.6
 _SPEAKER_POOL = 100  # at least this many nearest memories looked at for a named speaker
-_CJK_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
-_LATIN = re.compile(r"[^\W\d_]{3,}|\d{3,}")
 
 
 class GraphVectorSource(Protocol):
@@ -121,19 +111,6 @@ def entry_summary(extraction: Extraction) -> str:
     ]
     names = "; ".join(entity.value for entity in entities)
     return " ".join([*dict.fromkeys(phrases), names]).strip()[:_SUMMARY_CHARS]
-
-
-def _share(entries: int, total: int) -> float:
-    """How specific an entity named by ``entries`` of ``total`` entries is: 1 down to ~0."""
-    return math.log1p(total / max(1, entries)) / math.log1p(total)
-
-
-def _rarity(entries: int, total: int) -> float:
-    """The weight of a direct match: the specificity squared, so common entities fade fast.
-
-    Of 400 entries, an entity named once weighs 1, by 20 of them 0.26, by half 0.03.
-    """
-    return _share(entries, total) ** 2
 
 
 class GraphRetriever:
@@ -253,17 +230,18 @@ class GraphRetriever:
         # common word that one memory happened to capitalise is not a rare entity.
         phrase_counts: dict[str, int] = {}  # phrase -> memories holding it, to cap
         mentions = await asyncio.gather(
-            *(self._mentions(node, cap, phrase_counts) for node in nodes)
+            *(node_mentions(store, node, cap, phrase_counts) for node in nodes)
         )
         mentioned = {node.id: max(node.entries, m) for node, m in zip(nodes, mentions, strict=True)}
-        weights = {node.id: _rarity(mentioned[node.id], total) for node in nodes}
+        weights = {node.id: rarity(mentioned[node.id], total) for node in nodes}
         seeds = {node.id for node in nodes if mentioned[node.id] <= hub}
         hubs = [node.id for node in nodes if mentioned[node.id] > hub]
         raw: dict[int, float] = {}
         per_node = max(50, candidates * 2)
         direct = {node_id: weights[node_id] for node_id in seeds}
         read_nodes = {node.id: node for node in nodes}
-        for memory_id, score in await self._memories_of(
+        for memory_id, score in await memories_of(
+            store,
             direct,
             per_node,
             total,
@@ -281,11 +259,12 @@ class GraphRetriever:
         for _ in range(self._config.graph_hops):
             if not frontier:
                 break
-            frontier, entries = await self._expand(
-                frontier, seen, intent, total, hub, decay, set(hubs), read_nodes
+            frontier, entries = await expand(
+                store, frontier, seen, intent, total, hub, decay, set(hubs), read_nodes
             )
             seen.update(frontier)
-            for memory_id, score in await self._memories_of(
+            for memory_id, score in await memories_of(
+                store,
                 frontier,
                 _PER_NEIGHBOUR,
                 total,
@@ -297,7 +276,9 @@ class GraphRetriever:
             ):
                 raw[memory_id] = raw.get(memory_id, 0.0) + score
         named_words = {word for key in named for word in key.split()}
-        text_hits = await self._text_matches(query, named_words, candidates, total, categories, cap)
+        text_hits = await text_matches(
+            store, query, named_words, candidates, total, categories, cap
+        )
         for memory_id, value in text_hits.items():
             raw[memory_id] = raw.get(memory_id, 0.0) + _FTS_WEIGHT * value
         if hubs and raw:
@@ -343,197 +324,6 @@ class GraphRetriever:
             return set()
         pairs = await self._store.entry_nodes(near, [node.id for node in speakers])
         return {memory_id for memory_id, _ in pairs}
-
-    async def _mentions(self, node: NodeHit, cap: int, phrase_counts: dict[str, int]) -> int:
-        """How many memories' text mentions ``node`` (its words, or its Chinese words).
-
-        A count of the words as a phrase is kept in ``phrase_counts`` (by the words
-        joined by spaces), for :meth:`_memories_of` not to count it again.
-        """
-        if node.type in _NO_PHRASE:
-            return 0
-        terms = get_tokenizer().query_terms(node.value)[:8]
-        if not terms:
-            return 0
-        phrase = not _CJK_RUN.search(node.value)
-        count = await self._store.text_count(terms, phrase=phrase, cap=cap)
-        if phrase:
-            phrase_counts[" ".join(terms)] = count
-        return count
-
-    async def _memories_of(
-        self,
-        scores: dict[int, float],
-        per_node: int,
-        total: int,
-        categories: Sequence[str] | None,
-        power: int,
-        *,
-        cap: int,
-        counted: dict[int, int] | None = None,
-        read_nodes: dict[int, NodeHit],
-        phrase_counts: Mapping[str, int] | None = None,
-    ) -> list[tuple[int, float]]:
-        """``(memory, score)`` for the memories naming each node of ``scores``.
-
-        A memory names a node when the node is one of its entry's nodes, or, for a
-        concept of several words or a Chinese name ("security team", 星辰科技),
-        when its text holds the phrase: the node may have come from another
-        memory's pattern only. A phrase found in more memories than the node's
-        entries (or than ``counted``, the mentions its score already reflects)
-        weakens the node's score (its specificity, to ``power``).
-
-        ``read_nodes`` holds the nodes read already (only the others are read here);
-        ``phrase_counts`` the phrases counted already (see :meth:`_mentions`).
-        """
-        if not scores:
-            return []
-        pairs: dict[tuple[int, int], float] = {}
-        wanted = list(scores)[:_MAX_PHRASES]
-        unknown = [node_id for node_id in wanted if node_id not in read_nodes]
-        if unknown:
-            named, fetched = await asyncio.gather(
-                self._store.node_memories(list(scores), per_node=per_node, categories=categories),
-                self._store.nodes_by_ids(unknown),
-            )
-            read_nodes.update((node.id, node) for node in fetched)
-        else:
-            named = await self._store.node_memories(
-                list(scores), per_node=per_node, categories=categories
-            )
-        # in id order, as one read of them all would give
-        phrased = sorted(
-            (read_nodes[key] for key in wanted if key in read_nodes), key=lambda n: n.id
-        )
-        for node_id, memory_id in named:
-            pairs[(node_id, memory_id)] = scores[node_id]
-        tokenizer = get_tokenizer()
-        phrases: list[tuple[NodeHit, str, bool]] = []
-        for node in phrased:
-            if node.type in _NO_PHRASE:
-                continue
-            cjk = bool(_CJK_RUN.search(node.value))
-            terms = tokenizer.tokenize(node.value)
-            if not (cjk and len(node.value) >= 2) and len(terms) < 2:
-                continue
-            phrases.append((node, node.value if cjk else " ".join(terms), cjk))
-        found = await asyncio.gather(
-            *(
-                self._store.phrase_memories(
-                    phrase,
-                    tokens=not cjk,
-                    limit=per_node,
-                    cap=cap,
-                    categories=categories,
-                    count=None if cjk else (phrase_counts or {}).get(phrase),
-                )
-                for _, phrase, cjk in phrases
-            )
-        )
-        for (node, _, _), (count, ids) in zip(phrases, found, strict=True):
-            score = scores[node.id]
-            already = max(node.entries, (counted or {}).get(node.id, 0))
-            if count > already:
-                ratio = _share(count, total) / _share(max(1, already), total)
-                score *= ratio**power
-            for memory_id in ids:
-                pairs[(node.id, memory_id)] = max(pairs.get((node.id, memory_id), 0.0), score)
-        return [(memory_id, score) for (_, memory_id), score in pairs.items()]
-
-    async def _expand(
-        self,
-        frontier: dict[int, float],
-        seen: set[int],
-        intent: QueryIntent,
-        total: int,
-        hub: float,
-        decay: float,
-        hubs: set[int],
-        read_nodes: dict[int, NodeHit],
-    ) -> tuple[dict[int, float], dict[int, int]]:
-        """The nodes one hop from ``frontier``, scored by the path that reaches them.
-
-        From a hub only typed relations are followed (it co-occurs with everything).
-        The nodes reached are added to ``read_nodes``.
-        """
-        reached: dict[int, float] = {}
-        entries: dict[int, int] = {}
-        for node, hit, relation, weight in await self._store.neighbour_hits(
-            list(frontier), typed_only=hubs, per_node=_PER_NODE_EDGES
-        ):
-            neighbour, count = hit.id, hit.entries
-            read_nodes.setdefault(neighbour, hit)
-            if neighbour in seen or count == 0 or count > hub:
-                continue
-            if relation in intent.relations:
-                factor = _ASKED_FACTOR
-            elif relation == "related_to":
-                factor = _COOCCURRENCE_FACTOR
-            else:
-                factor = _TYPED_FACTOR
-            # one co-occurrence (weight 0.5) counts 0.75; a typed or repeated link 1
-            score = frontier[node] * decay * factor * min(1.0, 0.5 + weight / 2)
-            score *= _share(count, total)
-            reached[neighbour] = max(reached.get(neighbour, 0.0), score)
-            entries[neighbour] = count
-        best = sorted(reached, key=lambda key: -reached[key])[:_MAX_NEIGHBOURS]
-        return {key: reached[key] for key in best}, entries
-
-    async def _text_matches(
-        self,
-        query: str,
-        named: set[str],
-        candidates: int,
-        total: int,
-        categories: Sequence[str] | None,
-        cap: int,
-    ) -> dict[int, float]:
-        """Entries holding the query's other words, each word weighted by its rarity.
-
-        Trigram search finds words of three characters or more (a Latin word only
-        where it starts a word of the entry: "art" is not found in "party");
-        shorter ones, such as two-character Chinese names, use ``LIKE``. Words
-        naming a node already matched (``named``) are left out: the node counted.
-        """
-        terms: list[str] = []
-        for word in _LATIN.findall(query.casefold()):
-            if word not in STOPWORDS and word not in named:
-                terms.append(word)
-        for run in _CJK_RUN.findall(query):
-            if len(run) <= 2 and run not in named:
-                terms.append(run)
-            for word in get_tokenizer().tokenize(run):
-                if _CJK_RUN.fullmatch(word) and word not in STOPWORDS and word not in named:
-                    terms.append(word)
-        stripped = query.strip()
-        if 0 < len(stripped) < 3 and stripped not in named:
-            terms.append(stripped)
-        found: dict[int, float] = {}
-        wanted = list(dict.fromkeys(terms))[:_MAX_TERMS]
-        results = await asyncio.gather(
-            *(self._term_entries(term, candidates, cap, categories) for term in wanted)
-        )
-        for count, ids in results:
-            weight = _rarity(count, total)
-            for memory_id in ids:
-                found[memory_id] = found.get(memory_id, 0.0) + weight
-        return found
-
-    async def _term_entries(
-        self, term: str, candidates: int, cap: int, categories: Sequence[str] | None
-    ) -> tuple[int, list[int]]:
-        """``(how many entries hold term, to cap; the newest of them)``."""
-        if len(term) < 3:
-            return await self._store.like_entries(
-                term, limit=candidates, cap=cap, categories=categories
-            )
-        count, hits = await self._store.search_entries(
-            term, limit=candidates, cap=cap, categories=categories
-        )
-        if not _CJK_RUN.search(term):
-            starts = re.compile(rf"(?<!\w){re.escape(term)}", re.IGNORECASE)
-            hits = [hit for hit in hits if starts.search(hit[1])]
-        return count, [memory_id for memory_id, _ in hits]
 
     # -- vector -----------------------------------------------------------------
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -21,21 +21,21 @@ import numpy as np
 
 from ..config import RetrievalConfig
 from ..errors import StorageError
-from ..models import Memory, ScoreExplanation, SearchResult
+from ..models import Memory, SearchResult
 from ..storage.base import BaseMemoryStore
-from .fusion import FusedScore, fuse_subroutes, mmr, recency_score
+from .candidates import HiddenFilter, Loaded, add_neighbours, load, read_head
+from .fusion import fuse_subroutes, recency_score
 from .graph import GraphHits, GraphRetriever
 from .intent import QueryIntent, blend_routes, query_intent, route_weights
-from .rerank import IndexedTokens, LexicalReranker, indexed_tokens
+from .ranking import diversify, explain_result
+from .rerank import LexicalReranker
 from .tokenizer import Tokenizer
 
-__all__ = ["Retriever", "SearchTimings", "VectorSource"]
+__all__ = ["HiddenFilter", "Retriever", "SearchTimings", "VectorSource"]
 
 logger = logging.getLogger(__name__)
 
 _CacheKey = tuple[str, int, tuple[str, ...], bool]
-HiddenFilter = Callable[[Sequence[int], float], Awaitable[set[int]]]
-"""Given memory ids and the time, the ones to leave out (all their atoms expired)."""
 
 
 class VectorSource(Protocol):
@@ -59,25 +59,6 @@ class SearchTimings:
     total: float = 0.0
     cached: bool = False
     extra: dict[str, float] = field(default_factory=dict)
-
-
-@dataclass(slots=True)
-class _Loaded:
-    """What one search has read of its candidates so far."""
-
-    now: float
-    memories: dict[int, Memory] = field(default_factory=dict)
-    read: set[int] = field(default_factory=set)  # ids looked up (found or not)
-    asked: set[int] = field(default_factory=set)  # ids whose hidden state was asked
-    hidden: set[int] = field(default_factory=set)
-    near: set[int] = field(default_factory=set)  # ids whose neighbours were read
-
-
-def _jaccard(a: set[str], b: set[str]) -> float:
-    if not a or not b:
-        return 0.0
-    shared = len(a & b)
-    return shared / (len(a) + len(b) - shared)
 
 
 class Retriever:
@@ -189,18 +170,26 @@ class Retriever:
         reach = max(pool_size * 2, candidates)
         depth = config.rerank_depth if config.rerank_weight > 0 else 0
         head = sorted(blended, key=lambda key: -blended[key])[: max(depth, reach)]
-        state = _Loaded(now=self._clock())
-        indexed = await self._read_head(head, config.neighbour_weight > 0, state)
+        state = Loaded(now=self._clock())
+        indexed = await read_head(
+            self._base, self._hidden, head, config.neighbour_weight > 0, state
+        )
         rerank_started = time.perf_counter()
         signals = await self._reranker.apply(query, terms, blended, config, indexed=indexed)
         timings.extra["rerank"] = time.perf_counter() - rerank_started
         if config.neighbour_weight > 0:
-            await self._add_neighbours(
-                blended, limit, config.neighbour_weight, config.neighbour_reply_weight, state
+            await add_neighbours(
+                self._base,
+                self._hidden,
+                blended,
+                limit,
+                config.neighbour_weight,
+                config.neighbour_reply_weight,
+                state,
             )
         ranked = sorted(blended, key=lambda key: -blended[key])[:reach]
         # Usually all are read by now; one beyond the head is read here.
-        await self._load(ranked, state)
+        await load(self._base, self._hidden, ranked, state)
         memories, hidden, now = state.memories, state.hidden, state.now
         allowed = set(categories) if categories else None
         pool: list[Memory] = []
@@ -230,7 +219,17 @@ class Retriever:
                 + weights["recency"] * recency
             ) / total_weight
             parts[memory.id] = (relevance, recency)
-        chosen = await self._diversify(pool, final, limit, indexed)
+        chosen = await diversify(
+            self._base,
+            self._tokenizer,
+            config,
+            self._fingerprint,
+            self._dim,
+            pool,
+            final,
+            limit,
+            indexed,
+        )
         timings.fusion = time.perf_counter() - fusion_started
         by_id = {memory.id: memory for memory in pool}
         results: list[SearchResult] = []
@@ -238,7 +237,8 @@ class Retriever:
             memory = by_id[memory_id]
             explanation = None
             if explain:
-                explanation = self._explain(
+                explanation = explain_result(
+                    config,
                     memory,
                     fused.get(memory_id),
                     (keyword, vector, graph),
@@ -276,87 +276,6 @@ class Retriever:
         for key, row in stored.items():
             filled[key] = float(np.dot(row, query_vector))
         return filled
-
-    async def _read_head(
-        self, head: Sequence[int], neighbours: bool, state: _Loaded
-    ) -> dict[int, tuple[list[str], bool]]:
-        """Read the best candidates, with their indexed tokens (the reranker's input,
-        MMR's word sets) and, for the neighbour shares, their neighbours in the same
-        conversation; and which of them are hidden: one wait for it all. Returns the
-        tokens (and whether the text asks) of those with indexed text."""
-        around = [key + step for key in head for step in (-1, 1) if key + step > 0]
-        asked = list(dict.fromkeys([*head, *around])) if neighbours else list(head)
-        reading = self._base.get_many_indexed(head, neighbours=neighbours)
-        if self._hidden is not None and asked:
-            loaded, hidden = await asyncio.gather(reading, self._hidden(asked, state.now))
-            state.asked.update(asked)
-            state.hidden.update(hidden)
-        else:
-            loaded = await reading
-        state.read.update(head)
-        if neighbours:
-            state.near.update(head)
-        state.memories.update((key, memory) for key, (memory, _) in loaded.items())
-        return {
-            key: indexed_tokens(memory.content, tokens)
-            for key, (memory, tokens) in loaded.items()
-            if tokens is not None
-        }
-
-    async def _load(self, ids: Sequence[int], state: _Loaded) -> None:
-        """Load those of ``ids`` not loaded yet and ask which of them are hidden,
-        side by side (one wait for both reads)."""
-        missing = [key for key in ids if key not in state.memories and key not in state.read]
-        unasked: list[int] = []
-        if self._hidden is not None:
-            unasked = [key for key in dict.fromkeys(ids) if key not in state.asked]
-        loading = self._base.get_many(missing) if missing else None
-        asking = self._hidden(unasked, state.now) if unasked and self._hidden else None
-        if loading is not None and asking is not None:
-            found, hidden = await asyncio.gather(loading, asking)
-        else:
-            found = await loading if loading is not None else {}
-            hidden = await asking if asking is not None else set()
-        state.memories.update(found)
-        state.read.update(missing)
-        state.asked.update(unasked)
-        state.hidden.update(hidden)
-
-    async def _add_neighbours(
-        self,
-        scores: dict[int, float],
-        limit: int,
-        weight: float,
-        reply_weight: float,
-        state: _Loaded,
-    ) -> None:
-        """Give the memories stored just before and after a top hit, in the same
-        conversation, a share of its score: a question's answer is often the
-        next turn, and the turn before gives the context. When the top hit itself
-        asks a question, the memory right after it gets ``reply_weight`` instead.
-
-        The neighbours of a parent in ``state.near`` were read with it; those of
-        another are read here."""
-        parents = sorted(scores, key=lambda key: -scores[key])[:limit]
-        unread = [parent for parent in parents if parent not in state.near]
-        if unread:
-            around = [key + step for key in unread for step in (-1, 0, 1) if key + step > 0]
-            await self._load(around, state)
-            state.near.update(unread)
-        loaded = state.memories
-        for parent in parents:
-            origin = loaded.get(parent)
-            if origin is None or origin.source_conversation is None:
-                continue
-            asks = origin.content.rstrip().endswith(("?", "\uff1f"))
-            for neighbour_id in (parent - 1, parent + 1):
-                neighbour = loaded.get(neighbour_id)
-                if neighbour is None or neighbour.source_conversation != origin.source_conversation:
-                    continue
-                after = neighbour_id > parent
-                share = (reply_weight if asks and after else weight) * scores[parent]
-                if share > scores.get(neighbour_id, 0.0):
-                    scores[neighbour_id] = share
 
     async def _keyword(
         self,
@@ -522,91 +441,3 @@ class Retriever:
             for i, score in zip(ids[:k].tolist(), scores[:k].tolist(), strict=True)
             if i >= 0
         }
-
-    async def _diversify(
-        self,
-        pool: list[Memory],
-        final: dict[int, float],
-        limit: int,
-        indexed: IndexedTokens,
-    ) -> list[int]:
-        config = self._config
-        ids = [memory.id for memory in pool]
-        if (config.mmr_lambda >= 1.0 and config.mmr_duplicate_threshold >= 1.0) or len(ids) <= 1:
-            return sorted(ids, key=lambda key: -final[key])[:limit]
-        vectors: dict[int, np.ndarray] = {}
-        if self._fingerprint is not None and self._dim:
-            try:
-                vectors = await self._base.vectors_for(self._fingerprint, self._dim, ids)
-            except Exception:
-                logger.exception("could not load vectors for MMR; using word overlap")
-        by_id = {memory.id: memory for memory in pool}
-        token_sets: dict[int, set[str]] = {}
-
-        def tokens(memory_id: int) -> set[str]:
-            found = token_sets.get(memory_id)
-            if found is None:
-                # the indexed tokens are the tokenizer's tokens of the content
-                known = indexed.get(memory_id)
-                words = (
-                    known[0]
-                    if known is not None
-                    else self._tokenizer.tokenize(by_id[memory_id].content)
-                )
-                found = token_sets[memory_id] = set(words)
-            return found
-
-        def similarity(a: int, b: int) -> float:
-            va = vectors.get(a)
-            vb = vectors.get(b)
-            if va is not None and vb is not None:
-                return max(0.0, float(np.dot(va, vb)))
-            return _jaccard(tokens(a), tokens(b))
-
-        top = max(final.values())
-        relevance = {key: final[key] / top if top > 0 else 0.0 for key in ids}
-        return mmr(
-            ids,
-            relevance,
-            similarity,
-            k=limit,
-            lambda_=config.mmr_lambda,
-            duplicate_threshold=config.mmr_duplicate_threshold,
-        )
-
-    def _explain(
-        self,
-        memory: Memory,
-        fused: FusedScore | None,
-        routes_found: tuple[dict[int, float], dict[int, float], GraphHits],
-        parts: tuple[float, float],
-        final: dict[int, float],
-        weights: dict[str, float],
-    ) -> ScoreExplanation:
-        config = self._config
-        keyword, vector, graph = routes_found
-        routes = tuple(
-            name
-            for name, scores in (("keyword", keyword), ("vector", vector), ("graph", graph.scores))
-            if memory.id in scores
-        )
-        return ScoreExplanation(
-            keyword_score=keyword.get(memory.id),
-            vector_score=vector.get(memory.id),
-            document_score=None if fused is None else fused.score,
-            graph_score=graph.scores.get(memory.id),
-            relevance=parts[0],
-            importance=memory.importance,
-            recency=parts[1],
-            final_score=final[memory.id],
-            weights={
-                **weights,
-                "fusion_bm25": config.fusion_bm25_weight,
-                "fusion_vector": 1.0 - config.fusion_bm25_weight,
-                "agreement_bonus": config.agreement_bonus,
-                "both_routes_bonus": config.both_routes_bonus,
-                "mmr_lambda": config.mmr_lambda,
-                "rerank": config.rerank_weight,
-            },
-            routes=routes,
-        )

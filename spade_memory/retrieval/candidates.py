@@ -1,0 +1,129 @@
+"""Reading a search's candidates: memories, hidden state and conversation neighbours.
+
+The retriever reads its best candidates once, with their indexed tokens (the
+reranker's input, MMR's word sets), their neighbours in the same conversation and
+which of them are hidden; :func:`add_neighbours` then gives the neighbours of the
+top hits a share of their score. What has been read is kept in :class:`Loaded`,
+so no memory is read twice in one search.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+
+from ..models import Memory
+from ..storage.base import BaseMemoryStore
+from .rerank import indexed_tokens
+
+__all__ = ["HiddenFilter", "Loaded", "add_neighbours", "load", "read_head"]
+
+HiddenFilter = Callable[[Sequence[int], float], Awaitable[set[int]]]
+"""Given memory ids and the time, the ones to leave out (all their atoms expired)."""
+
+
+@dataclass(slots=True)
+class Loaded:
+    """What one search has read of its candidates so far."""
+
+    now: float
+    memories: dict[int, Memory] = field(default_factory=dict)
+    read: set[int] = field(default_factory=set)  # ids looked up (found or not)
+    asked: set[int] = field(default_factory=set)  # ids whose hidden state was asked
+    hidden: set[int] = field(default_factory=set)
+    near: set[int] = field(default_factory=set)  # ids whose neighbours were read
+
+
+async def read_head(
+    base: BaseMemoryStore,
+    hidden_filter: HiddenFilter | None,
+    head: Sequence[int],
+    neighbours: bool,
+    state: Loaded,
+) -> dict[int, tuple[list[str], bool]]:
+    """Read the best candidates, with their indexed tokens (the reranker's input,
+    MMR's word sets) and, for the neighbour shares, their neighbours in the same
+    conversation; and which of them are hidden: one wait for it all. Returns the
+    tokens (and whether the text asks) of those with indexed text."""
+    around = [key + step for key in head for step in (-1, 1) if key + step > 0]
+    asked = list(dict.fromkeys([*head, *around])) if neighbours else list(head)
+    reading = base.get_many_indexed(head, neighbours=neighbours)
+    if hidden_filter is not None and asked:
+        loaded, hidden = await asyncio.gather(reading, hidden_filter(asked, state.now))
+        state.asked.update(asked)
+        state.hidden.update(hidden)
+    else:
+        loaded = await reading
+    state.read.update(head)
+    if neighbours:
+        state.near.update(head)
+    state.memories.update((key, memory) for key, (memory, _) in loaded.items())
+    return {
+        key: indexed_tokens(memory.content, tokens)
+        for key, (memory, tokens) in loaded.items()
+        if tokens is not None
+    }
+
+
+async def load(
+    base: BaseMemoryStore,
+    hidden_filter: HiddenFilter | None,
+    ids: Sequence[int],
+    state: Loaded,
+) -> None:
+    """Load those of ``ids`` not loaded yet and ask which of them are hidden,
+    side by side (one wait for both reads)."""
+    missing = [key for key in ids if key not in state.memories and key not in state.read]
+    unasked: list[int] = []
+    if hidden_filter is not None:
+        unasked = [key for key in dict.fromkeys(ids) if key not in state.asked]
+    loading = base.get_many(missing) if missing else None
+    asking = hidden_filter(unasked, state.now) if unasked and hidden_filter else None
+    if loading is not None and asking is not None:
+        found, hidden = await asyncio.gather(loading, asking)
+    else:
+        found = await loading if loading is not None else {}
+        hidden = await asking if asking is not None else set()
+    state.memories.update(found)
+    state.read.update(missing)
+    state.asked.update(unasked)
+    state.hidden.update(hidden)
+
+
+async def add_neighbours(
+    base: BaseMemoryStore,
+    hidden_filter: HiddenFilter | None,
+    scores: dict[int, float],
+    limit: int,
+    weight: float,
+    reply_weight: float,
+    state: Loaded,
+) -> None:
+    """Give the memories stored just before and after a top hit, in the same
+    conversation, a share of its score: a question's answer is often the
+    next turn, and the turn before gives the context. When the top hit itself
+    asks a question, the memory right after it gets ``reply_weight`` instead.
+
+    The neighbours of a parent in ``state.near`` were read with it; those of
+    another are read here."""
+    parents = sorted(scores, key=lambda key: -scores[key])[:limit]
+    unread = [parent for parent in parents if parent not in state.near]
+    if unread:
+        around = [key + step for key in unread for step in (-1, 0, 1) if key + step > 0]
+        await load(base, hidden_filter, around, state)
+        state.near.update(unread)
+    loaded = state.memories
+    for parent in parents:
+        origin = loaded.get(parent)
+        if origin is None or origin.source_conversation is None:
+            continue
+        asks = origin.content.rstrip().endswith(("?", "\uff1f"))
+        for neighbour_id in (parent - 1, parent + 1):
+            neighbour = loaded.get(neighbour_id)
+            if neighbour is None or neighbour.source_conversation != origin.source_conversation:
+                continue
+            after = neighbour_id > parent
+            share = (reply_weight if asks and after else weight) * scores[parent]
+            if share > scores.get(neighbour_id, 0.0):
+                scores[neighbour_id] = share
