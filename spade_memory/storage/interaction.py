@@ -1,9 +1,7 @@
 """Interaction memory: notes about conversations with other agents, kept as JSON.
 
-One JSON file per agent holds every conversation's notes::
-
-    {"format": "spade_memory.interactions", "version": 1, "agent": "alice@example.org",
-     "conversations": {"<conversation id>": [{"content": ..., "author": ..., "created_at": ...}]}}
+One JSON file per agent holds every conversation's notes (its format, and how it
+is read and written under its lock, are in :mod:`spade_memory.storage.interaction_file`).
 
 Every change rewrites the whole file atomically (temporary file, fsync, rename,
 folder fsync) in a worker thread, and a call returns only once its change is on
@@ -26,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import json
 import logging
 import math
 import time
@@ -35,11 +32,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import InvalidToolInput, StorageCorrupted, StorageError, StoreClosedError
+from ..errors import InvalidToolInput, StorageError, StoreClosedError
 from ..identity import normalize_jid
 from ..models import InteractionNote
 from ..validation import check_text
-from . import files
+from .interaction_file import (
+    FORMAT_TAG,
+    FORMAT_VERSION,
+    Change,
+    Conversations,
+    Stamp,
+    empty_document,
+    open_file,
+    read_agent_of,
+    save_merged,
+)
 
 __all__ = [
     "FORMAT_TAG",
@@ -52,21 +59,8 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-FORMAT_TAG = "spade_memory.interactions"
-FORMAT_VERSION = 1
 MAX_CONVERSATION_ID_CHARS = 512
 MAX_AUTHOR_CHARS = 3071
-
-Conversations = dict[str, list[InteractionNote]]
-Change = Callable[[Conversations], None]
-
-
-def _encodable(value: str) -> bool:
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _check_author(author: object) -> str | None:
@@ -79,176 +73,6 @@ def _check_time(value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise InvalidToolInput(f"created_at must be a finite number of seconds, got {value!r}")
     return float(value)
-
-
-def _encode(agent: str, conversations: Conversations) -> bytes:
-    document = {
-        "format": FORMAT_TAG,
-        "version": FORMAT_VERSION,
-        "agent": agent,
-        "conversations": {
-            conversation: [
-                {"content": n.content, "author": n.author, "created_at": n.created_at}
-                for n in notes
-            ]
-            for conversation, notes in conversations.items()
-        },
-    }
-    return json.dumps(document, ensure_ascii=False, indent=1).encode("utf-8")
-
-
-def _decode(raw: bytes, agent: str) -> Conversations:
-    """Parse a file's bytes; raise ``ValueError`` saying what is wrong with them."""
-    document = json.loads(raw.decode("utf-8"))
-    if not isinstance(document, dict) or document.get("format") != FORMAT_TAG:
-        raise ValueError(f"not an interaction memory file (no format tag {FORMAT_TAG!r})")
-    version = document.get("version")
-    if isinstance(version, int) and not isinstance(version, bool) and version > FORMAT_VERSION:
-        raise _NewerVersion(version)
-    if version != FORMAT_VERSION:
-        raise ValueError(f"unknown format version {version!r}")
-    if document.get("agent") != agent:
-        raise ValueError(f"the file belongs to agent {document.get('agent')!r}, not {agent!r}")
-    raw_conversations = document.get("conversations")
-    if not isinstance(raw_conversations, dict):
-        raise ValueError("'conversations' is not an object")
-    conversations: Conversations = {}
-    for conversation, raw_notes in raw_conversations.items():
-        if not isinstance(raw_notes, list):
-            raise ValueError(f"conversation {conversation[:80]!r} is not a list of notes")
-        if raw_notes:
-            conversations[conversation] = [_decode_note(conversation, e) for e in raw_notes]
-    return conversations
-
-
-def _decode_note(conversation: str, entry: object) -> InteractionNote:
-    problem = f"a note of conversation {conversation[:80]!r} has"
-    if not isinstance(entry, dict) or not isinstance(entry.get("content"), str):
-        raise ValueError(f"{problem} no content")
-    author, created = entry.get("author"), entry.get("created_at")
-    if author is not None and not isinstance(author, str):
-        raise ValueError(f"{problem} a bad author")
-    if isinstance(created, bool) or not isinstance(created, int | float):
-        raise ValueError(f"{problem} a bad time")
-    if not math.isfinite(created):
-        raise ValueError(f"{problem} a bad time")
-    if not _encodable(conversation + entry["content"] + (author or "")):
-        raise ValueError(f"{problem} invalid Unicode")
-    return InteractionNote(conversation, entry["content"], author, float(created))
-
-
-class _NewerVersion(Exception):
-    def __init__(self, version: int) -> None:
-        super().__init__(version)
-        self.version = version
-
-
-def empty_document(agent: str) -> bytes:
-    """The file of ``agent`` holding no notes (what a missing file stands for)."""
-    return _encode(normalize_jid(agent), {})
-
-
-def read_agent_of(path: Path) -> str | None:
-    """The agent JID recorded inside an interaction file, or ``None`` if unreadable."""
-    try:
-        document = json.loads(path.read_bytes().decode("utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(document, dict) or document.get("format") != FORMAT_TAG:
-        return None
-    agent = document.get("agent")
-    return agent if isinstance(agent, str) else None
-
-
-def _load(path: Path, agent: str) -> Conversations | None:
-    """Load ``path`` (``None`` if absent), quarantining a file that cannot be used."""
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise StorageError(f"could not read interaction memory {path}: {exc}") from exc
-    try:
-        return _decode(raw, agent)
-    except _NewerVersion as exc:
-        raise StorageError(
-            f"interaction memory {path} has format version {exc.version}, newer than this "
-            f"spade_memory understands ({FORMAT_VERSION}); upgrade spade_memory to open it"
-        ) from None
-    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
-        reason = str(exc) or type(exc).__name__
-        try:
-            moved = files.quarantine(path, reason)
-        except OSError as move_error:
-            raise StorageCorrupted(
-                f"interaction memory {path} is damaged ({reason}) and could not be moved "
-                f"aside ({move_error}); move it away by hand, then open the memory again",
-                path=path,
-            ) from exc
-        raise StorageCorrupted(
-            f"interaction memory {path} is damaged ({reason}); it was moved to {moved}. "
-            "Repair that copy and move it back, or leave it there to start again with no notes",
-            path=path,
-            quarantined_to=moved,
-        ) from exc
-
-
-_Stamp = tuple[int, int, int]  # inode, size, mtime: a file replaced by anyone changes it
-
-
-def _stamp(path: Path) -> _Stamp | None:
-    try:
-        info = path.stat()
-    except FileNotFoundError:
-        return None
-    return info.st_ino, info.st_size, info.st_mtime_ns
-
-
-def _lock_of(path: Path) -> Path:
-    return path.with_name(f".{path.name}.lock")
-
-
-def _open_file(path: Path, agent: str) -> tuple[Conversations, _Stamp | None]:
-    """Load the file under its lock (a missing one holds no notes; nothing is created).
-
-    The lock also makes it safe to remove what an interrupted write left: the
-    fixed-name temporary files of a write made under this lock (found without
-    listing the folder).
-    """
-    with files.exclusive_lock(_lock_of(path)):
-        files.remove_locked_temps(path)
-        loaded = _load(path, agent)
-        return ({} if loaded is None else loaded), _stamp(path)
-
-
-def _save_merged(
-    path: Path,
-    agent: str,
-    known: Conversations,
-    stamp: _Stamp | None,
-    changes: list[Change],
-    *,
-    sweep: bool = False,
-) -> tuple[Conversations, _Stamp | None]:
-    """Apply ``changes`` to the file as it is now, under its lock; return what was written.
-
-    ``known`` is the content last read or written here, still current if the file's
-    ``stamp`` did not change; otherwise another process wrote it, and it is read again.
-    ``sweep`` also removes temporary files of interrupted writes that have no fixed
-    name (left by older versions; it lists the folder, so once per store).
-    """
-    with files.exclusive_lock(_lock_of(path)):
-        if sweep:
-            files.remove_stale_temps(path.parent, path.name)
-        current = known if _stamp(path) == stamp else _load(path, agent)
-        if current is None:  # not created yet, or deleted meanwhile: write what is known here
-            current = known
-        target: Conversations = {k: list(v) for k, v in current.items()}
-        for change in changes:
-            change(target)
-        target = {k: v for k, v in target.items() if v}
-        _save(path, agent, target)
-        return target, _stamp(path)
 
 
 @dataclass(eq=False)
@@ -286,7 +110,7 @@ class InteractionStore:
         self._view: Conversations = {k: list(v) for k, v in conversations.items()}
         self._queue = _Queue()
         self._closed = False
-        self._stamp: _Stamp | None = None  # of the file as last read or written here
+        self._stamp: Stamp | None = None  # of the file as last read or written here
         self._swept = False  # stale temporary files removed by a write of this store
 
     @classmethod
@@ -321,7 +145,7 @@ class InteractionStore:
         if path is None:
             return cls(None, bare, {}, clock=clock, max_note_chars=max_note_chars)
         path = Path(path)
-        loaded, stamp = await asyncio.to_thread(_open_file, path, bare)
+        loaded, stamp = await asyncio.to_thread(open_file, path, bare)
         store = cls(path, bare, loaded, clock=clock, max_note_chars=max_note_chars)
         store._stamp = stamp
         return store
@@ -501,7 +325,7 @@ class InteractionStore:
             try:
                 target, self._stamp = await asyncio.to_thread(
                     functools.partial(
-                        _save_merged,
+                        save_merged,
                         path,
                         self._agent,
                         self._durable,
@@ -558,8 +382,3 @@ class InteractionStore:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
-
-
-def _save(path: Path, agent: str, conversations: Conversations) -> None:
-    """Write the file; the caller holds the file's lock (so fixed temporary names)."""
-    files.atomic_write_bytes(path, _encode(agent, conversations), locked=True)
