@@ -250,57 +250,35 @@ class Registry:
         return entries
 
     def _rebuild(self) -> Entries:
-        """Entries for every interaction file or database whose recorded agent matches its stem."""
+        """Entries for every interaction file or database whose recorded agent matches its stem.
+
+        Interaction files are read first; a database answers for a stem that has none
+        (an agent that never wrote a note) or whose notes did not name its agent.
+        """
         entries: Entries = {}
         lost: list[str] = []
         try:
             names = sorted(p.name for p in self._root.iterdir())
         except OSError as exc:
             raise StorageError(f"could not list the memory root {self._root}: {exc}") from exc
-        for name in names:
-            if not name.endswith(_INTERACTIONS_SUFFIX) or name.startswith("."):
-                continue
-            stem = name[: -len(_INTERACTIONS_SUFFIX)]
-            try:
-                path = resolve_inside(self._root, name)
-            except PathEscapeError:
-                lost.append(stem)
-                continue
-            recorded = read_agent_of(path)
-            try:
-                jid = normalize_jid(recorded) if recorded is not None else None
-            except InvalidAgentId:
-                jid = None
-            if jid is None or storage_stem(jid) != stem:
-                lost.append(stem)
-                continue
-            try:
-                created = path.stat().st_mtime
-            except OSError:
-                created = float(self._clock())
-            entries[stem] = {"jid": jid, "created_at": created}
-        for name in names:
-            if not name.endswith(_DATABASE_SUFFIX) or name.startswith("."):
-                continue
-            stem = name[: -len(_DATABASE_SUFFIX)]
-            if stem in entries:
-                continue
-            if stem in lost:
-                lost.remove(stem)
-            try:
-                path = resolve_inside(self._root, name)
-            except PathEscapeError:
-                lost.append(stem)
-                continue
-            jid = _owner_of_database(path)
-            if jid is None or storage_stem(jid) != stem:
-                lost.append(stem)
-                continue
-            try:
-                created = path.stat().st_mtime
-            except OSError:
-                created = float(self._clock())
-            entries[stem] = {"jid": jid, "created_at": created}
+        sources: tuple[tuple[str, Callable[[Path], str | None]], ...] = (
+            (_INTERACTIONS_SUFFIX, read_agent_of),
+            (_DATABASE_SUFFIX, _owner_of_database),
+        )
+        for suffix, owner_of in sources:
+            for name in names:
+                if not name.endswith(suffix) or name.startswith("."):
+                    continue
+                stem = name[: -len(suffix)]
+                if stem in entries:
+                    continue
+                if stem in lost:
+                    lost.remove(stem)
+                entry = self._recovered(name, stem, owner_of)
+                if entry is None:
+                    lost.append(stem)
+                else:
+                    entries[stem] = entry
         if lost:
             logger.warning(
                 "could not recover the agent of these file stems in %s: %s",
@@ -308,6 +286,27 @@ class Registry:
                 ", ".join(lost),
             )
         return entries
+
+    def _recovered(
+        self, name: str, stem: str, owner_of: Callable[[Path], str | None]
+    ) -> dict[str, Any] | None:
+        """The entry of file ``name`` if the agent ``owner_of`` reads from it matches ``stem``."""
+        try:
+            path = resolve_inside(self._root, name)
+        except PathEscapeError:
+            return None
+        recorded = owner_of(path)
+        try:
+            jid = normalize_jid(recorded) if recorded is not None else None
+        except InvalidAgentId:
+            jid = None
+        if jid is None or storage_stem(jid) != stem:
+            return None
+        try:
+            created = path.stat().st_mtime
+        except OSError:
+            created = float(self._clock())
+        return {"jid": jid, "created_at": created}
 
     def _write(self, entries: Entries) -> None:
         data = _encode(entries)

@@ -136,3 +136,20 @@ async def test_a_database_this_open_created_is_not_checked_but_a_reopened_one_is
         assert not memory.base_store.created
         status = await memory.maintenance.wait()
         assert (status.state, status.job) == ("done", "check")
+
+
+async def test_a_damaged_registry_is_rebuilt_from_the_databases_of_agents_without_notes(
+    tmp_path: Path,
+) -> None:
+    noted = AgentIdentity.of("noted@localhost")
+    async with await MemoryManager.open(JID, config_for(tmp_path)):
+        pass
+    async with await MemoryManager.open(noted.jid, config_for(tmp_path)) as memory:
+        await memory.add_note("conv", "a note")
+    stranger = AgentIdentity.of("stranger@localhost")
+    # A database named for one agent but recorded for another proves neither.
+    (tmp_path / stranger.database_name).write_bytes(
+        (tmp_path / IDENTITY.database_name).read_bytes()
+    )
+    (tmp_path / REGISTRY_NAME).write_bytes(b"not json")
+    assert Registry(tmp_path).agents() == {IDENTITY.stem: JID, noted.stem: noted.jid}
