@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -9,6 +10,7 @@ from typing import Any
 from .errors import InvalidToolInput
 
 __all__ = [
+    "JSONRejected",
     "check_category",
     "check_characters",
     "check_id",
@@ -16,6 +18,7 @@ __all__ = [
     "check_metadata",
     "check_text",
     "check_unit",
+    "loads_strict",
 ]
 
 
@@ -96,3 +99,46 @@ def check_metadata(value: Any) -> dict[str, Any]:
     if len(text) > 64_000:
         raise InvalidToolInput("metadata is larger than 64,000 characters of JSON")
     return dict(value)
+
+
+class JSONRejected(ValueError):
+    """Why :func:`loads_strict` refused a text.
+
+    ``reason`` is ``"constant"`` (``detail``: ``NaN``, ``Infinity`` or ``-Infinity``),
+    ``"duplicate"`` (``detail``: the key given twice), ``"syntax"`` (``detail``: the
+    parser's message, ``position``: where) or ``"depth"`` (nested too deeply).
+    """
+
+    def __init__(self, reason: str, detail: str = "", position: int = 0) -> None:
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
+        self.detail = detail
+        self.position = position
+
+
+def _no_constant(name: str) -> Any:
+    raise JSONRejected("constant", name)
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise JSONRejected("duplicate", key)
+        result[key] = value
+    return result
+
+
+def loads_strict(text: str) -> Any:
+    """``json.loads`` that refuses what JSON does not allow but Python accepts.
+
+    ``NaN``/``Infinity`` and a key given twice in one object are refused, like a
+    syntax error or a nesting too deep for the parser: every refusal is one
+    :class:`JSONRejected`, which callers turn into their own error and wording.
+    """
+    try:
+        return json.loads(text, parse_constant=_no_constant, object_pairs_hook=_no_duplicates)
+    except json.JSONDecodeError as exc:
+        raise JSONRejected("syntax", exc.msg, exc.pos) from None
+    except RecursionError:
+        raise JSONRejected("depth") from None

@@ -37,6 +37,7 @@ from spade.message import Message
 from spade.template import Template
 
 from ..errors import ProtocolError
+from ..validation import JSONRejected, loads_strict
 
 __all__ = [
     "ANSWER_PERFORMATIVES",
@@ -132,19 +133,6 @@ def _dumps(value: object) -> str:
     return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
 
-def _no_constant(name: str) -> Any:
-    raise ProtocolError(f"the body holds {name}, which is not a JSON number")
-
-
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise ProtocolError(f"the body gives {key!r} twice")
-        result[key] = value
-    return result
-
-
 def _load_object(body: object, what: str) -> dict[str, Any]:
     if not isinstance(body, str) or not body.strip():
         raise ProtocolError(f"a {what} needs a JSON object as its body; the body is empty")
@@ -153,14 +141,23 @@ def _load_object(body: object, what: str) -> dict[str, Any]:
             f"the {what} body is {len(body)} characters; at most {MAX_BODY_CHARS} are accepted"
         )
     try:
-        parsed = json.loads(body, parse_constant=_no_constant, object_pairs_hook=_no_duplicates)
-    except json.JSONDecodeError as exc:
-        raise ProtocolError(f"the {what} body is not JSON ({exc.msg} at {exc.pos})") from None
-    except RecursionError:
-        raise ProtocolError(f"the {what} body is nested too deeply") from None
+        parsed = loads_strict(body)
+    except JSONRejected as exc:
+        raise ProtocolError(_rejection(exc, what)) from None
     if not isinstance(parsed, dict):
         raise ProtocolError(f"the {what} body must be a JSON object")
     return parsed
+
+
+def _rejection(exc: JSONRejected, what: str) -> str:
+    """The words of a refused body."""
+    if exc.reason == "constant":
+        return f"the body holds {exc.detail}, which is not a JSON number"
+    if exc.reason == "duplicate":
+        return f"the body gives {exc.detail!r} twice"
+    if exc.reason == "depth":
+        return f"the {what} body is nested too deeply"
+    return f"the {what} body is not JSON ({exc.detail} at {exc.position})"
 
 
 def _keys(data: Mapping[str, Any], what: str, required: set[str], optional: set[str]) -> None:

@@ -22,13 +22,12 @@ what was wrong with it and what is accepted.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
 from typing import Any
 
 from ..errors import InvalidToolInput
-from ..validation import check_characters
+from ..validation import JSONRejected, check_characters, loads_strict
 
 __all__ = [
     "MAX_ARGUMENT_TEXT_CHARS",
@@ -136,19 +135,6 @@ def _check_array_schema(name: str, spec: Mapping[str, Any]) -> None:
         _check_scalar_schema(f"{name}[]", items)
 
 
-def _reject_constant(name: str) -> Any:
-    raise InvalidToolInput(f"arguments contain {name}, which is not a valid JSON number")
-
-
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise InvalidToolInput(f"argument {key!r} is given twice")
-        result[key] = value
-    return result
-
-
 def parse_arguments(arguments: object) -> dict[str, Any]:
     """Turn a tool call's arguments (a mapping or the LLM's JSON text) into a dict.
 
@@ -171,16 +157,9 @@ def parse_arguments(arguments: object) -> dict[str, Any]:
                 f"at most {MAX_ARGUMENT_TEXT_CHARS} are accepted"
             )
         try:
-            parsed = json.loads(
-                arguments, parse_constant=_reject_constant, object_pairs_hook=_no_duplicates
-            )
-        except json.JSONDecodeError as exc:
-            raise InvalidToolInput(
-                f"arguments are not valid JSON ({exc.msg} at character {exc.pos}); "
-                'send a JSON object such as {"query": "..."}'
-            ) from None
-        except RecursionError:
-            raise InvalidToolInput("arguments are nested too deeply") from None
+            parsed = loads_strict(arguments)
+        except JSONRejected as exc:
+            raise InvalidToolInput(_rejection(exc)) from None
         arguments = parsed
     if not isinstance(arguments, Mapping):
         raise InvalidToolInput(
@@ -192,6 +171,20 @@ def parse_arguments(arguments: object) -> dict[str, Any]:
             raise InvalidToolInput(f"argument names must be strings, got {_show(key)}")
         result[key] = value
     return result
+
+
+def _rejection(exc: JSONRejected) -> str:
+    """The words of refused arguments."""
+    if exc.reason == "constant":
+        return f"arguments contain {exc.detail}, which is not a valid JSON number"
+    if exc.reason == "duplicate":
+        return f"argument {exc.detail!r} is given twice"
+    if exc.reason == "depth":
+        return "arguments are nested too deeply"
+    return (
+        f"arguments are not valid JSON ({exc.detail} at character {exc.position}); "
+        'send a JSON object such as {"query": "..."}'
+    )
 
 
 def _accepted(spec: Mapping[str, Any]) -> str:
