@@ -20,12 +20,16 @@ from slixmpp.jid import JID, InvalidJID
 from .errors import InvalidAgentId, PathEscapeError
 
 __all__ = [
+    "MAX_JID_CHARS",
     "AgentIdentity",
     "conversation_id_for",
     "normalize_jid",
     "resolve_inside",
     "storage_stem",
 ]
+
+MAX_JID_CHARS = 3071
+"""The longest JID text accepted: three parts of at most 1,023 each and two separators."""
 
 _SLUG_KEEP = re.compile(r"[^a-z0-9]+")
 _SLUG_MAX = 40
@@ -45,7 +49,7 @@ def normalize_jid(jid: Any) -> str:
         InvalidAgentId: the value is not a JID with both a local part and a domain.
     """
     text = str(jid) if not isinstance(jid, str) else jid
-    if not text or "\x00" in text or len(text) > 3071:
+    if not text or "\x00" in text or len(text) > MAX_JID_CHARS:
         raise InvalidAgentId(f"not a valid agent JID: {text[:80]!r} (expected local@domain)")
     # stringprep is not idempotent for a few characters (e.g. a parenthesised capital
     # letter folds to "(A)"): prep again until the value is stable.

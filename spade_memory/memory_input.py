@@ -16,6 +16,7 @@ from typing import Any
 from .atoms import memory_graph
 from .config import MemoryConfig
 from .errors import InvalidToolInput
+from .identity import MAX_JID_CHARS
 from .models import Memory
 from .retrieval.entities import EntityExtractor, check_graph_input, needs_segmenter
 from .storage.base import IndexedText, NewMemory
@@ -91,7 +92,9 @@ class MemoryInput:
             source_conversation=check_optional_text(
                 "source_conversation", source_conversation, max_chars=512
             ),
-            source_sender=check_optional_text("source_sender", source_sender, max_chars=3071),
+            source_sender=check_optional_text(
+                "source_sender", source_sender, max_chars=MAX_JID_CHARS
+            ),
             metadata=check_metadata(metadata),
         )
         return new, self.index_text(content, context)

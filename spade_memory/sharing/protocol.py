@@ -37,6 +37,7 @@ from spade.message import Message
 from spade.template import Template
 
 from ..errors import ProtocolError
+from ..identity import MAX_JID_CHARS
 from ..validation import JSONRejected, loads_strict
 
 __all__ = [
@@ -88,7 +89,6 @@ MAX_QUERY_CHARS = 1_000
 MAX_LIMIT = 100
 MAX_REASON_CHARS = 500
 _MAX_CATEGORY_CHARS = 40
-_MAX_JID_CHARS = 3_071
 _MIN_CLIPPED_CHARS = 20
 
 
@@ -329,7 +329,7 @@ def _provenance(value: object) -> dict[str, str | float | None]:
     cleaned: dict[str, str | float | None] = {}
     for key, item in value.items():
         if item is None or isinstance(item, str):
-            cleaned[key] = None if item is None else _text(value, key, limit=_MAX_JID_CHARS)
+            cleaned[key] = None if item is None else _text(value, key, limit=MAX_JID_CHARS)
         else:
             cleaned[key] = _number(value, key, low=-1e18, high=1e18)
     return cleaned

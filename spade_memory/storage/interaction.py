@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidToolInput, StorageError, StoreClosedError
-from ..identity import normalize_jid
+from ..identity import MAX_JID_CHARS, normalize_jid
 from ..models import InteractionNote
 from ..validation import check_text
 from .interaction_file import (
@@ -60,7 +60,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 MAX_CONVERSATION_ID_CHARS = 512
-MAX_AUTHOR_CHARS = 3071
+MAX_AUTHOR_CHARS = MAX_JID_CHARS
 
 
 def _check_author(author: object) -> str | None:
