@@ -73,13 +73,9 @@ _SPEAKER_POOL = 100  # at least this many nearest memories looked at for a named
 
 
 class GraphVectorSource(Protocol):
-    """What the graph route needs of the vector side: searches over entry and memory vectors."""
+    """What the graph route needs of the vector side: a search over entry vectors."""
 
     async def search_graph(
-        self, query: np.ndarray, k: int, *, allowed_ids: np.ndarray | None = None
-    ) -> tuple[np.ndarray, np.ndarray]: ...
-
-    async def search(
         self, query: np.ndarray, k: int, *, allowed_ids: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray]: ...
 
@@ -144,19 +140,17 @@ class GraphRetriever:
         Only memories the query's entities (or rarer words) anchor are returned;
         the entry vectors order them and never add memories of their own. The
         memories a speaker the query names said, among those nearest to the
-        query, are returned with at least ``graph_speaker_score``. ``nearest``,
-        when given, is the document-vector search the caller runs anyway (at
-        least :meth:`nearest_wanted` ids, best first), so none is run twice.
+        query, are returned with at least ``graph_speaker_score``. ``nearest``
+        is the document-vector search the caller runs anyway (at least
+        :meth:`nearest_wanted` ids, best first); without it there is no speaker step.
         """
-        if query_vector is not None:
-            query_vector = asyncio.ensure_future(query_vector)  # awaited by both parts
         raw, nodes, speakers = await self._keyword(query, intent, candidates, categories)
         floor = self._config.graph_speaker_score
         spoken: set[int] = set()
-        if speakers and query_vector is not None and floor > 0:
+        if speakers and nearest is not None and floor > 0:
             hits, spoken = await asyncio.gather(
                 self._anchored(raw, nodes, candidates, query_vector),
-                self._spoken(speakers, query_vector, candidates, nearest),
+                self._spoken(speakers, nearest),
             )
         else:
             hits = await self._anchored(raw, nodes, candidates, query_vector)
@@ -294,35 +288,23 @@ class GraphRetriever:
         return max(_SPEAKER_POOL, candidates * 3)
 
     async def _spoken(
-        self,
-        speakers: Sequence[NodeHit],
-        query_vector: Awaitable[np.ndarray],
-        candidates: int,
-        nearest: Awaitable[tuple[np.ndarray, np.ndarray]] | None = None,
+        self, speakers: Sequence[NodeHit], nearest: Awaitable[tuple[np.ndarray, np.ndarray]]
     ) -> set[int]:
-        """The memories ``speakers`` said among the nearest to the query (document vectors).
+        """The memories ``speakers`` said among ``nearest`` (the document-vector search).
 
         The nearest are found first and the speakers' entries checked among them
-        only, so a speaker of a hundred thousand memories costs what one of ten does.
+        only, so a speaker of a hundred thousand memories costs what one of ten
+        does. If either step fails the speakers are left out, the route stands.
         """
-        if self._vectors is None and nearest is None:
-            return set()
         try:
-            if nearest is not None:
-                ids, _ = await nearest
-            else:
-                assert self._vectors is not None
-                vector = await query_vector
-                ids, _ = await self._vectors.search(vector, self.nearest_wanted(candidates))
-        except asyncio.CancelledError:
-            raise
+            ids, _ = await nearest
+            near = [int(i) for i in ids.tolist() if i >= 0]
+            if not near:
+                return set()
+            pairs = await self._store.entry_nodes(near, [node.id for node in speakers])
         except Exception:
-            logger.exception("vector search for the speakers failed; leaving them out")
+            logger.exception("the speakers' memories could not be read; leaving them out")
             return set()
-        near = [int(i) for i in ids.tolist() if i >= 0]
-        if not near:
-            return set()
-        pairs = await self._store.entry_nodes(near, [node.id for node in speakers])
         return {memory_id for memory_id, _ in pairs}
 
     # -- vector -----------------------------------------------------------------
@@ -337,8 +319,6 @@ class GraphRetriever:
             vector = await query_vector
             allowed = np.fromiter(among, dtype=np.int64, count=len(among))
             ids, scores = await self._vectors.search_graph(vector, k, allowed_ids=allowed)
-        except asyncio.CancelledError:
-            raise
         except Exception:
             logger.exception("graph vector search failed; using graph keywords only")
             return {}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -126,6 +127,32 @@ async def test_one_nearest_neighbour_search_serves_both_routes(
     assert len(depths) == 1 and depths[0] >= 100  # deep enough for the speaker step
     by_content = {r.memory.content: r.explanation for r in results}
     assert by_content[chat[-1]] is not None and by_content[chat[-1]].graph_score is not None
+
+
+async def test_a_failed_speaker_step_leaves_the_graph_route_standing(
+    open_memory: Opener, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    memory = await open_memory("chat-fail@localhost", config())
+    chat = _chat()
+    await memory.store_many([{"content": line} for line in chat])
+    await memory.flush()
+    rows = await memory.base_store.fetchall("SELECT id FROM graph_nodes WHERE type = 'speaker'")
+    speaker_ids = {row[0] for row in rows}
+    graph = memory._graph
+    entry_nodes = graph.entry_nodes
+
+    async def failing(memory_ids: Any, node_ids: Any) -> Any:
+        if speaker_ids & set(node_ids):
+            raise RuntimeError("the speakers' entries could not be read")
+        return await entry_nodes(memory_ids, node_ids)
+
+    monkeypatch.setattr(graph, "entry_nodes", failing)
+    with caplog.at_level(logging.ERROR):
+        results = await memory.search("Does Melanie like pottery?", limit=10)
+    assert results
+    messages = [record.getMessage() for record in caplog.records]
+    assert any("leaving them out" in message for message in messages)
+    assert not any("route failed" in message for message in messages), messages
 
 
 async def test_a_speaker_score_of_zero_turns_the_preference_off(open_memory: Opener) -> None:
