@@ -212,26 +212,6 @@ class GraphStore:
             pairs.extend((int(r[0]), int(r[1])) for r in rows)
         return pairs
 
-    async def neighbours(
-        self,
-        node_ids: Sequence[int],
-        *,
-        typed_only: Collection[int] = (),
-        per_node: int = 400,
-    ) -> builtins.list[tuple[int, int, str, float, int]]:
-        """``(node, neighbour, relation, total weight, neighbour's entries)``, either direction.
-
-        Each node contributes its ``per_node`` newest edges each way (a node named
-        everywhere co-occurs with everything: its oldest links add nothing but
-        time); from the nodes in ``typed_only`` only typed relations are followed.
-        """
-        return [
-            (node, hit.id, relation, weight, hit.entries)
-            for node, hit, relation, weight in await self.neighbour_hits(
-                node_ids, typed_only=typed_only, per_node=per_node
-            )
-        ]
-
     async def neighbour_hits(
         self,
         node_ids: Sequence[int],
@@ -239,8 +219,12 @@ class GraphStore:
         typed_only: Collection[int] = (),
         per_node: int = 400,
     ) -> builtins.list[tuple[int, NodeHit, str, float]]:
-        """As :meth:`neighbours`, each neighbour as a whole node:
-        ``(node, neighbour, relation, total weight)``."""
+        """``(node, neighbour node, relation, total weight)``, either direction.
+
+        Each node contributes its ``per_node`` newest edges each way (a node named
+        everywhere co-occurs with everything: its oldest links add nothing but
+        time); from the nodes in ``typed_only`` only typed relations are followed.
+        """
         wanted = list(dict.fromkeys(node_ids))[: SQL_CHUNK // 4]
         if not wanted:
             return []

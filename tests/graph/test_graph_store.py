@@ -162,15 +162,15 @@ async def test_neighbours_follow_the_newest_edges_and_only_typed_ones_from_hubs(
         await memory.store(f"Alice and {name} met in Lisbon.")
     graph = GraphStore(memory.base_store)
     ids = {n.key: n.id for n in await graph.nodes_by_keys(["alice", "bob", "carol", "erin"])}
-    everyone = {row[1] for row in await graph.neighbours([ids["alice"]])}
+    everyone = {row[1].id for row in await graph.neighbour_hits([ids["alice"]])}
     assert {ids["bob"], ids["carol"], ids["erin"]} <= everyone
     # the two newest edges each way: the oldest links (Bob, Carol) are left out
-    newest = await graph.neighbours([ids["alice"]], per_node=2)
-    assert ids["erin"] in {row[1] for row in newest}
-    assert ids["bob"] not in {row[1] for row in newest}
-    typed = await graph.neighbours([ids["alice"]], typed_only={ids["alice"]})
-    assert [(row[1], row[2]) for row in typed] == [(ids["bob"], "works_with")]
-    counts = {row[1]: row[4] for row in await graph.neighbours([ids["alice"]])}
+    newest = await graph.neighbour_hits([ids["alice"]], per_node=2)
+    assert ids["erin"] in {row[1].id for row in newest}
+    assert ids["bob"] not in {row[1].id for row in newest}
+    typed = await graph.neighbour_hits([ids["alice"]], typed_only={ids["alice"]})
+    assert [(row[1].id, row[2]) for row in typed] == [(ids["bob"], "works_with")]
+    counts = {row[1].id: row[1].entries for row in await graph.neighbour_hits([ids["alice"]])}
     assert counts[ids["bob"]] == 1 and counts[ids["erin"]] == 1  # entries naming each
 
 
