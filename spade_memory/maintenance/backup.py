@@ -133,8 +133,7 @@ async def backup_memory(manager: MemoryManager) -> Path:
         data = empty_document(manager.jid)
     except OSError as exc:
         raise StorageError(f"could not read {notes} to back it up: {exc}") from exc
-    if data is not None:
-        atomic_write_bytes(_notes_backup(target), data)
+    atomic_write_bytes(_notes_backup(target), data)
     prune_backups(root, keep_days=manager.config.storage.backup_keep_days, now=now, stem=stem)
     logger.info("%s: backed up to %s", manager.jid, target)
     return target

@@ -165,7 +165,7 @@ def create_database(
         path.with_name(path.name + side).exists() for side in ("-wal", "-journal")
     ):
         return False
-    _remove_stale_builds(folder, path.name)
+    _remove_stale_builds(folder)
     private = folder / f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:12]}{_NEW_SUFFIX}"
     try:
         try:
@@ -219,11 +219,11 @@ _PRIVATE_BUILD = re.compile(r"\A\..+\.\d+\.[0-9a-f]+\.new\Z")
 _SWEPT: dict[str, float] = {}
 
 
-def _remove_stale_builds(folder: Path, name: str) -> None:
+def _remove_stale_builds(folder: Path) -> None:
     """Remove private files of creations that a crash interrupted long ago.
 
     Lists ``folder`` at most once per ``_STALE_NEW_SECONDS`` per process, and then
-    removes the stale builds of every database in it (``name`` too): a file is not
+    removes the stale builds of every database in it: a file is not
     stale before that age anyway, so a later sweep removes it.
     """
     key = os.path.abspath(folder)

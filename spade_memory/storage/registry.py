@@ -103,7 +103,10 @@ class Registry:
         _committer(self._root).register(self, identity)
 
     def registered(self, identity: AgentIdentity) -> bool:
-        """Whether ``identity`` is registered; reads only (nothing is created).
+        """Whether ``identity`` is registered; reads only, unless the registry is damaged.
+
+        A damaged registry is moved aside and rebuilt here (under its lock), as any
+        other access would.
 
         Raises:
             StorageError: the stem is registered to a different JID, or the registry
@@ -154,7 +157,7 @@ class Registry:
     def _add_all(self, identities: list[AgentIdentity]) -> dict[str, StorageError]:
         """Register ``identities`` in one locked read-modify-write.
 
-        Returns the refusals (a stem registered to another JID) by stem; the other
+        Returns the refusals (a stem registered to another JID) by JID; the other
         identities are durable when this returns.
 
         Raises:
@@ -169,7 +172,7 @@ class Registry:
                     if self._known(entries, identity):
                         continue
                 except StorageError as exc:
-                    refused[identity.stem] = exc
+                    refused[identity.jid] = exc
                     continue
                 entries[identity.stem] = {"jid": identity.jid, "created_at": float(self._clock())}
                 added.append(identity)
@@ -387,7 +390,7 @@ class _Committer:
                     batch.done = True
                     self._writing = False
                     self._cond.notify_all()
-        failure = batch.error or batch.refused.get(identity.stem)
+        failure = batch.error or batch.refused.get(identity.jid)
         if failure is not None:
             if lead:
                 raise failure

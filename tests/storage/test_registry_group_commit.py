@@ -117,3 +117,22 @@ def test_a_failed_write_fails_every_caller_in_its_batch(
     late = next(iter(outcomes))
     Registry(tmp_path).register(late)  # the registry is usable after the failure
     assert late.jid in Registry(tmp_path).agents().values()
+
+
+def test_two_jids_of_one_stem_in_one_batch_refuse_only_the_second(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    agents = identities(CALLERS)
+    impostor = AgentIdentity(jid="mallory@example.org", stem=agents[-1].stem)
+    monkeypatch.setattr(Registry, "_check_identity", staticmethod(lambda identity: None))
+    held = HeldWrites(tmp_path, CALLERS, registry_module.files.atomic_write_bytes)
+    monkeypatch.setattr(registry_module.files, "atomic_write_bytes", held)
+    # The first caller's write is held until all the others (the rightful owner of
+    # the stem and the impostor among them) wait in one batch.
+    outcomes = register_all(tmp_path, [*agents, impostor])
+    assert len(held.writes) == 2 and len(held.writes[1]) == CALLERS
+    contested = outcomes[-2:]
+    assert sum(outcome is None for outcome in contested) == 1, contested
+    winner = (agents[-1], impostor)[contested.index(None)]
+    assert Registry(tmp_path).agents()[winner.stem] == winner.jid
+    assert all(outcome is None for outcome in outcomes[:-2])
