@@ -12,6 +12,7 @@ import contextlib
 import fcntl
 import logging
 import os
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,6 +31,9 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 TEMP_SUFFIX = ".tmp"
+
+_TEMP_LISTINGS: dict[str, set[str]] = {}  # folder -> temporary files found at its listing
+_TEMP_LISTINGS_LOCK = threading.Lock()
 _LOCKED = "locked"
 
 
@@ -164,13 +168,26 @@ def remove_locked_temps(path: Path) -> None:
 
 
 def remove_stale_temps(folder: Path, name: str) -> None:
-    """Remove temporary files left by an interrupted atomic write of ``name``."""
-    prefix = f".{name}."
-    try:
-        entries = list(folder.iterdir())
-    except OSError:
-        return
-    for entry in entries:
-        if entry.name.startswith(prefix) and entry.name.endswith(TEMP_SUFFIX):
-            with contextlib.suppress(OSError):
-                entry.unlink()
+    """Remove temporary files left by an interrupted atomic write of ``name``.
+
+    The folder is listed once per process, on the first call for it: a memory root
+    holds every agent's files, and listing it once per agent would cost each open
+    time in proportion to the number of agents. A temporary file made after that
+    listing belongs to a write that began while this process ran; one left by a
+    crash meanwhile is removed by the next process to use the folder.
+    """
+    key = os.path.abspath(folder)
+    with _TEMP_LISTINGS_LOCK:
+        temps = _TEMP_LISTINGS.get(key)
+        if temps is None:
+            try:
+                temps = {e.name for e in os.scandir(folder) if e.name.endswith(TEMP_SUFFIX)}
+            except OSError:
+                return
+            _TEMP_LISTINGS[key] = temps
+        prefix = f".{name}."
+        mine = [temp for temp in temps if temp.startswith(prefix)]
+        temps.difference_update(mine)
+    for temp in mine:
+        with contextlib.suppress(OSError):
+            (folder / temp).unlink()

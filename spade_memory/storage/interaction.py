@@ -111,7 +111,6 @@ class InteractionStore:
         self._queue = _Queue()
         self._closed = False
         self._stamp: Stamp | None = None  # of the file as last read or written here
-        self._swept = False  # stale temporary files removed by a write of this store
 
     @classmethod
     async def open(
@@ -331,13 +330,11 @@ class InteractionStore:
                         self._durable,
                         self._stamp,
                         changes,
-                        sweep=not self._swept,
                     )
                 )
             except Exception as exc:
                 self._fail(batch, path, exc)
                 continue
-            self._swept = True
             self._durable = target
             # Show what the file holds now (other processes' notes too), plus the
             # changes still waiting to be written.

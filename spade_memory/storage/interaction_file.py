@@ -197,19 +197,16 @@ def save_merged(
     known: Conversations,
     stamp: Stamp | None,
     changes: list[Change],
-    *,
-    sweep: bool = False,
 ) -> tuple[Conversations, Stamp | None]:
     """Apply ``changes`` to the file as it is now, under its lock; return what was written.
 
     ``known`` is the content last read or written here, still current if the file's
     ``stamp`` did not change; otherwise another process wrote it, and it is read again.
-    ``sweep`` also removes temporary files of interrupted writes that have no fixed
-    name (left by older versions; it lists the folder, so once per store).
+    Temporary files of interrupted writes that have no fixed name (left by older
+    versions) are removed first (:func:`files.remove_stale_temps`).
     """
     with files.exclusive_lock(_lock_of(path)):
-        if sweep:
-            files.remove_stale_temps(path.parent, path.name)
+        files.remove_stale_temps(path.parent, path.name)
         current = known if _stamp(path) == stamp else _load(path, agent)
         if current is None:  # not created yet, or deleted meanwhile: write what is known here
             current = known
