@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from ..models import Memory
 from ..storage.base import BaseMemoryStore
-from .rerank import indexed_tokens
+from .rerank import asks_question, indexed_tokens
 
 __all__ = ["HiddenFilter", "Loaded", "add_neighbours", "load", "read_head"]
 
@@ -118,7 +118,7 @@ async def add_neighbours(
         origin = loaded.get(parent)
         if origin is None or origin.source_conversation is None:
             continue
-        asks = origin.content.rstrip().endswith(("?", "\uff1f"))
+        asks = asks_question(origin.content)
         for neighbour_id in (parent - 1, parent + 1):
             neighbour = loaded.get(neighbour_id)
             if neighbour is None or neighbour.source_conversation != origin.source_conversation:

@@ -45,6 +45,7 @@ __all__ = [
     "IndexedTokens",
     "LexicalReranker",
     "LexicalSignals",
+    "asks_question",
     "coverage",
     "idf",
     "indexed_tokens",
@@ -227,11 +228,19 @@ IndexedTokens = Mapping[int, tuple[list[str], bool]]
 """Memory id to its indexed content tokens and whether its text ends with a question."""
 
 
+def asks_question(content: str) -> bool:
+    """Whether ``content`` ends with a question mark (spaces after it aside).
+
+    Only spaces are trimmed, as SQLite's ``rtrim()`` in :meth:`LexicalReranker._tokens`
+    does, so both ways of reading a memory agree.
+    """
+    return content.rstrip(" ")[-1:] in _QUESTION_MARKS
+
+
 def indexed_tokens(content: str, tokens: str) -> tuple[list[str], bool]:
     """A memory's indexed ``tokens`` (as the keyword index holds them, joined by
     spaces) split, and whether its ``content`` ends with a question mark."""
-    # rstrip(" "), as SQLite's rtrim(): only spaces are trimmed
-    return tokens.split(), content.rstrip(" ")[-1:] in _QUESTION_MARKS
+    return tokens.split(), asks_question(content)
 
 
 class LexicalReranker:

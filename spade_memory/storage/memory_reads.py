@@ -82,7 +82,7 @@ async def get_many_indexed(
         )
         for row in rows:
             memory = row_to_memory(row)
-            found[memory.id] = (memory, None if row[15] is None else str(row[15]))
+            found[memory.id] = (memory, None if row[-1] is None else str(row[-1]))
     return found
 
 
