@@ -315,7 +315,7 @@ class Retriever:
                     keyword = await self._keyword(terms, candidates, categories, timings)
             except TimeoutError:
                 logger.warning(
-                    "the keyword route took longer than %g s; using the other routes",
+                    "the keyword route took longer than %g s; no results from it",
                     self._config.route_timeout_seconds,
                 )
                 keyword = {}

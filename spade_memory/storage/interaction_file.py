@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -185,6 +186,10 @@ def open_file(path: Path, agent: str) -> tuple[Conversations, Stamp | None]:
     fixed-name temporary files of a write made under this lock (found without
     listing the folder).
     """
+    if not os.path.lexists(path):
+        # No note yet: nothing to read, and no lock file made (a write made
+        # meanwhile is read again by the first save, whose stamp then differs).
+        return {}, None
     with files.exclusive_lock(_lock_of(path)):
         files.remove_locked_temps(path)
         loaded = _load(path, agent)

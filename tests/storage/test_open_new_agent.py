@@ -46,6 +46,7 @@ async def test_a_new_agent_gets_a_database_then_a_registry_entry_and_no_notes_fi
         pass
     assert seen == [(True, {IDENTITY.stem})], "registered before its database existed"
     assert not (tmp_path / IDENTITY.interactions_name).exists()
+    assert not (tmp_path / f".{IDENTITY.interactions_name}.lock").exists()
     async with await MemoryManager.open(JID, config_for(tmp_path)) as memory:
         await memory.add_note("conv", "the first note")
     assert seen == [(True, {IDENTITY.stem})], "a registered agent was written again"
