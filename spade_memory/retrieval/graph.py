@@ -58,7 +58,7 @@ from .graph_evidence import expand, memories_of, node_mentions, rarity, text_mat
 from .intent import QueryIntent
 from .speakers import SPEAKER_TYPE
 
-__all__ = ["GraphHits", "GraphRetriever", "GraphVectorSource", "entry_summary"]
+__all__ = ["GraphHits", "GraphRetriever", "GraphVectorSource", "entry_summary", "hub_threshold"]
 
 logger = logging.getLogger(__name__)
 
@@ -88,6 +88,16 @@ class GraphHits:
     keyword: dict[int, float] = field(default_factory=dict)
     vector: dict[int, float] = field(default_factory=dict)
     nodes: tuple[str, ...] = ()
+
+
+def hub_threshold(total: int, fraction: float) -> float:
+    """How many memories may name an entity before it is a hub, among ``total`` memories.
+
+    ``fraction`` of them (``RetrievalConfig.graph_hub_fraction``), but at least
+    ``_HUB_MIN_ENTRIES`` (in a small memory no entity is common enough to say
+    nothing) and at most ``_HUB_MAX_ENTRIES``.
+    """
+    return max(_HUB_MIN_ENTRIES, min(fraction * max(2, total), _HUB_MAX_ENTRIES))
 
 
 def entry_summary(extraction: Extraction) -> str:
@@ -215,7 +225,7 @@ class GraphRetriever:
             store.memory_count(), store.nodes_by_keys(self._extractor.query_keys(query))
         )
         total = max(2, count)
-        hub = max(_HUB_MIN_ENTRIES, min(self._config.graph_hub_fraction * total, _HUB_MAX_ENTRIES))
+        hub = hub_threshold(total, self._config.graph_hub_fraction)
         cap = int(hub) + 1  # counting past a hub's size tells nothing more
         speakers = [n for n in matched if n.entries and n.type == SPEAKER_TYPE]
         nodes = [n for n in matched if n.entries and n.type != SPEAKER_TYPE]

@@ -12,7 +12,7 @@ import pytest
 from spade_memory.config import MemoryConfig, RetrievalConfig
 from spade_memory.errors import StorageError
 from spade_memory.manager import MemoryManager
-from spade_memory.retrieval.graph import GraphHits, GraphRetriever
+from spade_memory.retrieval.graph import GraphHits, GraphRetriever, hub_threshold
 
 Opener = Callable[..., Awaitable[MemoryManager]]  # the open_memory fixture (conftest.py)
 
@@ -182,3 +182,10 @@ async def test_category_filters_apply_to_the_graph_route(open_memory: Opener) ->
     await memory.store("Bob prefers tea.", category="preference")
     found = await memory.search("who works with Alice?", category="fact", limit=10)
     assert {r.memory.category for r in found} == {"fact"}
+
+
+def test_the_hub_size_is_a_share_of_the_memories_within_bounds() -> None:
+    assert hub_threshold(1_000, 0.2) == 200
+    assert hub_threshold(10, 0.2) == 20  # a small memory: nothing is common enough
+    assert hub_threshold(0, 0.5) == 20
+    assert hub_threshold(1_000_000, 0.2) == 1_000  # a hub however large the memory
