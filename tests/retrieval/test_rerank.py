@@ -78,6 +78,29 @@ def test_signals_stay_on_the_unit_interval(query: list[str], tokens: list[str]) 
         assert 0.0 <= value <= 1.0
 
 
+@given(
+    st.lists(st.sampled_from("abcdef"), max_size=6),
+    st.lists(st.sampled_from("abcdefgh"), max_size=30),
+    st.lists(st.floats(0.0, 4.0), min_size=4, max_size=4),
+)
+def test_signals_are_the_reference_formulas(
+    query: list[str], tokens: list[str], signal: list[float]
+) -> None:
+    """The per-query fast path gives what coverage, proximity and phrase_match define."""
+    terms = list(dict.fromkeys(query))
+    weights = {term: float(index % 3) for index, term in enumerate(terms)}
+    chosen = (signal[0], signal[1], signal[2], signal[3])
+    found = lexical_signals(query, terms, weights, tokens, signal_weights=chosen)
+    assert found.coverage == pytest.approx(coverage(terms, set(tokens), weights))
+    assert found.proximity == pytest.approx(proximity(set(terms), tokens))
+    assert found.phrase == pytest.approx(phrase_match(query, tokens))
+    assert found.lead == (1.0 if tokens and tokens[0] in terms else 0.0)
+    values = (found.coverage, found.proximity, found.phrase, found.lead)
+    total = sum(signal)
+    expected = sum(w * v for w, v in zip(signal, values, strict=True)) / total if total else 0.0
+    assert found.score == pytest.approx(expected)
+
+
 def test_rerank_blends_and_keeps_the_scale() -> None:
     scores = {1: 0.9, 2: 0.8, 3: 0.1}
     signals = {
