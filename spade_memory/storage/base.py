@@ -31,6 +31,7 @@ from ..errors import StorageError, StoreClosedError
 from ..models import Memory
 from . import database_open, embeddings, memory_reads, memory_writes
 from .graph import MemoryGraph
+from .group_commit import GroupCommit
 from .keyword_plan import KeywordPlanner
 from .memory_rows import IndexedText, NewMemory
 from .migrations import backup_database, create_database, migrate
@@ -59,7 +60,7 @@ class BaseMemoryStore:
         self._path: Path | None = None
         self._created = False
         # Group commit: single inserts waiting for the next transaction.
-        self._group = memory_writes.GroupCommit()
+        self._group = GroupCommit(self.insert_many, self.get_by_uid)
         self._keyword = KeywordPlanner(
             self._fetchall, bm25_weights=_BM25_WEIGHTS, changes=lambda: db.total_changes
         )
@@ -153,6 +154,10 @@ class BaseMemoryStore:
 
     async def aclose(self) -> None:
         """Close the connection; idempotent. Later calls raise StoreClosedError."""
+        if self._closed:
+            return
+        # Inserts of a cancelled caller's group finish first (group_commit.py).
+        await self._group.wait_settled()
         if self._closed:
             return
         self._closed = True
@@ -277,7 +282,7 @@ class BaseMemoryStore:
         insert fails only its own call.
         """
         self._check_open()
-        return await self._group.insert(new, text, graph, self.insert_many)
+        return await self._group.insert(new, text, graph)
 
     async def insert_many(
         self,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import random
 import sqlite3
 import threading
 import time
@@ -13,6 +14,7 @@ import pytest
 
 from spade_memory.config import StorageConfig
 from spade_memory.errors import StorageError
+from spade_memory.models import Memory
 from spade_memory.storage.base import BaseMemoryStore, IndexedText, NewMemory
 from spade_memory.storage.graph import run_on_connection
 
@@ -162,5 +164,108 @@ async def test_a_failed_commit_group_leaves_no_transaction_open(tmp_path: Path) 
             await store.insert(new("again", uid="same"), text("again"))
         assert not store._db.in_transaction
         assert [m.content for m in await store.list(limit=10)] == ["first"]
+    finally:
+        await store.aclose()
+
+
+async def test_a_leader_cancelled_during_commit_leaves_the_others_committed_once(
+    tmp_path: Path,
+) -> None:
+    # The leader of a group is cancelled while its COMMIT runs on the connection's
+    # thread: the transaction commits all the same. The others of the group must
+    # get their memories (not an error, not a second copy).
+    store = await open_store(tmp_path / "a.db")
+    committing, go_on = threading.Event(), threading.Event()
+
+    def trace(sql: str) -> None:
+        if sql.strip().upper() == "COMMIT":
+            committing.set()
+            go_on.wait(10)
+
+    try:
+        await run_on_connection(store._db, lambda db: db.set_trace_callback(trace))
+        await store._group.gate.acquire()  # a group forms while the gate is held
+        leader = asyncio.create_task(store.insert(new("a"), text("a")))
+        other = asyncio.create_task(store.insert(new("b"), text("b")))
+        for _ in range(3):
+            await asyncio.sleep(0)
+        store._group.gate.release()
+        while not committing.is_set():
+            await asyncio.sleep(0.001)
+        leader.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await leader
+        go_on.set()
+        got = await asyncio.wait_for(other, timeout=10)
+        assert got.content == "b"
+        contents = sorted(m.content for m in await store.list(limit=10))
+        assert contents == ["a", "b"]  # the commit began: "a" is written too
+        assert got == await store.get(got.id)
+    finally:
+        go_on.set()
+        await store.aclose()
+
+
+async def test_a_leader_cancelled_before_its_commit_began_leaves_the_others_to_commit(
+    tmp_path: Path,
+) -> None:
+    # The group's transaction is handed over but rolled back (its leader gave up
+    # before the COMMIT): the others are inserted again, once, and the leader's not.
+    store = await open_store(tmp_path / "a.db")
+    started, gate = threading.Event(), threading.Event()
+
+    def hold(_: object) -> bool:
+        started.set()
+        return gate.wait(10)
+
+    try:
+        await store._group.gate.acquire()
+        leader = asyncio.create_task(store.insert(new("a"), text("a")))
+        others = [asyncio.create_task(store.insert(new(name), text(name))) for name in "bc"]
+        for _ in range(3):
+            await asyncio.sleep(0)
+        busy = asyncio.create_task(run_on_connection(store._db, hold))
+        while not started.is_set():  # the thread is busy: the group's transaction waits
+            await asyncio.sleep(0.001)
+        store._group.gate.release()
+        while not store._write_lock.locked():  # the group is handed over
+            await asyncio.sleep(0)
+        leader.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await leader
+        gate.set()
+        assert await busy is True
+        got = await asyncio.wait_for(asyncio.gather(*others), timeout=10)
+        assert [m.content for m in got] == ["b", "c"]
+        contents = sorted(m.content for m in await store.list(limit=10))
+        assert contents == ["b", "c"]
+    finally:
+        gate.set()
+        await store.aclose()
+
+
+async def test_random_cancellations_lose_and_double_nothing(tmp_path: Path) -> None:
+    # Many concurrent inserts, some cancelled at random moments: every insert whose
+    # caller got a memory is stored once, as returned; nothing is stored twice.
+    store = await open_store(tmp_path / "a.db")
+    rng = random.Random(7)
+    try:
+        for round_ in range(60):
+            names = [f"r{round_} memory {i}" for i in range(8)]
+            tasks = [asyncio.create_task(store.insert(new(n), text(n))) for n in names]
+            while waiting := [task for task in tasks if not task.done()]:
+                await asyncio.sleep(rng.random() * 0.001)
+                if rng.random() < 0.5:  # the oldest waiting insert leads its group
+                    waiting[0 if store._group.gate.locked() else -1].cancel()
+            results = await asyncio.gather(*tasks, return_exceptions=True)
+            for outcome in results:
+                assert isinstance(outcome, Memory | asyncio.CancelledError), outcome
+            stored = {m.content: m for m in await store.list(limit=1000)}
+            for name, outcome in zip(names, results, strict=True):
+                if isinstance(outcome, Memory):
+                    assert stored[name] == outcome
+        contents = [m.content for m in await store.list(limit=1000)]
+        assert len(contents) == len(set(contents))
+        assert not store._group.queue
     finally:
         await store.aclose()
