@@ -143,7 +143,15 @@ _UPSERT_NODE = (
     "type = CASE WHEN graph_nodes.type = 'thing' THEN excluded.type ELSE graph_nodes.type END "
     "RETURNING id"
 )
-_REVIVABLE = "status IN ('active', 'dormant') AND expires_at + ttl_seconds * ? > ?"
+_COUNT_ENTRY = (
+    "UPDATE graph_nodes SET entries = entries + 1, "
+    "type = CASE WHEN type = 'thing' THEN ? ELSE type END WHERE key = ? RETURNING id"
+)
+# 'active' or 'dormant': of the atom statuses (atoms.ATOM_STATUSES) only these two
+# sort between them. A range is one seek of memory_atoms_by_key (key, status); an
+# IN list builds a table of its values on every run (twice the time of the look-up).
+_LIVE_OR_DORMANT = "status BETWEEN 'active' AND 'dormant'"
+_REVIVABLE = f"{_LIVE_OR_DORMANT} AND expires_at + ttl_seconds * ? > ?"
 _NEWEST_BY_KEY = f"SELECT max(id) FROM memory_atoms WHERE key = ? AND {_REVIVABLE}"
 _NEWEST_BY_CLAIM = (
     "SELECT max(id) FROM memory_atoms "
@@ -178,7 +186,12 @@ def write_graph_rows(
     node_ids: dict[str, int] = {}
     for entity in graph.entities:
         if entity.key not in node_ids:
-            row = db.execute(_UPSERT_NODE, (entity.key, entity.type, entity.value, now)).fetchone()
+            # Most entities of a memory are known nodes: counting one more entry of a
+            # node found by its key costs half an upsert, which tries an insert first.
+            row = db.execute(_COUNT_ENTRY, (entity.type, entity.key)).fetchone()
+            if row is None:
+                new = (entity.key, entity.type, entity.value, now)
+                row = db.execute(_UPSERT_NODE, new).fetchone()
             node_ids[entity.key] = int(row[0])
     edges = [
         (node_ids[r.source], node_ids[r.target], r.relation, float(r.weight), memory_id)
@@ -217,8 +230,9 @@ def _write_atoms(db: sqlite3.Connection, memory_id: int, graph: MemoryGraph, now
     # memory's own atoms are not written yet, or were just removed on an update.)
     revivable = (graph.dormant_fraction, now)
     newest: list[Any] = []
+    for key in dict.fromkeys(atom.key for atom in atoms):
+        newest.append(db.execute(_NEWEST_BY_KEY, (key, *revivable)).fetchone()[0])
     for atom in atoms:
-        newest.append(db.execute(_NEWEST_BY_KEY, (atom.key, *revivable)).fetchone()[0])
         if atom.subject is not None and atom.predicate is not None and atom.object is not None:
             claim = (atom.subject, atom.predicate, atom.object, *revivable)
             newest.append(db.execute(_NEWEST_BY_CLAIM, claim).fetchone()[0])
@@ -228,25 +242,29 @@ def _write_atoms(db: sqlite3.Connection, memory_id: int, graph: MemoryGraph, now
             _REINFORCE,
             [(now, now, graph.reinforcement_factor, atom_id) for atom_id in sorted(found)],
         )
-    for atom in atoms:
-        cursor = db.execute(
-            _INSERT_ATOM,
-            (
-                memory_id,
-                atom.position,
-                atom.text,
-                atom.key,
-                atom.type,
-                atom.subject,
-                atom.predicate,
-                atom.object,
-                atom.importance,
-                atom.ttl_seconds,
-                now,
-                now,
-                now + atom.ttl_seconds,
-            ),
+    rows = [
+        (
+            memory_id,
+            atom.position,
+            atom.text,
+            atom.key,
+            atom.type,
+            atom.subject,
+            atom.predicate,
+            atom.object,
+            atom.importance,
+            atom.ttl_seconds,
+            now,
+            now,
+            now + atom.ttl_seconds,
         )
+        for atom in atoms
+    ]
+    if not any(atom.functional for atom in atoms):
+        db.executemany(_INSERT_ATOM, rows)  # no claim to supersede others: no ids needed
+        return
+    for atom, row in zip(atoms, rows, strict=True):
+        cursor = db.execute(_INSERT_ATOM, row)
         if atom.functional and atom.subject and atom.predicate and atom.object:
             # A newer claim on the same subject and predicate with another object wins.
             db.execute(
