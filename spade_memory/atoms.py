@@ -163,6 +163,13 @@ _EPISODE_CUES = _cues(
     chinese="昨天 前天 上周 上个月 去年 刚才 刚刚 那天 去了 参加了 见了 看了 吃了 买了 做了 完成了",
 )
 _FACT_CUES = _cues(_FACT, "is are was were has have always never", chinese="是 有")
+_TTL_FIELDS = {
+    "episode": "episode_ttl_days",
+    "plan": "plan_ttl_days",
+    "fact": "fact_ttl_days",
+    "relation": "relation_ttl_days",
+    "preference": "preference_ttl_days",
+}
 _CATEGORY_TYPES = {
     "fact": "fact",
     "capability": "fact",
@@ -202,13 +209,7 @@ class Atom:
 
 def ttl_seconds(kind: str, importance: float, config: AtomConfig) -> float:
     """The lifetime of a fresh atom of type ``kind`` (before any reinforcement)."""
-    days = {
-        "episode": config.episode_ttl_days,
-        "plan": config.plan_ttl_days,
-        "fact": config.fact_ttl_days,
-        "relation": config.relation_ttl_days,
-        "preference": config.preference_ttl_days,
-    }.get(kind, config.unknown_ttl_days)
+    days = float(getattr(config, _TTL_FIELDS.get(kind, "unknown_ttl_days")))
     return days * _DAY * (1.0 + config.importance_factor * max(0.0, min(1.0, importance)))
 
 

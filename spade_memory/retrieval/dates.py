@@ -113,6 +113,18 @@ def _number(value: str | None) -> int | None:
     return None if value is None else chinese_number(value)
 
 
+def _may_name_weekday(text: str, lower: str) -> bool:
+    """False when ``_WEEKDAY`` cannot match ``text`` (``lower`` is ``text.lower()``).
+
+    An ASCII text names a weekday only if its lower case holds the name; any other
+    text is searched whenever it holds "day" (IGNORECASE also matches a name spelt
+    with letters such as ſ, which lower case keeps apart).
+    """
+    if "day" not in lower:
+        return False
+    return not text.isascii() or any(name in lower for name in _WEEKDAYS)
+
+
 def find_dates(text: str) -> list[tuple[int, int, str, str]]:
     """Dates, weekdays and times in ``text``: ``(start, end, text, key)``, overlaps removed."""
     found: list[tuple[int, int, str, str]] = []
@@ -135,10 +147,11 @@ def find_dates(text: str) -> list[tuple[int, int, str, str]]:
             key = _date_key(_number(groups.get("year")), month, _number(groups.get("day")))
             if key is not None:
                 found.append((match.start(), match.end(), match.group(), key))
-    for match in _WEEKDAY.finditer(text) if "day" in lower else ():
+    for match in _WEEKDAY.finditer(text) if _may_name_weekday(text, lower) else ():
         day = match.group(1).lower()
         found.append((match.start(), match.end(), match.group(), f"weekday:{day}"))
-    for match in _ZH_WEEKDAY.finditer(text) if _ZH_WEEK_CUE.search(text) else ():
+    chinese_week = not text.isascii() and _ZH_WEEK_CUE.search(text) is not None
+    for match in _ZH_WEEKDAY.finditer(text) if chinese_week else ():
         day = _WEEKDAYS[_ZH_WEEKDAYS[match.group(1)]]
         found.append((match.start(), match.end(), match.group(), f"weekday:{day}"))
     clock = digits and (":" in text or _AMPM_CUE.search(text) is not None)

@@ -170,16 +170,22 @@ class EntityExtractor:
             if mention.entity.key in kept:
                 by_sentence.setdefault(mention.sentence, []).append(mention.entity.key)
         links: list[Relation] = []
+        # each sentence's distinct entities, in order; a sentence of one links nothing
+        sentences = [
+            (sentence, unique)
+            for sentence, keys in by_sentence.items()
+            if len(unique := list(dict.fromkeys(keys))) > 1
+        ]
         # Neighbours first (each entity with the next one), then the one after, ...:
         # linear in the entities, and capped, so a long text adds few weak edges.
         for distance in range(1, _COOCCURRENCE_WINDOW + 1):
-            for sentence, keys in by_sentence.items():
-                unique = list(dict.fromkeys(keys))
+            for sentence, unique in sentences:
                 for a, b in zip(unique, unique[distance:], strict=False):
                     if len(links) >= _MAX_COOCCURRENCE:
                         return links
-                    if frozenset((a, b)) not in linked:
-                        linked.add(frozenset((a, b)))
+                    pair = frozenset((a, b))
+                    if pair not in linked:
+                        linked.add(pair)
                         links.append(Relation(a, "related_to", b, 0.5, sentence))
         return links
 

@@ -38,6 +38,7 @@ logger = logging.getLogger(__name__)
 
 _BOUNDARY = re.compile(r"[.!?]+(?=\s|$)|[。！？；;]+|\n")
 _ABBREVIATION = re.compile(r"\b(?:Mr|Mrs|Ms|Dr|St|vs)$")
+_ABBREVIATION_CHARS = 4  # its longest word and a newline
 _LATIN_WORD = re.compile(r"[A-Za-z\u00c0-\u024f][A-Za-z0-9\u00c0-\u024f'’\-]*")
 _CAPITALISED_RUN = re.compile(
     r"(?<![A-Za-z0-9\u00c0-\u024f'’\-])[A-Z\u00c0-\u00d6\u00d8-\u00de][A-Za-z0-9\u00c0-\u024f'’\-]*"
@@ -57,6 +58,11 @@ _JID = re.compile(
 )
 _INITIAL_BREAK = re.compile(r"[.!?:;\n\"“(\[]\s*$")
 _PUNCT = re.compile(r"[^\w@.+#]+|(?<!\w)[.]|[.](?!\w)")
+# ... on ASCII text: a dot not between word characters, then any byte but those kept.
+_LONE_DOT = re.compile(r"\.(?:(?<!\w\.)|(?!\w))")
+_ASCII_SEPARATORS = bytes(
+    b if (chr(b).isascii() and chr(b).isalnum()) or chr(b) in "_@.+#" else 32 for b in range(256)
+)
 
 # Sentence-initial words that are capitalised only because they start a sentence.
 _COMMON_STARTERS_WORDS = """
@@ -91,6 +97,8 @@ _VERB_AFTER = re.compile(
     r"and|or|met|went|saw|got|made|took|gave|came|ran|wrote|sent|found|left|bought|"
     r"brought|knew|thought|felt|kept|told|said|[a-z]+(?:s|ed))\b"
 )
+_POSSESSIVE_NAME = re.compile(r"\w(?:'s|’s)$")
+_COLON_OR_COMMA = re.compile(r"\s*[:,]")
 _PLACE_CUES = re.compile(r"\b(?:in|from|to|near|visited|visit|at)\s+(?:the\s+)?$", re.IGNORECASE)
 
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
@@ -144,6 +152,13 @@ def canonical_key(text: str) -> str:
     """
     folded = unicodedata.normalize("NFKC", text).casefold().strip()
     folded = _POSSESSIVE.sub("", folded)
+    if folded.isascii():
+        # _PUNCT's work on ASCII text (most keys, every English atom's) without its
+        # regex scan of every character: the dots it drops, then a byte table.
+        if "." in folded:
+            folded = _LONE_DOT.sub(" ", folded)
+        words = folded.encode("ascii").translate(_ASCII_SEPARATORS).split()
+        return b" ".join(words).decode("ascii")[:200]
     folded = _PUNCT.sub(" ", folded)
     return " ".join(folded.split())[:200]
 
@@ -159,8 +174,11 @@ def _sentences(text: str) -> tuple[tuple[int, str], ...]:
     found: list[tuple[int, str]] = []
     start = 0
     for match in _BOUNDARY.finditer(text):
-        if match.group()[0] in ".!?" and _ABBREVIATION.search(text, max(0, start), match.start()):
-            continue  # "Mr. Smith": not the end of a sentence
+        # "Mr. Smith": not a sentence end. The abbreviation ends at the dot (or a
+        # newline before it): the last four characters hold it (\b sees the one before).
+        since = max(start, match.start() - _ABBREVIATION_CHARS)
+        if match.group()[0] in ".!?" and _ABBREVIATION.search(text, since, match.start()):
+            continue
         end = match.start() if match.group() == "\n" else match.end()
         if text[start:end].strip():
             found.append((start, text[start:end]))
@@ -444,12 +462,12 @@ def _initial_name(text: str, word: re.Match[str]) -> bool:
     ("Caroline: ...", "Mel, ..."), a verb follows it ("Alice lives ...", "Bob and
     ..."), or the text capitalises it elsewhere.
     """
-    if re.search(r"\w(?:'s|’s)$", word.group()):
+    if _POSSESSIVE_NAME.search(word.group()):
         return True  # "Bob's team ..."
     after = text[word.end() : word.end() + 40]
     if _VERB_AFTER.match(after):
         return True
-    if re.match(r"\s*[:,]", after):  # "Caroline: ...", "Mel, ..." but not "Honestly, ..."
+    if _COLON_OR_COMMA.match(after):  # "Caroline: ...", "Mel, ..." but not "Honestly, ..."
         return not word.group().lower().endswith(("ly", "ing"))
     value = word.group()
     at = text.find(value)
