@@ -1,10 +1,10 @@
-"""The write path of the base memory: inserts (with group commit), updates, deletes.
+"""The write path of the base memory: inserts, updates, deletes.
 
 An insert runs whole on the connection's thread (:class:`InsertTransaction`:
 ``BEGIN IMMEDIATE``, the memory rows with their FTS rows, the stats, the graphs,
-``COMMIT`` in one hop). Single inserts arriving while a transaction runs wait in
-a :class:`GroupCommit` and are committed together in the next one. Updates,
-deletes and access counts run in the store's ordinary write transaction.
+``COMMIT`` in one hop). Single inserts arriving while a transaction runs are
+committed together in the next one (:mod:`spade_memory.storage.group_commit`).
+Updates, deletes and access counts run in the store's ordinary write transaction.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import asyncio
 import contextlib
 import json
 import sqlite3
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import aiosqlite
 
@@ -25,9 +25,7 @@ from .memory_rows import IndexedText, NewMemory, Transaction, new_to_memory
 
 __all__ = [
     "UPDATABLE",
-    "GroupCommit",
     "InsertTransaction",
-    "QueuedInsert",
     "WriteFailed",
     "delete_memory",
     "insert_rows",
@@ -41,9 +39,6 @@ UPDATABLE = frozenset(
     {"category", "content", "context", "confidence", "importance", "status", "metadata"}
 )
 """The fields :func:`update_memory` may change."""
-
-# A single insert waiting for group commit: memory, text, graph, its caller's future.
-QueuedInsert = tuple[NewMemory, IndexedText, "MemoryGraph | None", "asyncio.Future[Memory]"]
 
 _INSERT_MEMORY = (
     "INSERT INTO memories (uid, category, content, context, confidence, importance, "
@@ -202,75 +197,6 @@ async def run_insert(
         except sqlite3.Error as exc:
             raise StorageError(f"{label}: insert failed: {exc}") from exc
     return ids
-
-
-class InsertMany(Protocol):
-    """The store's ``insert_many``: memories inserted in one transaction."""
-
-    def __call__(
-        self,
-        items: Sequence[tuple[NewMemory, IndexedText]],
-        *,
-        graphs: Sequence[MemoryGraph | None] | None = None,
-    ) -> Awaitable[list[Memory]]: ...
-
-
-class GroupCommit:
-    """Single inserts waiting for the next transaction, committed together.
-
-    Should that shared transaction fail, each of its inserts is retried alone, so
-    one bad insert fails only its own call.
-    """
-
-    def __init__(self) -> None:
-        self.queue: list[QueuedInsert] = []
-        self.gate = asyncio.Lock()
-
-    async def insert(
-        self,
-        new: NewMemory,
-        text: IndexedText,
-        graph: MemoryGraph | None,
-        insert_many: InsertMany,
-    ) -> Memory:
-        """Queue one insert; returns once the transaction holding it committed."""
-        done: asyncio.Future[Memory] = asyncio.get_running_loop().create_future()
-        self.queue.append((new, text, graph, done))
-        async with self.gate:
-            if not done.done():
-                batch, self.queue = self.queue, []
-                await self._commit(batch, done, insert_many)
-        return done.result()
-
-    async def _commit(self, batch: list[QueuedInsert], own: Any, insert_many: InsertMany) -> None:
-        """Commit queued inserts in one transaction and settle their futures."""
-        try:
-            try:
-                memories = await insert_many(
-                    [(new, text) for new, text, _, _ in batch],
-                    graphs=[graph for _, _, graph, _ in batch],
-                )
-            except Exception:
-                if len(batch) == 1:
-                    raise
-                memories = None
-            if memories is not None:
-                for (_, _, _, future), memory in zip(batch, memories, strict=True):
-                    future.set_result(memory)
-                return
-            for new, text, graph, future in batch:  # the shared commit failed
-                try:
-                    alone = await insert_many([(new, text)], graphs=[graph])
-                except Exception as exc:
-                    future.set_exception(exc)
-                else:
-                    future.set_result(alone[0])
-        except BaseException:
-            # Cancelled (or failed alone): unsettled inserts of others go back in
-            # the queue for the next caller through the gate.
-            others = [item for item in batch if item[3] is not own and not item[3].done()]
-            self.queue[:0] = others
-            raise
 
 
 async def update_memory(
