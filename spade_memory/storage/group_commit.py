@@ -92,7 +92,9 @@ class GroupCommit:
     async def _lead(self, batch: list[_Queued], own: _Queued) -> None:
         try:
             await self._commit(batch, alone_raises=True)
-        except asyncio.CancelledError:
+        except BaseException:
+            # Cancelled (or interrupted) with the group's transaction maybe under way:
+            # the others are settled once it has ended, whatever it did.
             others = [queued for queued in batch if queued is not own and not queued.done.done()]
             if others:
                 task = asyncio.ensure_future(self._settle(others))
