@@ -11,6 +11,8 @@ best:
   turns): the graph route's direct step can find these;
 - ``typed hop``: how many more hold an entity one typed relation ("works at",
   "likes", ...) away from an entity of the question (the expansion step);
+- ``top-5 entity``: how many more share a non-hub entity with one of the
+  document route's 5 best (what a feedback step through the graph could follow);
 - ``speaker only``: the rest, which the graph can tell apart only by who said
   them.
 
@@ -65,6 +67,7 @@ class Reach:
     missed: Counter[int] = field(default_factory=Counter)
     rare: Counter[int] = field(default_factory=Counter)
     hop: Counter[int] = field(default_factory=Counter)
+    feedback: Counter[int] = field(default_factory=Counter)
     document: defaultdict[int, list[float]] = field(default_factory=lambda: defaultdict(list))
     oracle: defaultdict[int, list[float]] = field(default_factory=lambda: defaultdict(list))
 
@@ -75,12 +78,15 @@ def classify_missed(
     typed_neighbours: Mapping[str, Collection[str]],
     named_by: Mapping[str, int],
     hub: float,
+    feedback_keys: Collection[str] = (),
 ) -> str:
-    """``"rare entity"``, ``"typed hop"`` or ``"speaker only"`` for one missed evidence turn.
+    """How one missed evidence turn is linked: the first class that holds.
 
+    ``"rare entity"``, ``"typed hop"``, ``"top-5 entity"`` (an entity of
+    ``feedback_keys``, those of the document route's best) or ``"speaker only"``.
     ``named_by`` counts the turns naming each entity; an entity named by more
     than ``hub`` turns is a hub and links nothing by itself. Speaker nodes are
-    left out here: they are the third class.
+    left out here: they are the last class.
     """
 
     def linking(key: str) -> bool:
@@ -91,6 +97,8 @@ def classify_missed(
     reachable = {n for key in question_keys for n in typed_neighbours.get(key, ())}
     if any(linking(key) for key in set(evidence_keys) & reachable):
         return "typed hop"
+    if any(linking(key) for key in set(evidence_keys) & set(feedback_keys)):
+        return "top-5 entity"
     return "speaker only"
 
 
@@ -152,16 +160,21 @@ def measure_conversation(
         chosen = speaker_oracle(best50, said_by, named_speakers(question.text, speakers))
         reach.oracle[category].append(recall_at(chosen or best10, question.gold, 10))
         question_keys = extractor.query_keys(question.text)
+        feedback_keys = {key for turn in best10[:5] for key in keys.get(turn, ())}
         for turn in question.gold:
             reach.evidence[category] += 1
             if turn in best10[:10]:
                 continue
             reach.missed[category] += 1
-            kind = classify_missed(question_keys, keys[turn], neighbours, named_by, hub)
+            kind = classify_missed(
+                question_keys, keys[turn], neighbours, named_by, hub, feedback_keys
+            )
             if kind == "rare entity":
                 reach.rare[category] += 1
             elif kind == "typed hop":
                 reach.hop[category] += 1
+            elif kind == "top-5 entity":
+                reach.feedback[category] += 1
 
 
 async def _rankings(
@@ -192,7 +205,8 @@ def reach_table(reach: Reach) -> str:
                 missed,
                 reach.rare[category],
                 reach.hop[category],
-                missed - reach.rare[category] - reach.hop[category],
+                reach.feedback[category],
+                missed - reach.rare[category] - reach.hop[category] - reach.feedback[category],
                 f"{doc_recall:.3f}",
                 f"{oracle_recall:.3f} ({oracle_recall - doc_recall:+.3f})",
             ]
@@ -204,6 +218,7 @@ def reach_table(reach: Reach) -> str:
             "missed by document top 10",
             "of them: rare entity",
             "typed hop",
+            "top-5 entity",
             "speaker only",
             "document R@10",
             "named-speaker oracle R@10",
@@ -261,6 +276,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "missed": reach.missed[c],
                     "rare_entity": reach.rare[c],
                     "typed_hop": reach.hop[c],
+                    "top5_entity": reach.feedback[c],
                     "document_recall10": sum(reach.document[c]) / len(reach.document[c]),
                     "oracle_recall10": sum(reach.oracle[c]) / len(reach.oracle[c]),
                 }

@@ -36,6 +36,15 @@ def test_an_entity_one_typed_relation_away_is_a_hop() -> None:
     )
 
 
+def test_an_entity_of_the_best_hits_is_feedback() -> None:
+    counts = {"alice": 90, "lisbon": 3}
+    kind = classify_missed({"alice"}, {"lisbon"}, {}, counts, 20, feedback_keys={"lisbon"})
+    assert kind == "top-5 entity"
+    assert classify_missed({"alice"}, {"lisbon"}, {}, counts, 20) == "speaker only"
+    hub_only = classify_missed({"alice"}, {"alice"}, {}, counts, 20, feedback_keys={"alice"})
+    assert hub_only == "speaker only"
+
+
 def test_named_speakers_are_whole_words_in_any_case() -> None:
     assert named_speakers("What did JOHN paint?", ["John", "Jon"]) == ["John"]
     assert named_speakers("Did Jon and Gina dance?", ["Gina", "Jon", "John"]) == ["Gina", "Jon"]
@@ -78,6 +87,7 @@ def test_measure_counts_missed_evidence_and_scores_the_oracle() -> None:
     # "Lisbon" is named by two turns, below the hub size of a tiny memory
     assert hub_threshold(4, 0.2) >= 2
     assert reach.rare[1] == 1  # D1:2 says Lisbon, as the question does
+    assert reach.feedback[1] == 1  # D1:3 names Alice, as D1:4 does (no hub in 4 turns)
     assert reach.document == {4: [1.0], 1: [0.0]}
     # Bob is named: his turns come first, D1:2 (gold) and D1:4 (not), then the rest
     assert reach.oracle[1] == [1.0]
