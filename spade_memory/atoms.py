@@ -219,7 +219,7 @@ def classify_atom(text: str, relations: Sequence[Relation], *, category: str = "
     if names & FUNCTIONAL:
         return "fact"
     # the text's words, once, for the four kinds of cue words
-    lowered = "" if _FOLDED.search(text) else text.lower()
+    lowered = text.lower() if text.isascii() or not _FOLDED.search(text) else ""
     words = set(_WORDS.findall(lowered)) if lowered else None
     if names & {"likes", "dislikes"} or _PREFERENCE_CUES.found(text, words, lowered):
         return "preference"
@@ -259,9 +259,13 @@ def build_atoms(
         if relation.clause is not None and relation.relation != "related_to":
             by_sentence.setdefault(relation.clause, []).append(relation)
     atoms: list[AtomRecord] = []
+    lifetimes: dict[str, float] = {}  # each type's, worked out once per memory
     for position, (index, text) in enumerate(pieces):
         relations = by_sentence.get(index, [])
         kind = classify_atom(text, relations, category=category)
+        lifetime = lifetimes.get(kind)
+        if lifetime is None:
+            lifetime = lifetimes[kind] = ttl_seconds(kind, importance, config)
         claim = next((r for r in relations if r.relation in FUNCTIONAL), None)
         claim = claim or (relations[0] if relations else None)
         atoms.append(
@@ -271,7 +275,7 @@ def build_atoms(
                 key=_fact_key(text),
                 type=kind,
                 importance=importance,
-                ttl_seconds=ttl_seconds(kind, importance, config),
+                ttl_seconds=lifetime,
                 subject=claim.source if claim else None,
                 predicate=claim.relation if claim else None,
                 object=claim.target if claim else None,

@@ -8,13 +8,15 @@
 - English (and other Latin-script text): capitalised spans ("Bank of America"),
   without words capitalised only because they open a sentence ("Yesterday",
   "Thanks"): a lone opening word counts when a verb, a colon or a comma follows it,
-  when it is possessive, or when the text capitalises it elsewhere.
+  when it is possessive, or when the text capitalises it elsewhere
+  (:func:`spade_memory.retrieval.names.english_names`).
 - Quoted terms ("Charlotte's Web", 《三体》), @-mentions, JIDs, dates and times
   (:mod:`spade_memory.retrieval.dates`).
 - A he/she/they (他/她) opening a sentence or clause stands for the last name.
 
-Every entity gets a canonical key (:func:`canonical_key`: NFKC width folding, case
-folding, punctuation dropped), so one entity is one node however it is written.
+Every entity gets a canonical key (:func:`~spade_memory.retrieval.names.canonical_key`:
+NFKC width folding, case folding, punctuation dropped), so one entity is one node
+however it is written.
 """
 
 from __future__ import annotations
@@ -23,30 +25,24 @@ import bisect
 import logging
 import re
 import threading
-import unicodedata
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
 from ..storage.graph import Entity
 from .dates import find_dates
-from .tokenizer import ENGLISH_STOPWORDS, STOPWORDS, cut_cjk, get_tokenizer
+from .names import canonical_key, english_names, make_entity
+from .tokenizer import cut_cjk, get_tokenizer
 
 __all__ = ["Mention", "MentionFinder", "canonical_key", "make_entity", "split_sentences"]
 
 logger = logging.getLogger(__name__)
 
 _BOUNDARY = re.compile(r"[.!?]+(?=\s|$)|[。！？；;]+|\n")
+_BOUNDARY_CUE = re.compile(r"[.!?。！？；;\n]")  # what a boundary starts with
 _ABBREVIATION = re.compile(r"\b(?:Mr|Mrs|Ms|Dr|St|vs)$")
 _ABBREVIATION_CHARS = 4  # its longest word and a newline
-_LATIN_WORD = re.compile(r"[A-Za-z\u00c0-\u024f][A-Za-z0-9\u00c0-\u024f'’\-]*")
-_CAPITALISED_RUN = re.compile(
-    r"(?<![A-Za-z0-9\u00c0-\u024f'’\-])[A-Z\u00c0-\u00d6\u00d8-\u00de][A-Za-z0-9\u00c0-\u024f'’\-]*"
-    r"(?: (?:(?:of|de|del|da|van|von|der|den|la|le|&) )?"
-    r"[A-Z\u00c0-\u00d6\u00d8-\u00de][A-Za-z0-9\u00c0-\u024f'’\-]*)*"
-)
-_CONNECTORS = frozenset({"of", "de", "del", "da", "van", "von", "der", "den", "la", "le", "&"})
-_POSSESSIVE = re.compile(r"(?:'s|’s|'|’)$")
+_ABBREVIATION_ENDS = frozenset("rst")  # the last letters of the abbreviations
 _QUOTED = re.compile(
     r'"([^"\n]{2,60})"|“([^”\n]{2,60})”|「([^」\n]{1,60})」|『([^』\n]{1,60})』|《([^》\n]{1,60})》'
 )
@@ -56,50 +52,6 @@ _JID = re.compile(
     r"(?<![\w.@])([A-Za-z0-9][A-Za-z0-9._%+\-]{0,63}@[A-Za-z0-9](?:[A-Za-z0-9\-]*[A-Za-z0-9])?"
     r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9\-]*[A-Za-z0-9])?)*)(?:/[^\s,;]+)?"
 )
-_INITIAL_BREAK = re.compile(r"[.!?:;\n\"“(\[]\s*$")
-_PUNCT = re.compile(r"[^\w@.+#]+|(?<!\w)[.]|[.](?!\w)")
-# ... on ASCII text: a dot not between word characters, then any byte but those kept.
-_LONE_DOT = re.compile(r"\.(?:(?<!\w\.)|(?!\w))")
-_ASCII_SEPARATORS = bytes(
-    b if (chr(b).isascii() and chr(b).isalnum()) or chr(b) in "_@.+#" else 32 for b in range(256)
-)
-
-# Sentence-initial words that are capitalised only because they start a sentence.
-_COMMON_STARTERS_WORDS = """
-    yesterday today tomorrow tonight later last next since also please thanks thank hey hi hello
-    yes yeah yep no nope ok okay oh wow well sure great nice cool awesome glad sorry maybe
-    perhaps still even actually really just anyway besides however remember note let lets let's
-    thats that's it's im i'm i've i'd i'll ive dont don't can't cant didn't won't good bad new
-    old first second finally recently currently sometimes always never usually every everyone
-    someone something nothing anything hope love congrats congratulations awesome amazing haha
-    lol ah um hmm exactly true right absolutely definitely totally honestly anyway speaking
-    talking feel feeling
-"""
-_COMMON_STARTERS = frozenset(_COMMON_STARTERS_WORDS.split())
-_NOT_NAMES_WORDS = """
-    i monday tuesday wednesday thursday friday saturday sunday january february march april june
-    july august september october november december mr mrs ms dr
-"""
-_NOT_NAMES = frozenset(_NOT_NAMES_WORDS.split())
-_ORG_SUFFIXES_WORDS = """
-    inc corp corporation ltd llc gmbh company co university college school bank group team
-    foundation institute hospital agency labs lab club association department ministry committee
-    council church academy society
-"""
-_ORG_SUFFIXES = frozenset(_ORG_SUFFIXES_WORDS.split())
-_PLACE_SUFFIXES_WORDS = """
-    city street st park lake river mountain mountains beach island county avenue road bay valley
-    square
-"""
-_PLACE_SUFFIXES = frozenset(_PLACE_SUFFIXES_WORDS.split())
-_VERB_AFTER = re.compile(
-    r"(?:'s|’s)?\s+(?:is|was|has|had|will|would|can|could|should|may|might|must|did|does|"
-    r"and|or|met|went|saw|got|made|took|gave|came|ran|wrote|sent|found|left|bought|"
-    r"brought|knew|thought|felt|kept|told|said|[a-z]+(?:s|ed))\b"
-)
-_POSSESSIVE_NAME = re.compile(r"\w(?:'s|’s)$")
-_COLON_OR_COMMA = re.compile(r"\s*[:,]")
-_PLACE_CUES = re.compile(r"\b(?:in|from|to|near|visited|visit|at)\s+(?:the\s+)?$", re.IGNORECASE)
 
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _POS_TYPES = {
@@ -139,28 +91,12 @@ _ZH_KIN_WORDS = """
     老公 老婆 叔叔 阿姨 舅舅 姑姑 同事 朋友 老师 老板 经理
 """
 _ZH_KIN = frozenset(_ZH_KIN_WORDS.split())
-_PRONOUNS = re.compile(
-    r"(?:(?<=^)|(?<=[.!?]\s)|(?<=[，,。！？；]))\s*((?:he|she|they)\b|他|她)", re.IGNORECASE
-)
+# A pronoun, looked for where it starts a word; _clause_pronouns keeps those opening a clause.
+_PRONOUN = re.compile(r"(?<!\w)(?:he|she|they)\b|他|她", re.IGNORECASE)
+_ASCII_PRONOUN = re.compile(r"\b(?:he|she|they)\b")  # ... on lower-cased ASCII text
+_CLAUSE_BREAKS = frozenset("，,。！？；")
+_SENTENCE_ENDS = frozenset(".!?")
 _ANTECEDENT_TYPES = frozenset({"person", "name", "mention", "jid"})
-
-
-def canonical_key(text: str) -> str:
-    """The key of an entity: width folded (NFKC), case folded, punctuation dropped.
-
-    ``"Alice"``, ``"ALICE"``, ``"Ａｌｉｃｅ"`` and ``"Alice's"`` share the key ``"alice"``.
-    """
-    folded = unicodedata.normalize("NFKC", text).casefold().strip()
-    folded = _POSSESSIVE.sub("", folded)
-    if folded.isascii():
-        # _PUNCT's work on ASCII text (most keys, every English atom's) without its
-        # regex scan of every character: the dots it drops, then a byte table.
-        if "." in folded:
-            folded = _LONE_DOT.sub(" ", folded)
-        words = folded.encode("ascii").translate(_ASCII_SEPARATORS).split()
-        return b" ".join(words).decode("ascii")[:200]
-    folded = _PUNCT.sub(" ", folded)
-    return " ".join(folded.split())[:200]
 
 
 def split_sentences(text: str) -> list[tuple[int, str]]:
@@ -173,12 +109,14 @@ def _sentences(text: str) -> tuple[tuple[int, str], ...]:
     # extraction and atoms split the same text several times; split it once
     found: list[tuple[int, str]] = []
     start = 0
-    for match in _BOUNDARY.finditer(text):
+    for match in _boundaries(text):
         # "Mr. Smith": not a sentence end. The abbreviation ends at the dot (or a
         # newline before it): the last four characters hold it (\b sees the one before).
-        since = max(start, match.start() - _ABBREVIATION_CHARS)
-        if match.group()[0] in ".!?" and _ABBREVIATION.search(text, since, match.start()):
-            continue
+        at = match.start()
+        if match.group()[0] in ".!?" and _may_abbreviate(text, at):
+            since = max(start, at - _ABBREVIATION_CHARS)
+            if _ABBREVIATION.search(text, since, at):
+                continue
         end = match.start() if match.group() == "\n" else match.end()
         if text[start:end].strip():
             found.append((start, text[start:end]))
@@ -186,6 +124,32 @@ def _sentences(text: str) -> tuple[tuple[int, str], ...]:
     if text[start:].strip():
         found.append((start, text[start:]))
     return tuple(found)
+
+
+def _may_abbreviate(text: str, at: int) -> bool:
+    """False when no abbreviation (Mr, Dr, St, vs, ...) can end right before ``at``.
+
+    Each ends with r, s or t, before ``at`` or before a newline there.
+    """
+    last = text[at - 1 : at] if at else ""
+    if last == "\n":
+        last = text[at - 2 : at - 1] if at > 1 else ""
+    return last in _ABBREVIATION_ENDS
+
+
+def _boundaries(text: str) -> Iterator[re.Match[str]]:
+    """``_BOUNDARY.finditer(text)``, tried only where a boundary's first character is.
+
+    The regex's search tries every position in turn (it has no first character to
+    skip to), the characters a boundary starts with are found by a plain scan.
+    """
+    after = 0
+    for cue in _BOUNDARY_CUE.finditer(text):
+        if cue.start() >= after:
+            match = _BOUNDARY.match(text, cue.start())
+            if match is not None:
+                after = match.end()
+                yield match
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,15 +160,6 @@ class Mention:
     end: int
     entity: Entity
     sentence: int = 0
-
-
-def make_entity(value: str, kind: str) -> Entity | None:
-    """An entity named ``value`` of type ``kind``, or ``None`` if it has no usable key."""
-    value = " ".join(value.split()).strip(" ,.;:!?\"'“”‘’")
-    key = canonical_key(value)
-    if not key or key in STOPWORDS or len(key) > 120:
-        return None
-    return Entity(key=key, type=kind, value=value[:200])
 
 
 class MentionFinder:
@@ -262,61 +217,8 @@ class MentionFinder:
                 yield Mention(match.start(index), match.end(index), entity)
 
     @staticmethod
-    def _latin(text: str) -> Iterable[Mention]:
-        # only the words of capitalised runs (found in one regex pass) are looked at
-        words = [
-            word
-            for run in _CAPITALISED_RUN.finditer(text)
-            for word in _LATIN_WORD.finditer(text, run.start(), run.end())
-        ]
-        index = 0
-        while index < len(words):
-            first = words[index]
-            if not _capitalised(first.group()):
-                index += 1
-                continue
-            span = [first]
-            cursor = index + 1
-            while cursor < len(words):
-                gap = text[span[-1].end() : words[cursor].start()]
-                word = words[cursor].group()
-                if gap != " " or _POSSESSIVE.search(span[-1].group()):
-                    break
-                if _capitalised(word) or (
-                    word.lower() in _CONNECTORS
-                    and cursor + 1 < len(words)
-                    and _capitalised(words[cursor + 1].group())
-                    and text[words[cursor].end() : words[cursor + 1].start()] == " "
-                ):
-                    span.append(words[cursor])
-                else:
-                    break
-                cursor += 1
-            index = cursor
-            if len(span) > 6:
-                continue
-            opening = span[0].start()
-            initial = opening == 0 or bool(
-                _INITIAL_BREAK.search(text, max(0, opening - 8), opening)
-            )
-            while span and _droppable(span[0].group(), initial=initial):
-                span.pop(0)
-                initial = False
-            while span and span[-1].group().lower() in _CONNECTORS:
-                span.pop()
-            if not span:
-                continue
-            if initial and len(span) == 1 and not _initial_name(text, span[0]):
-                continue
-            value = text[span[0].start() : span[-1].end()]
-            value = _POSSESSIVE.sub("", value)
-            words_lower = [w.group().lower() for w in span]
-            if all(w in _NOT_NAMES or w in _COMMON_STARTERS for w in words_lower):
-                continue
-            kind = _latin_type([w.group() for w in span], text[: span[0].start()])
-            entity = make_entity(value, kind)
-            if entity is not None:
-                yield Mention(span[0].start(), span[0].start() + len(value), entity)
+    def _latin(text: str) -> list[Mention]:
+        return [Mention(start, end, entity) for start, end, entity in english_names(text)]
 
     def _chinese(self, text: str) -> Iterable[Mention]:
         words = list(self._pos(text))
@@ -437,64 +339,35 @@ def _looks_like_name(word: str) -> bool:
 
 def _resolve_pronouns(text: str, mentions: list[Mention]) -> list[Mention]:
     """A he/she/they (他/她) opening a sentence or clause stands for the last name before it."""
-    if "he" not in text.lower() and "他" not in text and "她" not in text:
+    lowered = text.lower()
+    if "he" not in lowered and "他" not in text and "她" not in text:
         return mentions  # no he, she, they, 他 or 她 (most texts)
     added: list[Mention] = []
-    for match in _PRONOUNS.finditer(text):
-        before = [
-            m for m in mentions if m.end <= match.start(1) and m.entity.type in _ANTECEDENT_TYPES
-        ]
-        if before and match.start(1) - before[-1].end < 300:
-            added.append(Mention(match.start(1), match.end(1), before[-1].entity))
+    for start, end in _clause_pronouns(text, lowered):
+        before = [m for m in mentions if m.end <= start and m.entity.type in _ANTECEDENT_TYPES]
+        if before and start - before[-1].end < 300:
+            added.append(Mention(start, end, before[-1].entity))
     if not added:
         return mentions
     return sorted([*mentions, *added], key=lambda m: m.start)
 
 
-def _capitalised(word: str) -> bool:
-    return word[0].isupper() and (len(word) > 1 or word in ("&",))
+def _clause_pronouns(text: str, lowered: str) -> Iterator[tuple[int, int]]:
+    """Spans of he/she/they (他/她) opening the text, a sentence or a clause.
 
-
-def _initial_name(text: str, word: re.Match[str]) -> bool:
-    """Whether a lone capitalised word opening a sentence is a name, not just capitalised.
-
-    It is when it is possessive ("Bob's team"), a colon or comma follows it
-    ("Caroline: ...", "Mel, ..."), a verb follows it ("Alice lives ...", "Bob and
-    ..."), or the text capitalises it elsewhere.
+    What ``(?:(?<=^)|(?<=[.!?]\\s)|(?<=[，,。！？；]))\\s*((?:he|she|they)\\b|他|她)``
+    (ignoring case) finds, pronoun first: before one, past any whitespace, is the
+    start of the text, a clause break, or a sentence end and whitespace. An ASCII
+    text is searched in lower case (``lowered``), where no case is ignored.
     """
-    if _POSSESSIVE_NAME.search(word.group()):
-        return True  # "Bob's team ..."
-    after = text[word.end() : word.end() + 40]
-    if _VERB_AFTER.match(after):
-        return True
-    if _COLON_OR_COMMA.match(after):  # "Caroline: ...", "Mel, ..." but not "Honestly, ..."
-        return not word.group().lower().endswith(("ly", "ing"))
-    value = word.group()
-    at = text.find(value)
-    while at != -1:
-        if at != word.start() and at > 0 and not text[at - 1].isalnum():
-            end = at + len(value)
-            if (end == len(text) or not text[end].isalnum()) and not _INITIAL_BREAK.search(
-                text, max(0, at - 8), at
-            ):
-                return True
-        at = text.find(value, at + 1)
-    return False
-
-
-def _droppable(word: str, *, initial: bool) -> bool:
-    lower = word.lower().replace("’", "'")
-    if lower in ENGLISH_STOPWORDS or (lower in _NOT_NAMES and lower == "i"):
-        return True
-    if not initial:
-        return False
-    return lower in _COMMON_STARTERS
-
-
-def _latin_type(words: Sequence[str], before: str) -> str:
-    last = _POSSESSIVE.sub("", words[-1])
-    if last.lower() in _ORG_SUFFIXES or (len(last) >= 2 and last.isupper()):
-        return "organization"
-    if last.lower() in _PLACE_SUFFIXES or _PLACE_CUES.search(before[-24:]):
-        return "place"
-    return "name"
+    found = _ASCII_PRONOUN.finditer(lowered) if text.isascii() else _PRONOUN.finditer(text)
+    for match in found:
+        start = opening = match.start()
+        while opening > 0 and text[opening - 1].isspace():
+            opening -= 1
+        if (
+            opening == 0
+            or text[opening - 1] in _CLAUSE_BREAKS
+            or (opening < start and text[opening - 1] in _SENTENCE_ENDS)
+        ):
+            yield match.span()
