@@ -54,6 +54,7 @@ class _Queued:
     done: asyncio.Future[Memory] = field(
         default_factory=lambda: asyncio.get_running_loop().create_future()
     )
+    taken: bool = False  # out of the queue, into a group's transaction
 
 
 class GroupCommit:
@@ -72,13 +73,16 @@ class GroupCommit:
         self.queue.append(item)
         try:
             async with self.gate:
-                if any(queued is item for queued in self.queue):
+                if not item.taken:
                     batch, self.queue = self.queue, []
+                    for queued in batch:
+                        queued.taken = True
                     await self._lead(batch, item)
             if not item.done.done():  # its group's leader was cancelled: being settled
                 await asyncio.shield(item.done)
         except asyncio.CancelledError:
-            self.queue = [queued for queued in self.queue if queued is not item]
+            if not item.taken:
+                self.queue = [queued for queued in self.queue if queued is not item]
             if not item.done.done():
                 item.done.cancel()  # given up: not inserted again if its group is retried
             raise
