@@ -9,6 +9,7 @@ whose ``uid`` is already present are skipped. The command-line ``export`` and
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -119,17 +120,9 @@ def _imported(
         raise ValueError(f"status must be active or archived, got {status!r}")
     last_accessed = raw.get("last_accessed")
     return (
-        NewMemory(
+        dataclasses.replace(
+            new,
             uid=uid,
-            category=new.category,
-            content=new.content,
-            context=new.context,
-            confidence=new.confidence,
-            importance=new.importance,
-            created_at=new.created_at,
-            source_conversation=new.source_conversation,
-            source_sender=new.source_sender,
-            metadata=new.metadata,
             status=status,
             updated_at=float(raw.get("updated_at", new.created_at)),
             last_accessed=None if last_accessed is None else float(last_accessed),
