@@ -44,18 +44,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from spade_memory.config import RetrievalConfig
-from spade_memory.retrieval.entities import EntityExtractor, get_extractor
+from spade_memory.retrieval.entities import EntityExtractor, Extraction, get_extractor
 from spade_memory.retrieval.graph import hub_threshold
 
 from .data import CATEGORY_NAMES, Conversation, load_locomo, resolve_data_dir
-from .harness import System, build_memory, default_cache_dir, query_memory, warm_up
+from .harness import (
+    SPADE_MEMORY_SYSTEMS,
+    build_memory,
+    default_cache_dir,
+    query_memory,
+    warm_up,
+)
 from .locomo import locomo_batches
 from .metrics import markdown_table, recall_at
 from .report import command_line, configure_logging, run_note, update_markdown, write_json
 
 __all__ = ["Reach", "classify_missed", "main", "named_speakers", "speaker_oracle"]
 
-DOCUMENT = System("document", overrides={"graph_route": False})
+DOCUMENT = SPADE_MEMORY_SYSTEMS["document"]  # the document route alone
 _POOL = 50
 
 
@@ -125,10 +131,10 @@ def speaker_oracle(
     return (own + rest)[:k]
 
 
-def _typed_neighbours(extractor: EntityExtractor, texts: Iterable[str]) -> dict[str, set[str]]:
+def _typed_neighbours(extractions: Iterable[Extraction]) -> dict[str, set[str]]:
     neighbours: defaultdict[str, set[str]] = defaultdict(set)
-    for text in texts:
-        for relation in extractor.extract(text).relations:
+    for extraction in extractions:
+        for relation in extraction.relations:
             if relation.relation != "related_to":
                 neighbours[relation.source].add(relation.target)
                 neighbours[relation.target].add(relation.source)
@@ -146,9 +152,10 @@ def measure_conversation(
 ) -> None:
     """Add one conversation's questions to ``reach`` (document rankings of 10 and 50)."""
     turns = [turn for session in conversation.sessions for turn in session.turns]
-    keys = {turn.dia_id: extractor.extract(turn.content).keys for turn in turns}
+    extractions = {turn.dia_id: extractor.extract(turn.content) for turn in turns}
+    keys = {dia_id: extraction.keys for dia_id, extraction in extractions.items()}
     named_by = Counter(key for found in keys.values() for key in found)
-    neighbours = _typed_neighbours(extractor, (turn.content for turn in turns))
+    neighbours = _typed_neighbours(extractions.values())
     hub = hub_threshold(len(turns), hub_fraction)
     said_by = {turn.dia_id: turn.speaker for turn in turns}
     speakers = sorted(set(said_by.values()))
@@ -163,7 +170,7 @@ def measure_conversation(
         feedback_keys = {key for turn in best10[:5] for key in keys.get(turn, ())}
         for turn in question.gold:
             reach.evidence[category] += 1
-            if turn in best10[:10]:
+            if turn in best10:
                 continue
             reach.missed[category] += 1
             kind = classify_missed(
