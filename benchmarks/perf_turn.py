@@ -65,8 +65,9 @@ def plain_agent(jid: str, password: str, port: int) -> Any:
     from spade.behaviour import CyclicBehaviour
     from spade.message import Message
 
-    from spade_memory.behaviours.conversation import IN_REPLY_TO, REPLY_WITH
-    from spade_memory.llm import ChatMessage, ScriptedLLM
+    from spade_memory.llm import ChatMessage
+    from spade_memory.spade.conversation import IN_REPLY_TO, REPLY_WITH
+    from spade_memory.testing.scripted_llm import ScriptedLLM
 
     class Answer(CyclicBehaviour):  # type: ignore[misc]
         def __init__(self) -> None:
@@ -95,8 +96,8 @@ async def measure(folder: Path, size: int, *, turns: int) -> dict[str, Any]:
     from spade.container import Container
 
     from spade_memory import MemoryConfig
-    from spade_memory.agents import LLMAgent
-    from spade_memory.xmpp_server import EmbeddedXMPPServer
+    from spade_memory.spade.llm_agent import LLMAgent
+    from spade_memory.testing.xmpp_server import EmbeddedXMPPServer
 
     cached, _ = await prefilled(size)
     root = folder / "memory"

@@ -39,11 +39,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from spade_memory.atoms import memory_graph
 from spade_memory.config import AtomConfig, StorageConfig
-from spade_memory.retrieval.entities import get_extractor
-from spade_memory.retrieval.tokenizer import Tokenizer, cut_cjk, get_tokenizer
 from spade_memory.storage.base import BaseMemoryStore, IndexedText, NewMemory
+from spade_memory.text.atoms import memory_graph
+from spade_memory.text.extraction import get_extractor
+from spade_memory.text.tokenizer import Tokenizer, cut_cjk, get_tokenizer
 
 from .data import load_cmrc, load_locomo, resolve_data_dir
 from .metrics import markdown_table, percentile

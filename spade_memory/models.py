@@ -1,11 +1,16 @@
-"""Typed results returned by the memory manager: memories, search hits, notes, stats."""
+"""Typed values of the memory: memories, search hits, notes, stats, and the embedder protocol."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+from numpy.typing import NDArray
 
 __all__ = [
+    "Embedder",
     "InteractionNote",
     "Memory",
     "MemoryStats",
@@ -121,3 +126,26 @@ class MemoryStats:
     conversations: int
     notes: int
     in_memory: bool
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """What the memory needs from an embedding model."""
+
+    @property
+    def dim(self) -> int:
+        """Length of every vector."""
+        ...
+
+    @property
+    def fingerprint(self) -> str:
+        """Names the vectors: it changes whenever the same text would embed differently."""
+        ...
+
+    def embed_documents(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        """Embed stored texts: an ``(n, dim)`` ``float32`` array, rows L2-normalised."""
+        ...
+
+    def embed_query(self, text: str) -> NDArray[np.float32]:
+        """Embed a search query: a ``(dim,)`` ``float32`` array, L2-normalised."""
+        ...

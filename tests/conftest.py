@@ -14,7 +14,7 @@ from spade.container import Container
 
 from spade_memory.config import MemoryConfig
 from spade_memory.manager import MemoryManager
-from spade_memory.xmpp_server import EmbeddedXMPPServer
+from spade_memory.testing.xmpp_server import EmbeddedXMPPServer
 
 
 @pytest.fixture

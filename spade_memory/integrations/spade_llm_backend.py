@@ -59,11 +59,22 @@ from pathlib import Path
 from typing import Any
 
 from ..config import MemoryConfig
-from ..errors import ConfigError, InvalidAgentId, InvalidToolInput, StoreClosedError
+from ..errors import (
+    ConfigError,
+    InvalidAgentId,
+    InvalidToolInput,
+    StoreClosedError,
+)
 from ..identity import AgentIdentity, normalize_jid
 from ..manager import EXPORT_FORMAT, MemoryManager
 from ..models import Memory
-from ..validation import check_category, check_metadata, check_optional_text, check_text, check_unit
+from ..validation import (
+    check_category,
+    check_metadata,
+    check_optional_text,
+    check_text,
+    check_unit,
+)
 from .spade_llm_tools import import_spade_llm, require_spade_llm
 
 __all__ = ["SpadeMemoryBackend", "SpadeMemoryEntry"]

@@ -1,16 +1,22 @@
-"""LLM clients: the protocol, an OpenAI-compatible HTTP client and an offline scripted one."""
+"""LLM clients: the protocol and an OpenAI-compatible HTTP client.
+
+The offline scripted client is :class:`spade_memory.testing.ScriptedLLM`.
+"""
 
 from __future__ import annotations
 
-from .messages import ChatMessage, LLMClient, LLMResponse, ToolCall
+from .messages import (
+    ChatMessage,
+    LLMClient,
+    LLMResponse,
+    ToolCall,
+)
 from .openai import OpenAICompatibleLLM
-from .scripted import ScriptedLLM
 
 __all__ = [
     "ChatMessage",
     "LLMClient",
     "LLMResponse",
     "OpenAICompatibleLLM",
-    "ScriptedLLM",
     "ToolCall",
 ]

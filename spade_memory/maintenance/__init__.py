@@ -7,11 +7,33 @@ maintenance behaviour drive it.
 
 from __future__ import annotations
 
-from .backup import BACKUP_FOLDER, BackupInfo, list_backups, prune_backups, restore_backup
+from .backup import (
+    BACKUP_FOLDER,
+    BackupInfo,
+    list_backups,
+    prune_backups,
+    restore_backup,
+)
 from .consistency import CHECK_KINDS, ConsistencyChecker, ConsistencyReport
-from .consolidation import ConsolidationResult, Merge, chance_similarity, validate_merge
-from .decay import CleanupResult, DecayResult, decayed_importance, is_protected
-from .rebuild import REBUILD_KINDS, Progress, Rebuilder, RebuildKind, RebuildResult
+from .consolidation import (
+    ConsolidationResult,
+    Merge,
+    chance_similarity,
+    validate_merge,
+)
+from .decay import (
+    CleanupResult,
+    DecayResult,
+    decayed_importance,
+    is_protected,
+)
+from .rebuild import (
+    REBUILD_KINDS,
+    Progress,
+    Rebuilder,
+    RebuildKind,
+    RebuildResult,
+)
 from .service import Maintenance, MaintenanceState, MaintenanceStatus
 
 __all__ = [

@@ -40,7 +40,7 @@ from ..storage.registry import Registry
 from ..storage.schema import SCHEMA_VERSION
 
 if TYPE_CHECKING:
-    from ..manager import MemoryManager
+    from ..engine import Engine
 
 __all__ = [
     "BACKUP_FOLDER",
@@ -103,8 +103,8 @@ def _folder(root: Path) -> Path:
     return resolve_inside(root, BACKUP_FOLDER)
 
 
-async def backup_memory(manager: MemoryManager) -> Path:
-    """Back up the memory of an open manager now; returns the database backup's path.
+async def backup_memory(engine: Engine) -> Path:
+    """Back up the memory of an open engine now; returns the database backup's path.
 
     Backups older than ``backup_keep_days`` are removed afterwards.
 
@@ -112,30 +112,30 @@ async def backup_memory(manager: MemoryManager) -> Path:
         ConfigError: the memory is in-memory (it has no root to back up into).
         StorageError: the backup failed; no partial file is left.
     """
-    root = manager.root
+    root = engine.root
     if root is None:
         raise ConfigError("an in-memory memory has no root folder: there is nowhere to back it up")
-    now = manager.now()
+    now = engine.now()
     folder = _folder(root)
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-    stem = manager.identity.stem
+    stem = engine.identity.stem
     target = folder / f"{stem}_base_memory.{_stamp(now)}.db"
     serial = 1
     while target.exists():
         serial += 1
         target = folder / f"{stem}_base_memory.{_stamp(now)}-{serial}.db"
-    await manager.base_store.backup_to(target)
+    await engine.base.backup_to(target)
     await asyncio.to_thread(_standalone, target)
-    notes = resolve_inside(root, manager.identity.interactions_name)
+    notes = resolve_inside(root, engine.identity.interactions_name)
     try:
         data = notes.read_bytes()
     except FileNotFoundError:  # no note yet (the first note creates the file)
-        data = empty_document(manager.jid)
+        data = empty_document(engine.jid)
     except OSError as exc:
         raise StorageError(f"could not read {notes} to back it up: {exc}") from exc
     atomic_write_bytes(_notes_backup(target), data)
-    prune_backups(root, keep_days=manager.config.storage.backup_keep_days, now=now, stem=stem)
-    logger.info("%s: backed up to %s", manager.jid, target)
+    prune_backups(root, keep_days=engine.config.storage.backup_keep_days, now=now, stem=stem)
+    logger.info("%s: backed up to %s", engine.jid, target)
     return target
 
 
@@ -231,7 +231,7 @@ def restore_backup(root: Path, jid: str, backup: Path, *, now: float | None = No
     if BaseMemoryStore.is_open(database):
         raise StorageError(
             f"the memory of {identity.jid} is open in this process; stop the agent "
-            "(close its MemoryManager) before restoring it"
+            "(close its Engine) before restoring it"
         )
     backup = Path(backup).expanduser().resolve()
     if not backup.is_file():

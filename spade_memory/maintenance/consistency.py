@@ -45,7 +45,7 @@ from .rewrite import extract_all, vectors_of, write_graphs
 from .vector_checks import non_finite, sound, stale_index
 
 if TYPE_CHECKING:
-    from ..manager import MemoryManager
+    from ..engine import Engine
 
 __all__ = ["CHECK_KINDS", "ConsistencyChecker", "ConsistencyReport"]
 
@@ -86,7 +86,7 @@ class ConsistencyChecker:
     """Checks one open memory and, when asked, repairs it.
 
     Args:
-        manager: the open memory.
+        engine: the open memory.
         progress: called with ``(steps done, steps)`` as the check goes.
         on_phase: called with ``"checking"`` or ``"repairing"`` as the work changes.
         pause: awaited with ``"read"`` or ``"repair <step>"`` where other writes may land
@@ -95,14 +95,14 @@ class ConsistencyChecker:
 
     def __init__(
         self,
-        manager: MemoryManager,
+        engine: Engine,
         *,
         progress: Progress | None = None,
         on_phase: Callable[[str], None] | None = None,
         pause: Callable[[str], Awaitable[object]] | None = None,
     ) -> None:
-        self._manager = manager
-        self._base = manager.base_store
+        self._engine = engine
+        self._base = engine.base
         self._progress = progress
         self._on_phase = on_phase or (lambda phase: None)
         self._pause = pause
@@ -194,7 +194,7 @@ class ConsistencyChecker:
                     )
                     report.mend("fts_orphaned", cursor.rowcount)
                     await cursor.close()
-            self._manager.notify_changed()
+            self._engine.notify_changed()
 
     def _stale_of(self, rows: Sequence[Any]) -> builtins.list[int]:
         """Ids of ``(id, content, context, content tokens, context tokens)`` rows that differ."""
@@ -275,13 +275,13 @@ class ConsistencyChecker:
                     )
                     written += 1
         if written:
-            self._manager.notify_changed()
+            self._engine.notify_changed()
         return written + settled
 
     # -- stored vectors ------------------------------------------------------
 
     async def _vectors(self, report: ConsistencyReport, repair: bool, deep: bool) -> None:
-        indexer = self._manager.indexer
+        indexer = self._engine.indexer
         orphaned = await self._ids(
             "SELECT memory_id FROM embeddings WHERE memory_id NOT IN (SELECT id FROM memories)"
         )
@@ -325,7 +325,7 @@ class ConsistencyChecker:
         A memory given a sound vector since the check (re-embedded after an update)
         keeps it, in SQLite and in FAISS.
         """
-        indexer = self._manager.indexer
+        indexer = self._engine.indexer
         removed: builtins.list[int] = []
         async with self._base.transaction() as db:
             for start in range(0, len(orphaned), _BATCH):
@@ -359,7 +359,7 @@ class ConsistencyChecker:
     # -- FAISS index -------------------------------------------------------------
 
     async def _index(self, report: ConsistencyReport, repair: bool, deep: bool) -> None:
-        indexer = self._manager.indexer
+        indexer = self._engine.indexer
         if indexer is None:
             return
         fingerprint, dim = indexer.embedder.fingerprint, indexer.embedder.dim
@@ -417,7 +417,7 @@ class ConsistencyChecker:
         for kind, ids_found in (("index_missing", missing), ("index_extra", extra)):
             report.mend(kind, len(ids_found))
         report.mend("index_stale", len(stale))
-        self._manager.notify_changed()
+        self._engine.notify_changed()
 
     # -- graph ------------------------------------------------------------------
 
@@ -452,7 +452,7 @@ class ConsistencyChecker:
                     deleted += max(0, cursor.rowcount)
                     await cursor.close()
             report.mend("graph_orphaned", min(deleted, orphans))
-        extract = self._manager.graph_for
+        extract = self._engine.graph_for
         for start in range(0, len(missing), _BATCH):
             found = await self._base.get_many(missing[start : start + _BATCH])
             memories = list(found.values())
@@ -468,7 +468,7 @@ class ConsistencyChecker:
                 items = [(m, g) for m, g in zip(memories, graphs, strict=True) if m.id in still]
                 await write_graphs(db, items, extract)
         report.mend("graph_missing", len(missing))
-        self._manager.notify_changed()
+        self._engine.notify_changed()
 
     # -- SQLite itself -----------------------------------------------------------
 

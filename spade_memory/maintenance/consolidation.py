@@ -30,17 +30,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..models import Memory
-from ..retrieval.embedders import Embedder
-from ..retrieval.tokenizer import get_tokenizer
+from ..models import Embedder, Memory
 from ..storage.base import IndexedText
 from ..storage.graph import delete_graph, write_graph
 from ..storage.sql import placeholders
+from ..text.tokenizer import get_tokenizer
 from .decay import is_protected
 
 if TYPE_CHECKING:
+    from ..engine import Engine
     from ..llm.messages import LLMClient
-    from ..manager import MemoryManager
 
 __all__ = [
     "ConsolidationResult",
@@ -241,7 +240,7 @@ def _merged_metadata(survivor: Memory, others: Sequence[Memory]) -> dict[str, An
 
 
 async def _apply(
-    manager: MemoryManager, survivor: Memory, others: Sequence[Memory], content: str, now: float
+    engine: Engine, survivor: Memory, others: Sequence[Memory], content: str, now: float
 ) -> bool:
     """Merge ``others`` into ``survivor`` in one transaction; False if any changed meanwhile."""
     members = [survivor, *others]
@@ -250,11 +249,11 @@ async def _apply(
     if changed_text:
         text = IndexedText.of(content, survivor.context)
         tokens = (text.content_tokens, text.context_tokens)
-        graph = manager.graph_for(dataclasses.replace(survivor, content=content))
+        graph = engine.graph_for(dataclasses.replace(survivor, content=content))
     metadata = json.dumps(_merged_metadata(survivor, others), ensure_ascii=False)
     accessed = [m.last_accessed for m in members if m.last_accessed is not None]
     ids = [m.id for m in members]
-    async with manager.base_store.transaction() as db:
+    async with engine.base.transaction() as db:
         rows = await db.execute_fetchall(
             f"SELECT id, content, status FROM memories WHERE id IN ({placeholders(len(ids))})",
             ids,
@@ -290,13 +289,13 @@ async def _apply(
             await db.execute("DELETE FROM memories WHERE id = ?", (other.id,))
             await db.execute("DELETE FROM memories_fts WHERE rowid = ?", (other.id,))
             await db.execute("DELETE FROM embeddings WHERE memory_id = ?", (other.id,))
-    if manager.indexer is not None:
-        manager.indexer.remove([m.id for m in others] + ([survivor.id] if changed_text else []))
+    if engine.indexer is not None:
+        engine.indexer.remove([m.id for m in others] + ([survivor.id] if changed_text else []))
     return True
 
 
 async def consolidate(
-    manager: MemoryManager,
+    engine: Engine,
     *,
     threshold: float,
     now: float,
@@ -304,10 +303,10 @@ async def consolidate(
     after_seq: int = 0,
     llm_timeout: float = 30.0,
 ) -> ConsolidationResult:
-    """Merge near-duplicate memories of ``manager``.
+    """Merge near-duplicate memories of ``engine``.
 
     Args:
-        manager: the open memory (a memory without an embedder has nothing to compare).
+        engine: the open memory (a memory without an embedder has nothing to compare).
         threshold: the similarity above chance, in [0, 1], from which memories merge.
         now: the time recorded as the survivors' update time.
         llm: merge the texts with this model (validated; the rule is the fallback).
@@ -316,11 +315,11 @@ async def consolidate(
             is the value to pass next time.
         llm_timeout: seconds one LLM merge may take.
     """
-    indexer = manager.indexer
+    indexer = engine.indexer
     if indexer is None:
         return ConsolidationResult()
     embedder = indexer.embedder
-    rows = await manager.base_store.fetchall(
+    rows = await engine.base.fetchall(
         "SELECT m.id, m.category, m.metadata, e.vector, e.seq FROM memories AS m "
         "JOIN embeddings AS e ON e.memory_id = m.id WHERE m.status = 'active' "
         "AND e.fingerprint = ? AND e.dim = ? AND length(e.vector) = e.dim * 4 ORDER BY m.id",
@@ -343,7 +342,7 @@ async def consolidate(
             first, second = int(ids[a]), int(ids[b])
             neighbours.setdefault(first, {})[second] = sim
             neighbours.setdefault(second, {})[first] = sim
-    memories = await manager.base_store.get_many(neighbours)
+    memories = await engine.base.get_many(neighbours)
     neighbours = {
         i: {j: s for j, s in near.items() if j in memories}
         for i, near in neighbours.items()
@@ -357,15 +356,15 @@ async def consolidate(
         if llm is not None:
             texts = [survivor.content, *(m.content for m in others)]
             merged = await _llm_merge(
-                llm, texts, max_chars=manager.config.max_content_chars, timeout=llm_timeout
+                llm, texts, max_chars=engine.config.max_content_chars, timeout=llm_timeout
             )
             if merged is not None:
                 content, by_llm = merged, True
-        if await _apply(manager, survivor, others, content, now):
+        if await _apply(engine, survivor, others, content, now):
             merges.append(Merge(centre, tuple(members), similarity, by_llm))
         else:
             skipped.append(centre)
     if merges:
-        manager.notify_changed()
-        logger.info("%s: consolidated %d groups of near-duplicates", manager.jid, len(merges))
+        engine.notify_changed()
+        logger.info("%s: consolidated %d groups of near-duplicates", engine.jid, len(merges))
     return ConsolidationResult(tuple(merges), len(rows), chance, last_seq, tuple(skipped))

@@ -9,7 +9,7 @@
   recalled for some days are archived (status ``archived``: kept, not searched,
   restorable) or deleted, as :class:`~spade_memory.config.MaintenanceConfig` says.
 - Expiry: atoms past their lifetime are recorded dormant, then expired (see
-  :mod:`spade_memory.atoms`).
+  :mod:`spade_memory.text.atoms`).
 
 Time is the memory's clock (injectable), never the wall clock directly.
 """
@@ -27,7 +27,7 @@ from ..errors import MemoryNotFound
 from ..storage.sql import placeholders
 
 if TYPE_CHECKING:
-    from ..manager import MemoryManager
+    from ..engine import Engine
 
 __all__ = [
     "CleanupResult",
@@ -100,14 +100,14 @@ def is_protected(metadata: Any) -> bool:
 
 
 async def decay_importance(
-    manager: MemoryManager, *, now: float, since: float, rate_per_day: float
+    engine: Engine, *, now: float, since: float, rate_per_day: float
 ) -> DecayResult:
     """Decay every unprotected active memory from ``since`` (or its creation) to ``now``.
 
     Each batch is read and written in one transaction, so a concurrent change of
     importance is never overwritten with a stale value.
     """
-    base = manager.base_store
+    base = engine.base
     decayed = protected = 0
     longest = 0.0
     last = 0
@@ -139,13 +139,13 @@ async def decay_importance(
             )
             decayed += len(updates)
     if decayed:
-        manager.notify_changed()
-    logger.info("%s: importance decayed on %d memories", manager.jid, decayed)
+        engine.notify_changed()
+    logger.info("%s: importance decayed on %d memories", engine.jid, decayed)
     return DecayResult(decayed=decayed, protected=protected, days=longest)
 
 
 async def set_status(
-    manager: MemoryManager, memory_ids: Sequence[int], status: str, *, now: float
+    engine: Engine, memory_ids: Sequence[int], status: str, *, now: float
 ) -> list[int]:
     """Archive (``"archived"``) or restore (``"active"``) memories; returns those changed.
 
@@ -158,7 +158,7 @@ async def set_status(
     previous = "archived" if status == "active" else "active"
     changed: list[int] = []
     wanted = list(dict.fromkeys(int(i) for i in memory_ids))
-    async with manager.base_store.transaction() as db:
+    async with engine.base.transaction() as db:
         for start in range(0, len(wanted), _BATCH):
             chunk = wanted[start : start + _BATCH]
             rows = await db.execute_fetchall(
@@ -178,18 +178,18 @@ async def set_status(
                 )
                 changed.append(int(memory_id))
     if changed:
-        manager.notify_changed()
+        engine.notify_changed()
     return changed
 
 
 async def cleanup(
-    manager: MemoryManager, *, now: float, config: MaintenanceConfig
+    engine: Engine, *, now: float, config: MaintenanceConfig
 ) -> CleanupResult:
     """Archive or delete old, unimportant, unused memories, as ``config`` says."""
     policy = config.cleanup_policy
     if policy == "off":
         return CleanupResult(policy=policy)
-    rows = await manager.base_store.fetchall(
+    rows = await engine.base.fetchall(
         "SELECT id, metadata FROM memories WHERE status = 'active' AND importance <= ? "
         "AND created_at <= ? AND (last_accessed IS NULL OR last_accessed <= ?) ORDER BY id",
         (
@@ -202,15 +202,15 @@ async def cleanup(
     if not doomed:
         return CleanupResult(policy=policy)
     if policy == "archive":
-        archived = await set_status(manager, doomed, "archived", now=now)
-        logger.info("%s: archived %d unimportant memories", manager.jid, len(archived))
+        archived = await set_status(engine, doomed, "archived", now=now)
+        logger.info("%s: archived %d unimportant memories", engine.jid, len(archived))
         return CleanupResult(policy=policy, archived=tuple(archived))
     deleted: list[int] = []
     for memory_id in doomed:
         try:
-            await manager.forget(memory_id)
+            await engine.forget(memory_id)
         except MemoryNotFound:
             continue
         deleted.append(memory_id)
-    logger.info("%s: deleted %d unimportant memories", manager.jid, len(deleted))
+    logger.info("%s: deleted %d unimportant memories", engine.jid, len(deleted))
     return CleanupResult(policy=policy, deleted=tuple(deleted))

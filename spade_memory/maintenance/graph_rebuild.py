@@ -41,13 +41,19 @@ import aiosqlite
 
 from ..errors import StorageError
 from ..models import Memory
-from ..retrieval.entities import GRAPH_VERSION
-from ..storage.graph import MemoryGraph, delete_graph, write_graph
+from ..storage.graph import delete_graph, write_graph
 from ..storage.sql import placeholders
-from .rewrite import bump_generation, change_log_statements, drop_change_log, meta_put
+from ..text.extraction import GRAPH_VERSION
+from ..text.graph import MemoryGraph
+from .rewrite import (
+    bump_generation,
+    change_log_statements,
+    drop_change_log,
+    meta_put,
+)
 
 if TYPE_CHECKING:
-    from ..manager import MemoryManager
+    from ..engine import Engine
 
 __all__ = ["GraphRebuild", "GraphRebuildResult", "shadow_path"]
 
@@ -127,13 +133,13 @@ class GraphRebuild:
     """One rebuild of a memory's graph into a shadow, resuming an interrupted one.
 
     Args:
-        manager: the open memory.
+        engine: the open memory.
         batch: memories per batch (one shadow transaction and checkpoint each).
     """
 
-    def __init__(self, manager: MemoryManager, *, batch: int) -> None:
-        self._manager = manager
-        self._base = manager.base_store
+    def __init__(self, engine: Engine, *, batch: int) -> None:
+        self._engine = engine
+        self._base = engine.base
         self._batch = batch
         self._shadow: aiosqlite.Connection | None = None
 
@@ -225,7 +231,7 @@ class GraphRebuild:
             [(key, str(value)) for key, value in state.items()],
         )
         await shadow.execute("COMMIT")
-        checkpoint = {"shadow": str(path), "token": token, "started_at": self._manager.now()}
+        checkpoint = {"shadow": str(path), "token": token, "started_at": self._engine.now()}
         async with self._base.transaction() as db:
             for statement in (
                 *drop_change_log(_LOG),
@@ -303,7 +309,7 @@ class GraphRebuild:
     async def _graphs(self, ids: list[int]) -> tuple[list[Memory], list[MemoryGraph]]:
         found = await self._base.get_many(ids)
         memories = [found[i] for i in sorted(found)]
-        extract = self._manager.graph_for
+        extract = self._engine.graph_for
         graphs = await asyncio.to_thread(lambda: [extract(m) for m in memories])
         return memories, graphs
 
@@ -374,7 +380,7 @@ class GraphRebuild:
             finally:
                 with contextlib.suppress(sqlite3.Error):
                     await asyncio.shield(db.execute(f"DETACH DATABASE {_ATTACHED}"))
-        self._manager.notify_changed()  # cached searches dropped; new entries embedded
+        self._engine.notify_changed()  # cached searches dropped; new entries embedded
         logger.info("%s: graph rebuilt (generation %d)", self._base.agent, generation)
         return generation, len(ids)
 

@@ -42,7 +42,7 @@ from .rewrite import (
 )
 
 if TYPE_CHECKING:
-    from ..manager import MemoryManager
+    from ..engine import Engine
 
 __all__ = [
     "REBUILD_KINDS",
@@ -120,15 +120,15 @@ class Rebuilder:
     """Rebuilds one memory's keyword index, vectors or graph, resuming interrupted ones.
 
     Args:
-        manager: the open memory.
+        engine: the open memory.
         batch: memories per batch (one transaction and one checkpoint each).
     """
 
-    def __init__(self, manager: MemoryManager, *, batch: int = 200) -> None:
+    def __init__(self, engine: Engine, *, batch: int = 200) -> None:
         if batch < 1:
             raise ConfigError(f"batch must be >= 1, got {batch!r}")
-        self._manager = manager
-        self._base = manager.base_store
+        self._engine = engine
+        self._base = engine.base
         self._batch = batch
 
     async def interrupted(self) -> list[RebuildKind]:
@@ -142,7 +142,7 @@ class Rebuilder:
     async def abandon(self, what: RebuildKind) -> None:
         """Drop an unfinished rebuild: its shadow, its change log and its checkpoint."""
         if what == "graph":
-            await GraphRebuild(self._manager, batch=self._batch).abandon()
+            await GraphRebuild(self._engine, batch=self._batch).abandon()
             return
         async with self._base.transaction() as db:
             for statement in _drop_statements(what):
@@ -162,7 +162,7 @@ class Rebuilder:
         """
         if what not in REBUILD_KINDS:
             raise ConfigError(f"cannot rebuild {what!r}: choose one of {', '.join(REBUILD_KINDS)}")
-        if what == "vectors" and self._manager.indexer is None:
+        if what == "vectors" and self._engine.indexer is None:
             raise ConfigError(
                 "this memory has no embedder (MemoryConfig.embedder is None): "
                 "there are no vectors to rebuild"
@@ -172,7 +172,7 @@ class Rebuilder:
             async def report(done: int, total: int) -> None:
                 await report_progress(progress, done, total)
 
-            graph = await GraphRebuild(self._manager, batch=self._batch).run(report)
+            graph = await GraphRebuild(self._engine, batch=self._batch).run(report)
             return RebuildResult(
                 "graph", graph.processed, graph.replayed, graph.resumed, graph.generation
             )
@@ -212,7 +212,7 @@ class Rebuilder:
     # -- steps -------------------------------------------------------------------
 
     def _fingerprint(self) -> str | None:
-        indexer = self._manager.indexer
+        indexer = self._engine.indexer
         return None if indexer is None else indexer.embedder.fingerprint
 
     async def _begin(self, what: RebuildKind) -> tuple[dict[str, Any], bool]:
@@ -239,7 +239,7 @@ class Rebuilder:
         state = {
             "cursor": 0,
             "done": 0,
-            "started_at": self._manager.now(),
+            "started_at": self._engine.now(),
             "fingerprint": self._fingerprint(),
         }
         async with self._base.transaction() as db:
@@ -265,7 +265,7 @@ class Rebuilder:
                 return [(text.content_tokens, text.context_tokens) for text in texts]
 
             return await asyncio.to_thread(tokens)
-        indexer = self._manager.indexer
+        indexer = self._engine.indexer
         assert indexer is not None
         if not memories:
             return []
@@ -369,7 +369,7 @@ class Rebuilder:
             ]
             params: list[tuple[Any, ...]] = [(), ()]
             if what == "vectors":
-                indexer = self._manager.indexer
+                indexer = self._engine.indexer
                 assert indexer is not None
                 checks.append(f"SELECT count(*) FROM {shadow} WHERE fingerprint != ? OR dim != ?")
                 params.append((indexer.embedder.fingerprint, indexer.embedder.dim))
@@ -395,7 +395,7 @@ class Rebuilder:
             generation = await bump_generation(db, what)
         if what == "vectors":
             await self._reload_index()
-        self._manager.notify_changed()
+        self._engine.notify_changed()
         logger.info("%s: %s rebuilt (generation %d)", self._base.agent, what, generation)
         return generation, len(ids)
 
@@ -413,7 +413,7 @@ class Rebuilder:
 
     async def _reload_index(self) -> None:
         """Make the FAISS cache hold exactly the new vectors (under the write lock)."""
-        indexer = self._manager.indexer
+        indexer = self._engine.indexer
         assert indexer is not None
         fingerprint, dim = indexer.embedder.fingerprint, indexer.embedder.dim
         async with self._base.transaction() as db:

@@ -14,8 +14,9 @@ import aiosqlite
 import numpy as np
 
 from ..models import Memory
-from ..storage.graph import MemoryGraph, delete_graph, write_graph
+from ..storage.graph import delete_graph, write_graph
 from ..storage.sql import placeholders
+from ..text.graph import MemoryGraph
 
 if TYPE_CHECKING:
     from ..storage.vectors import VectorIndex

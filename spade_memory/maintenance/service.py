@@ -1,8 +1,9 @@
 """The maintenance of one open memory: its jobs, their schedule and their status.
 
 Every :class:`~spade_memory.manager.MemoryManager` has one :class:`Maintenance`
-(``manager.maintenance``). On open it resumes interrupted rebuilds and checks the
-memory in the background (the memory is usable at once); the maintenance
+(``manager.maintenance``), which works through the memory's
+:class:`~spade_memory.engine.Engine`. On open it resumes interrupted rebuilds and
+checks the memory in the background (the memory is usable at once); the maintenance
 behaviour calls :meth:`Maintenance.run_due` on the agent's schedule. One job runs
 at a time; :attr:`Maintenance.status` says which, and how far it got.
 """
@@ -23,12 +24,24 @@ from ..errors import StoreClosedError
 from .backup import backup_memory
 from .consistency import ConsistencyChecker, ConsistencyReport
 from .consolidation import ConsolidationResult, consolidate
-from .decay import CleanupResult, DecayResult, cleanup, decay_importance, set_status
-from .rebuild import REBUILD_KINDS, Progress, Rebuilder, RebuildKind, RebuildResult
+from .decay import (
+    CleanupResult,
+    DecayResult,
+    cleanup,
+    decay_importance,
+    set_status,
+)
+from .rebuild import (
+    REBUILD_KINDS,
+    Progress,
+    Rebuilder,
+    RebuildKind,
+    RebuildResult,
+)
 
 if TYPE_CHECKING:
+    from ..engine import Engine
     from ..llm.messages import LLMClient
-    from ..manager import MemoryManager
 
 __all__ = ["Maintenance", "MaintenanceState", "MaintenanceStatus"]
 
@@ -79,12 +92,12 @@ class Maintenance:
     """Maintenance jobs of one open memory.
 
     Args:
-        manager: the memory maintained.
+        engine: the memory maintained.
         config: intervals, rates and thresholds.
     """
 
-    def __init__(self, manager: MemoryManager, config: MaintenanceConfig) -> None:
-        self._manager = manager
+    def __init__(self, engine: Engine, config: MaintenanceConfig) -> None:
+        self._engine = engine
         self._config = config
         self._status = MaintenanceStatus()
         self._lock = asyncio.Lock()
@@ -106,7 +119,7 @@ class Maintenance:
         """Resume interrupted rebuilds, then check and repair, in a background task."""
         if self._task is None and not self._closed:
             self._task = asyncio.create_task(
-                self._on_open(), name=f"maintenance:{self._manager.jid}"
+                self._on_open(), name=f"maintenance:{self._engine.jid}"
             )
 
     async def wait(self) -> MaintenanceStatus:
@@ -131,7 +144,7 @@ class Maintenance:
         except StoreClosedError:
             return
         except Exception:  # reported through the status; the memory stays usable
-            logger.exception("%s: maintenance on open failed", self._manager.jid)
+            logger.exception("%s: maintenance on open failed", self._engine.jid)
 
     # -- status helpers -----------------------------------------------------------
 
@@ -147,8 +160,8 @@ class Maintenance:
 
     @contextlib.asynccontextmanager
     async def _job(self, name: str, state: MaintenanceState) -> Any:
-        if self._manager.closed:
-            raise StoreClosedError(f"the memory of {self._manager.jid} is closed")
+        if self._engine.closed:
+            raise StoreClosedError(f"the memory of {self._engine.jid} is closed")
         async with self._lock:
             self._set(state=state, job=name, done=0, total=0, error=None)
             try:
@@ -167,7 +180,7 @@ class Maintenance:
         """Check the memory's indexes against its memories (see ``consistency``)."""
         async with self._job("check", "checking"):
             checker = ConsistencyChecker(
-                self._manager,
+                self._engine,
                 progress=self._progress(progress),
                 on_phase=lambda phase: self._set(state=phase),
             )
@@ -184,10 +197,10 @@ class Maintenance:
     ) -> list[RebuildResult]:
         """Rebuild the keyword index, the vectors and/or the graph (resuming if interrupted)."""
         kinds: tuple[RebuildKind, ...] = REBUILD_KINDS if what == "all" else (what,)
-        if what == "all" and self._manager.indexer is None:
+        if what == "all" and self._engine.indexer is None:
             kinds = tuple(kind for kind in kinds if kind != "vectors")
         results: list[RebuildResult] = []
-        rebuilder = Rebuilder(self._manager, batch=batch)
+        rebuilder = Rebuilder(self._engine, batch=batch)
         for kind in kinds:
             async with self._job(f"rebuild {kind}", "rebuilding"):
                 results.append(await rebuilder.rebuild(kind, progress=self._progress(progress)))
@@ -196,8 +209,8 @@ class Maintenance:
     async def resume_rebuilds(self, *, progress: Progress | None = None) -> list[RebuildResult]:
         """Finish the rebuilds an interruption left half done."""
         results: list[RebuildResult] = []
-        for kind in await Rebuilder(self._manager).interrupted():
-            if kind == "vectors" and self._manager.indexer is None:
+        for kind in await Rebuilder(self._engine).interrupted():
+            if kind == "vectors" and self._engine.indexer is None:
                 continue
             results.extend(await self.rebuild(kind, progress=progress))
         return results
@@ -205,19 +218,19 @@ class Maintenance:
     async def backup(self) -> Path:
         """Back up the memory now (SQLite backup API); returns the file."""
         async with self._job("backup", "working"):
-            return await backup_memory(self._manager)
+            return await backup_memory(self._engine)
 
     async def decay(self) -> DecayResult:
         """Decay importance since the last run (the first run only starts the clock)."""
         async with self._job("decay", "working"):
-            now = self._manager.now()
+            now = self._engine.now()
             since = await self._last("decay")
             if since is None:
                 result = DecayResult(decayed=0, protected=0, days=0.0)
             else:
                 rate = self._config.decay_rate_per_day
                 result = await decay_importance(
-                    self._manager, now=now, since=since, rate_per_day=rate
+                    self._engine, now=now, since=since, rate_per_day=rate
                 )
             await self._ran("decay", now)
             return result
@@ -225,39 +238,39 @@ class Maintenance:
     async def expire(self) -> dict[str, int]:
         """Record atoms whose lifetime lapsed (dormant, then expired)."""
         async with self._job("expiry", "working"):
-            return await self._manager.refresh_atoms()
+            return await self._engine.refresh_atoms()
 
     async def cleanup(self) -> CleanupResult:
         """Archive or delete old, unimportant, unused memories (``cleanup_policy``)."""
         async with self._job("cleanup", "working"):
-            return await cleanup(self._manager, now=self._manager.now(), config=self._config)
+            return await cleanup(self._engine, now=self._engine.now(), config=self._config)
 
     async def archive(self, memory_ids: list[int]) -> list[int]:
         """Archive memories (kept, not searched); returns those archived."""
-        return await set_status(self._manager, memory_ids, "archived", now=self._manager.now())
+        return await set_status(self._engine, memory_ids, "archived", now=self._engine.now())
 
     async def restore_archived(self, memory_ids: list[int]) -> list[int]:
         """Make archived memories active again; returns those restored."""
-        return await set_status(self._manager, memory_ids, "active", now=self._manager.now())
+        return await set_status(self._engine, memory_ids, "active", now=self._engine.now())
 
     async def consolidate(self, *, llm: LLMClient | None = None) -> ConsolidationResult:
         """Merge near-duplicate memories (optionally through ``llm``)."""
         async with self._job("consolidation", "working"):
-            raw = await self._manager.base_store.meta_get(_CONSOLIDATED_SEQ)
+            raw = await self._engine.base.meta_get(_CONSOLIDATED_SEQ)
             result = await consolidate(
-                self._manager,
+                self._engine,
                 threshold=self._config.consolidation_threshold,
-                now=self._manager.now(),
+                now=self._engine.now(),
                 llm=llm,
                 after_seq=int(raw or 0),
             )
-            await self._manager.base_store.meta_set(_CONSOLIDATED_SEQ, str(result.last_seq))
+            await self._engine.base.meta_set(_CONSOLIDATED_SEQ, str(result.last_seq))
             return result
 
     async def run_due(self, *, llm: LLMClient | None = None) -> dict[str, Any]:
         """Flush, then run each job whose interval has passed; returns what ran."""
-        await self._manager.flush()
-        now = self._manager.now()
+        await self._engine.flush()
+        now = self._engine.now()
         ran: dict[str, Any] = {}
         plan: list[tuple[str, float, Callable[[], Any]]] = [
             ("expiry", self._config.expiry_interval_hours, self.expire),
@@ -268,7 +281,7 @@ class Maintenance:
                 lambda: self.consolidate(llm=llm),
             ),
         ]
-        if self._manager.root is not None:
+        if self._engine.root is not None:
             plan.append(("backup", self._config.backup_interval_hours, self._scheduled_backup))
         for name, hours, job in plan:
             if hours <= 0:
@@ -294,14 +307,14 @@ class Maintenance:
     # -- schedule -------------------------------------------------------------------
 
     async def _last(self, name: str) -> float | None:
-        raw = await self._manager.base_store.meta_get(_LAST_RUN.format(name))
+        raw = await self._engine.base.meta_get(_LAST_RUN.format(name))
         try:
             return None if raw is None else float(json.loads(raw))
         except (TypeError, ValueError):
             return None
 
     async def _ran(self, name: str, when: float) -> None:
-        await self._manager.base_store.meta_set(_LAST_RUN.format(name), json.dumps(when))
+        await self._engine.base.meta_set(_LAST_RUN.format(name), json.dumps(when))
 
     async def last_runs(self) -> dict[str, float | None]:
         """When each scheduled job last ran (Unix seconds, memory clock)."""

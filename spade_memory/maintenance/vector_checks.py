@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
-    from ..indexing import VectorIndexer
+    from ..engine.indexer import VectorIndexer
     from ..storage.base import BaseMemoryStore
 
 __all__ = ["non_finite", "sound", "stale_index"]

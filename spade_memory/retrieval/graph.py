@@ -18,7 +18,7 @@ Keyword part, as evidence summed per memory:
    words, each by its rarity (a query shorter than three characters uses ``LIKE``).
 
 A query naming a speaker (a name that starts memories written as ``"Name: text"``,
-:mod:`spade_memory.retrieval.speakers`) gives the memories that speaker said among
+:mod:`spade_memory.text.speakers`) gives the memories that speaker said among
 the ``_SPEAKER_POOL`` closest to the query vector (the document vectors) the
 small score ``RetrievalConfig.graph_speaker_score``: with the routes' both-route
 bonus it lifts what the person said above what others said to them, where the name alone selects
@@ -52,18 +52,23 @@ import numpy as np
 
 from ..config import RetrievalConfig
 from ..storage.graph_store import GraphStore, NodeHit
-from .entities import EntityExtractor, Extraction
+from ..text.extraction import EntityExtractor
+from ..text.speakers import SPEAKER_TYPE
 from .fusion import minmax
-from .graph_evidence import expand, memories_of, node_mentions, rarity, text_matches
+from .graph_evidence import (
+    expand,
+    memories_of,
+    node_mentions,
+    rarity,
+    text_matches,
+)
 from .intent import QueryIntent
-from .speakers import SPEAKER_TYPE
 
-__all__ = ["GraphHits", "GraphRetriever", "GraphVectorSource", "entry_summary", "hub_threshold"]
+__all__ = ["GraphHits", "GraphRetriever", "GraphVectorSource", "hub_threshold"]
 
 logger = logging.getLogger(__name__)
 
 _FTS_WEIGHT = 0.5
-_SUMMARY_CHARS = 400  # trigram rows grow with the text: entries stay short
 _MIN_STRENGTH = 0.05
 _HUB_WEIGHT = 0.5  # what a hub passes on along its typed relations
 _HUB_MIN_ENTRIES = 20
@@ -98,25 +103,6 @@ def hub_threshold(total: int, fraction: float) -> float:
     nothing) and at most ``_HUB_MAX_ENTRIES``.
     """
     return max(_HUB_MIN_ENTRIES, min(fraction * max(2, total), _HUB_MAX_ENTRIES))
-
-
-def entry_summary(extraction: Extraction) -> str:
-    """The text of a memory's graph entry: its relations as phrases, then its entities.
-
-    ``"Bob works with Alice. Bob member of payments team. Bob; Alice; payments team"``.
-    It is what the trigram search and the entry vector see: shorter than the memory
-    and about its entities only. (Embedding the memory's own text instead, reusing
-    its document vector, measured worse on both LoCoMo and the relations set.)
-    """
-    entities = [entity for entity in extraction.entities if entity.type != SPEAKER_TYPE]
-    values = {entity.key: entity.value for entity in entities}
-    phrases = [
-        f"{values[r.source]} {r.relation.replace('_', ' ')} {values[r.target]}."
-        for r in extraction.relations
-        if r.relation != "related_to" and r.source in values and r.target in values
-    ]
-    names = "; ".join(entity.value for entity in entities)
-    return " ".join([*dict.fromkeys(phrases), names]).strip()[:_SUMMARY_CHARS]
 
 
 class GraphRetriever:

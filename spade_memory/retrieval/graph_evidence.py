@@ -15,8 +15,8 @@ import re
 from collections.abc import Mapping, Sequence
 
 from ..storage.graph_store import GraphStore, NodeHit
+from ..text.tokenizer import STOPWORDS, get_tokenizer
 from .intent import QueryIntent
-from .tokenizer import STOPWORDS, get_tokenizer
 
 __all__ = ["expand", "memories_of", "node_mentions", "rarity", "share", "text_matches"]
 

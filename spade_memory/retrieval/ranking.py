@@ -14,10 +14,10 @@ import numpy as np
 from ..config import RetrievalConfig
 from ..models import Memory, ScoreExplanation
 from ..storage.base import BaseMemoryStore
+from ..text.tokenizer import Tokenizer
 from .fusion import FusedScore, mmr
 from .graph import GraphHits
 from .rerank import IndexedTokens
-from .tokenizer import Tokenizer
 
 __all__ = ["diversify", "explain_result"]
 

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from ..config import RetrievalConfig
 from ..storage.base import BaseMemoryStore
 from ..storage.sql import chunks, placeholders
-from .tokenizer import Tokenizer
+from ..text.tokenizer import Tokenizer
 
 __all__ = [
     "IndexedTokens",

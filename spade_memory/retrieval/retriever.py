@@ -23,13 +23,24 @@ from ..config import RetrievalConfig
 from ..errors import StorageError
 from ..models import Memory, SearchResult
 from ..storage.base import BaseMemoryStore
-from .candidates import HiddenFilter, Loaded, add_neighbours, load, read_head
+from ..text.tokenizer import Tokenizer
+from .candidates import (
+    HiddenFilter,
+    Loaded,
+    add_neighbours,
+    load,
+    read_head,
+)
 from .fusion import fuse_subroutes, recency_score
 from .graph import GraphHits, GraphRetriever
-from .intent import QueryIntent, blend_routes, query_intent, route_weights
+from .intent import (
+    QueryIntent,
+    blend_routes,
+    query_intent,
+    route_weights,
+)
 from .ranking import diversify, explain_result
 from .rerank import LexicalReranker
-from .tokenizer import Tokenizer
 
 __all__ = ["HiddenFilter", "Retriever", "SearchTimings", "VectorSource"]
 

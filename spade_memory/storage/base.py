@@ -29,8 +29,13 @@ import numpy as np
 from ..config import StorageConfig
 from ..errors import StorageError, StoreClosedError
 from ..models import Memory
-from . import database_open, embeddings, memory_reads, memory_writes
-from .graph import MemoryGraph
+from ..text.graph import MemoryGraph
+from . import (
+    database_open,
+    embeddings,
+    memory_reads,
+    memory_writes,
+)
 from .group_commit import GroupCommit
 from .keyword_plan import KeywordPlanner
 from .memory_rows import IndexedText, NewMemory

@@ -16,7 +16,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import StorageError
-from .sql import SQL_CHUNK, chunks, placeholders, status_category_filter
+from .sql import (
+    SQL_CHUNK,
+    chunks,
+    placeholders,
+    status_category_filter,
+)
 
 if TYPE_CHECKING:
     from .base import BaseMemoryStore

@@ -23,7 +23,7 @@ from typing import Protocol
 
 from ..errors import StorageError
 from ..models import Memory
-from .graph import MemoryGraph
+from ..text.graph import MemoryGraph
 from .memory_rows import IndexedText, NewMemory
 
 __all__ = ["GroupCommit", "InsertMany"]

@@ -12,7 +12,12 @@ from typing import Any
 import numpy as np
 
 from ..models import Memory
-from .memory_rows import COLUMNS, M_COLUMNS, Fetch, row_to_memory
+from .memory_rows import (
+    COLUMNS,
+    M_COLUMNS,
+    Fetch,
+    row_to_memory,
+)
 from .sql import SQL_CHUNK, placeholders, status_category_filter
 
 __all__ = [

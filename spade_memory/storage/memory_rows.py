@@ -18,7 +18,7 @@ from typing import Any
 import aiosqlite
 
 from ..models import Memory
-from ..retrieval.tokenizer import get_tokenizer
+from ..text.tokenizer import get_tokenizer
 
 __all__ = [
     "COLUMNS",

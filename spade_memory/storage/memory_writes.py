@@ -20,8 +20,19 @@ import aiosqlite
 
 from ..errors import StorageError
 from ..models import Memory
-from .graph import MemoryGraph, delete_graph, run_on_connection, write_graph, write_graph_rows
-from .memory_rows import IndexedText, NewMemory, Transaction, new_to_memory
+from ..text.graph import MemoryGraph
+from .graph import (
+    delete_graph,
+    run_on_connection,
+    write_graph,
+    write_graph_rows,
+)
+from .memory_rows import (
+    IndexedText,
+    NewMemory,
+    Transaction,
+    new_to_memory,
+)
 
 __all__ = [
     "UPDATABLE",

@@ -37,7 +37,12 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidAgentId, PathEscapeError, StorageError
-from ..identity import AgentIdentity, normalize_jid, resolve_inside, storage_stem
+from ..identity import (
+    AgentIdentity,
+    normalize_jid,
+    resolve_inside,
+    storage_stem,
+)
 from . import files
 from .interaction import read_agent_of
 

@@ -11,7 +11,12 @@ for tool in manager.tools():
 
 from __future__ import annotations
 
-from .base import MemoryBackend, MemoryTool, ToolContext, ToolResult
+from .base import (
+    MemoryBackend,
+    MemoryTool,
+    ToolContext,
+    ToolResult,
+)
 from .budget import BudgetSpent, RequestBudget
 from .memory_tools import (
     ForgetMemoryTool,

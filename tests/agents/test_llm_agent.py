@@ -11,13 +11,14 @@ from typing import Any
 import pytest
 from spade.template import Template
 
-from spade_memory.agents import LLMAgent
-from spade_memory.behaviours import ConversationBehaviour
 from spade_memory.config import MemoryConfig
 from spade_memory.errors import StoreClosedError
-from spade_memory.llm import ChatMessage, LLMResponse, ScriptedLLM, ToolCall
+from spade_memory.llm import ChatMessage, LLMResponse, ToolCall
+from spade_memory.spade.conversation import ConversationBehaviour
+from spade_memory.spade.llm_agent import LLMAgent
+from spade_memory.testing.scripted_llm import ScriptedLLM
+from spade_memory.testing.xmpp_server import EmbeddedXMPPServer
 from spade_memory.tools import ToolContext, ToolResult
-from spade_memory.xmpp_server import EmbeddedXMPPServer
 
 MEMORY_TOOLS = {
     "store_memory",

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from spade.agent import Agent
 
-from spade_memory.agents import MemoryMixin
 from spade_memory.config import MemoryConfig
 from spade_memory.errors import StoreClosedError
-from spade_memory.xmpp_server import EmbeddedXMPPServer
+from spade_memory.spade.mixin import MemoryMixin
+from spade_memory.testing.xmpp_server import EmbeddedXMPPServer
 
 Starter = Callable[[Any], Awaitable[Any]]
 

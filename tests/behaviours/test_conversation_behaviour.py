@@ -15,12 +15,13 @@ import pytest
 from slixmpp import JID
 from spade.message import Message
 
-from spade_memory.behaviours import IN_REPLY_TO, REPLY_WITH, ConversationBehaviour
 from spade_memory.config import ContextBudget, MemoryConfig, ToolBudget
 from spade_memory.errors import LLMError
 from spade_memory.identity import conversation_id_for
-from spade_memory.llm import ChatMessage, LLMResponse, ScriptedLLM, ToolCall
+from spade_memory.llm import ChatMessage, LLMResponse, ToolCall
 from spade_memory.manager import MemoryManager
+from spade_memory.spade.conversation import IN_REPLY_TO, REPLY_WITH, ConversationBehaviour
+from spade_memory.testing.scripted_llm import ScriptedLLM
 from spade_memory.tools import ToolContext, ToolResult
 
 ME = "bob@localhost"

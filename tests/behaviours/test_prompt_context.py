@@ -18,8 +18,8 @@ from spade_memory.context import (
     render_memory_context,
 )
 from spade_memory.llm import ChatMessage
-from spade_memory.llm.scripted import memory_lines
 from spade_memory.models import InteractionNote, Memory, SearchResult
+from spade_memory.testing.scripted_llm import memory_lines
 
 DAY = 1_740_787_200.0  # 2025-03-01 00:00 UTC
 QUOTED = re.compile(r'"(?:[^"\\]|\\.)*"')

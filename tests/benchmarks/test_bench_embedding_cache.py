@@ -13,7 +13,7 @@ from numpy.typing import NDArray
 from benchmarks.data import parse_locomo
 from benchmarks.harness import CACHE_ENV, CachedEmbedder, System, default_cache_dir
 from benchmarks.locomo import run_spade_memory
-from spade_memory.retrieval.embedders import HashingEmbedder
+from spade_memory.embedding.hashing import HashingEmbedder
 
 
 class CountingEmbedder:

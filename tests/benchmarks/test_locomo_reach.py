@@ -11,8 +11,8 @@ from benchmarks.locomo_reach import (
     reach_table,
     speaker_oracle,
 )
-from spade_memory.retrieval.entities import get_extractor
 from spade_memory.retrieval.graph import hub_threshold
+from spade_memory.text.extraction import get_extractor
 
 
 def test_a_shared_rare_entity_links_a_missed_turn() -> None:

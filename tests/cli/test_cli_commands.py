@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from spade_memory import commands
 from spade_memory.cli import main
+from spade_memory.cli import subcommands as commands
 from spade_memory.config import MaintenanceConfig, MemoryConfig
 from spade_memory.identity import AgentIdentity
 from spade_memory.manager import MemoryManager

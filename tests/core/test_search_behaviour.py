@@ -7,7 +7,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from spade_memory import InvalidToolInput, MemoryConfig, MemoryManager, RetrievalConfig
+from spade_memory import (
+    InvalidToolInput,
+    MemoryConfig,
+    MemoryManager,
+    RetrievalConfig,
+)
 
 
 async def test_natural_question_finds_the_memory_with_the_real_embedder(tmp_path: Path) -> None:

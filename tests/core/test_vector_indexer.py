@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from spade_memory import MemoryConfig, MemoryManager, StorageConfig
-from spade_memory.retrieval.embedders import HashingEmbedder
+from spade_memory.embedding.hashing import HashingEmbedder
 
 
 def config(root: Path, **storage: object) -> MemoryConfig:

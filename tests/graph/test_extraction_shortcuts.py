@@ -15,7 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spade_memory.atoms import (
+from spade_memory.text import relations
+from spade_memory.text.atoms import (
     _EPISODE,
     _EPISODE_CUES,
     _FACT,
@@ -29,10 +30,9 @@ from spade_memory.atoms import (
     _Cues,
     classify_atom,
 )
-from spade_memory.retrieval import relations
-from spade_memory.retrieval.dates import find_dates
-from spade_memory.retrieval.entities import get_extractor
-from spade_memory.retrieval.mentions import split_sentences
+from spade_memory.text.dates import find_dates
+from spade_memory.text.extraction import get_extractor
+from spade_memory.text.mentions import split_sentences
 
 CUES = (
     (_PREFERENCE, _PREFERENCE_CUES),

@@ -6,11 +6,11 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from spade_memory.atoms import build_atoms, classify_atom, ttl_seconds
 from spade_memory.config import AtomConfig, MemoryConfig, RetrievalConfig
 from spade_memory.errors import MemoryNotFound
 from spade_memory.manager import MemoryManager
-from spade_memory.retrieval.entities import get_extractor
+from spade_memory.text.atoms import build_atoms, classify_atom, ttl_seconds
+from spade_memory.text.extraction import get_extractor
 
 DAY = 86_400.0
 

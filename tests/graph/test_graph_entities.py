@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from spade_memory.errors import InvalidToolInput
-from spade_memory.retrieval.entities import (
+from spade_memory.text.extraction import (
     EntityExtractor,
     canonical_key,
     canonical_relation,
@@ -205,7 +205,7 @@ _SHARED_CUT_SAMPLE = (
 def test_the_shared_cut_gives_the_tokens_and_entities_of_separate_cuts() -> None:
     import jieba
 
-    from spade_memory.retrieval import tokenizer
+    from spade_memory.text import tokenizer
 
     tokenizer.get_tokenizer().warm_up()
     for text in _SHARED_CUT_SAMPLE:

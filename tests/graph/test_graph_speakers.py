@@ -11,9 +11,8 @@ import pytest
 from spade_memory.config import MemoryConfig, RetrievalConfig
 from spade_memory.errors import ConfigError
 from spade_memory.manager import MemoryManager
-from spade_memory.retrieval.entities import EntityExtractor
-from spade_memory.retrieval.graph import entry_summary
-from spade_memory.retrieval.speakers import SPEAKER_TYPE, speaker_entity, speaker_keys
+from spade_memory.text.extraction import EntityExtractor, entry_summary
+from spade_memory.text.speakers import SPEAKER_TYPE, speaker_entity, speaker_keys
 
 Opener = Callable[..., Awaitable[MemoryManager]]  # the open_memory fixture (conftest.py)
 
@@ -138,7 +137,7 @@ async def test_a_failed_speaker_step_leaves_the_graph_route_standing(
     await memory.flush()
     rows = await memory.base_store.fetchall("SELECT id FROM graph_nodes WHERE type = 'speaker'")
     speaker_ids = {row[0] for row in rows}
-    graph = memory._graph
+    graph = memory.engine.graph
     entry_nodes = graph.entry_nodes
 
     async def failing(memory_ids: Any, node_ids: Any) -> Any:

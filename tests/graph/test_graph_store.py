@@ -12,9 +12,9 @@ from spade_memory.config import MemoryConfig, StorageConfig
 from spade_memory.errors import StorageError
 from spade_memory.manager import MemoryManager
 from spade_memory.storage.base import BaseMemoryStore, IndexedText, NewMemory
-from spade_memory.storage.graph import Entity, MemoryGraph
 from spade_memory.storage.graph_store import GraphStore
 from spade_memory.storage.schema import MIGRATIONS
+from spade_memory.text.graph import Entity, MemoryGraph
 
 
 @pytest.fixture

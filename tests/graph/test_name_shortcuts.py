@@ -21,12 +21,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spade_memory.atoms import build_atoms, ttl_seconds
 from spade_memory.config import AtomConfig
-from spade_memory.retrieval import mentions, names
-from spade_memory.retrieval.entities import get_extractor
-from spade_memory.retrieval.tokenizer import ENGLISH_STOPWORDS
-from spade_memory.storage.graph import Entity
+from spade_memory.text import mentions, names
+from spade_memory.text.atoms import build_atoms, ttl_seconds
+from spade_memory.text.extraction import get_extractor
+from spade_memory.text.graph import Entity
+from spade_memory.text.tokenizer import ENGLISH_STOPWORDS
 
 # -- the plain definitions -------------------------------------------------------
 

@@ -19,10 +19,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spade_memory.atoms import ATOM_TYPES, ttl_seconds
 from spade_memory.config import AtomConfig
-from spade_memory.retrieval.dates import _WEEKDAY, _may_name_weekday, find_dates
-from spade_memory.retrieval.mentions import (
+from spade_memory.text.atoms import ATOM_TYPES, ttl_seconds
+from spade_memory.text.dates import _WEEKDAY, _may_name_weekday, find_dates
+from spade_memory.text.mentions import (
     _ABBREVIATION,
     _BOUNDARY,
     canonical_key,

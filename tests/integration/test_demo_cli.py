@@ -20,7 +20,8 @@ import pytest
 from aiohttp import web
 
 from spade_memory.cli import COMMANDS, build_parser, main
-from spade_memory.llm import ChatMessage, ScriptedLLM
+from spade_memory.llm import ChatMessage
+from spade_memory.testing.scripted_llm import ScriptedLLM
 
 REPO = Path(__file__).resolve().parents[2]
 TIMEOUT = 90

@@ -15,7 +15,7 @@ from spade.container import Container
 from spade.message import Message
 
 from spade_memory.errors import StoreClosedError, XMPPServerError
-from spade_memory.xmpp_server import EmbeddedXMPPServer, free_port
+from spade_memory.testing.xmpp_server import EmbeddedXMPPServer, free_port
 
 
 class Inbox(CyclicBehaviour):

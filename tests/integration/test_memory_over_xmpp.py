@@ -19,12 +19,12 @@ from pathlib import Path
 import pytest
 from spade.container import Container
 
-from spade_memory.agents import LLMAgent
 from spade_memory.config import MemoryConfig
 from spade_memory.context import is_memory_context
 from spade_memory.identity import conversation_id_for
-from spade_memory.llm import ScriptedLLM
-from spade_memory.xmpp_server import EmbeddedXMPPServer
+from spade_memory.spade.llm_agent import LLMAgent
+from spade_memory.testing.scripted_llm import ScriptedLLM
+from spade_memory.testing.xmpp_server import EmbeddedXMPPServer
 
 PORT_ENV = "SPADE_MEMORY_TEST_XMPP_PORT"
 HOST_ENV = "SPADE_MEMORY_TEST_XMPP_HOST"

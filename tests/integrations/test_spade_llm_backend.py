@@ -12,7 +12,12 @@ from spade_llm.memory import AgentBaseMemory, create_base_memory_tools
 from spade_llm.memory.backends.base import MemoryBackend, MemoryEntry
 
 from spade_memory.config import MemoryConfig
-from spade_memory.errors import ConfigError, InvalidAgentId, InvalidToolInput, StoreClosedError
+from spade_memory.errors import (
+    ConfigError,
+    InvalidAgentId,
+    InvalidToolInput,
+    StoreClosedError,
+)
 from spade_memory.integrations.spade_llm import SpadeMemoryBackend, SpadeMemoryEntry
 from spade_memory.manager import MemoryManager
 

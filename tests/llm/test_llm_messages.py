@@ -16,10 +16,10 @@ from spade_memory.llm import (
     LLMClient,
     LLMResponse,
     OpenAICompatibleLLM,
-    ScriptedLLM,
     ToolCall,
 )
 from spade_memory.llm.messages import tool_names
+from spade_memory.testing.scripted_llm import ScriptedLLM
 
 
 def test_public_names_are_sorted_and_exported() -> None:

@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from spade_memory.errors import LLMError
-from spade_memory.llm import ChatMessage, LLMResponse, ScriptedLLM
-from spade_memory.llm.scripted import memory_lines
+from spade_memory.llm import ChatMessage, LLMResponse
+from spade_memory.testing.scripted_llm import ScriptedLLM, memory_lines
 
 NAMES = (
     "store_memory",

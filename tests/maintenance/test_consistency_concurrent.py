@@ -90,7 +90,7 @@ async def test_a_write_half_done_is_never_reported_as_a_problem(open_memory: Ope
             frozen.cancel()
             if task in done:  # the write has fewer statements: every point was tried
                 break
-            checker = ConsistencyChecker(memory, pause=resume)
+            checker = ConsistencyChecker(memory.engine, pause=resume)
             report = await asyncio.wait_for(checker.run(repair=True, deep=True), LIMIT)
             freezer.release.set()
             result = await asyncio.wait_for(task, LIMIT)
@@ -195,7 +195,7 @@ async def test_writes_between_check_and_repair_are_never_repaired_away(
             await memory.update(damaged_graph, content="Bob's birthday is on 14 August")
             after_write["graph"] = await snapshot(memory, [damaged_graph])
 
-    checker = ConsistencyChecker(memory, pause=churn)
+    checker = ConsistencyChecker(memory.engine, pause=churn)
     report = await asyncio.wait_for(checker.run(repair=True, deep=True), LIMIT)
     assert {"repair fts", "repair vectors", "repair graph"} <= set(points), points
     assert {"fts_missing", "vectors_malformed", "graph_missing"} <= set(report.found)

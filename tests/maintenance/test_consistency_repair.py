@@ -13,10 +13,10 @@ import pytest
 from maint_support import FACTS, Opener, answers, fill
 
 from spade_memory.config import MaintenanceConfig
+from spade_memory.embedding.hashing import shared_hashing
 from spade_memory.identity import AgentIdentity
 from spade_memory.maintenance.consistency import ConsistencyChecker
 from spade_memory.manager import MemoryManager
-from spade_memory.retrieval.embedders import shared_hashing
 
 IDENTITY = AgentIdentity.of("alice@localhost")
 

@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 from maint_support import Clock, Opener
 
+from spade_memory.embedding.hashing import shared_hashing
 from spade_memory.errors import LLMError, MemoryNotFound
 from spade_memory.llm import ChatMessage, LLMResponse
 from spade_memory.maintenance.consolidation import chance_similarity, validate_merge
 from spade_memory.manager import MemoryManager
 from spade_memory.models import Memory
-from spade_memory.retrieval.embedders import shared_hashing
 
 
 class FakeLLM:

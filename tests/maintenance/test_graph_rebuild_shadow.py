@@ -21,7 +21,7 @@ from spade_memory.errors import StorageError
 from spade_memory.maintenance.graph_rebuild import shadow_path
 from spade_memory.manager import MemoryManager
 from spade_memory.models import Memory
-from spade_memory.storage.graph import Entity, MemoryGraph
+from spade_memory.text.graph import Entity, MemoryGraph
 
 BATCH = 4
 COUNT = 30
@@ -66,14 +66,15 @@ def shadow_of(memory: MemoryManager) -> Path:
 
 def marked(memory: MemoryManager) -> None:
     """Make the memory's graph extraction add a marker node (a rebuild becomes visible)."""
-    extract = memory.graph_for
+    engine = memory.engine  # what maintenance works through
+    extract = engine.graph_for
 
     def graph_for(item: Memory) -> MemoryGraph:
         graph = extract(item)
         entity = Entity(MARKER, "thing", "Rebuilt")
         return dataclasses.replace(graph, entities=(*graph.entities, entity))
 
-    memory.graph_for = graph_for  # type: ignore[method-assign]
+    engine.graph_for = graph_for  # type: ignore[method-assign]
 
 
 async def leftovers(memory: MemoryManager) -> list[Any]:

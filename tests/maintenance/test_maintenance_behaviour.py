@@ -14,11 +14,11 @@ from maint_support import Opener
 from spade.agent import Agent
 from spade.container import Container
 
-from spade_memory.agents import MemoryMixin
-from spade_memory.behaviours.maintenance import MaintenanceBehaviour
 from spade_memory.config import MaintenanceConfig, MemoryConfig
 from spade_memory.maintenance.service import Maintenance
-from spade_memory.xmpp_server import EmbeddedXMPPServer
+from spade_memory.spade.maintenance_behaviour import MaintenanceBehaviour
+from spade_memory.spade.mixin import MemoryMixin
+from spade_memory.testing.xmpp_server import EmbeddedXMPPServer
 
 
 class Keeper(MemoryMixin, Agent):  # type: ignore[misc]

@@ -11,10 +11,10 @@ import pytest
 from maint_support import Opener, graph_rows, rows
 
 from spade_memory.config import MaintenanceConfig
+from spade_memory.embedding.hashing import HashingEmbedder, shared_hashing
 from spade_memory.errors import ConfigError
 from spade_memory.manager import MemoryManager
-from spade_memory.retrieval.embedders import HashingEmbedder, shared_hashing
-from spade_memory.retrieval.tokenizer import get_tokenizer
+from spade_memory.text.tokenizer import get_tokenizer
 
 TOPICS = ("harbour", "violin", "glacier", "compiler", "orchard", "telescope", "saffron", "relay")
 BATCH = 5

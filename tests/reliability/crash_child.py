@@ -40,8 +40,8 @@ from typing import Any
 from rel_support import FileOps, crash_config, memory_text, note_text
 
 from spade_memory.manager import MemoryManager
-from spade_memory.retrieval.tokenizer import get_tokenizer
 from spade_memory.storage import files
+from spade_memory.text.tokenizer import get_tokenizer
 
 
 def emit(line: str) -> None:

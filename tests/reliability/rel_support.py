@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from spade_memory.config import MemoryConfig, StorageConfig
-from spade_memory.retrieval.embedders import HashingEmbedder
+from spade_memory.embedding.hashing import HashingEmbedder
 
 HEAVY = os.environ.get("SPADE_MEMORY_HEAVY", "") == "1"
 

@@ -18,7 +18,12 @@ from rel_support import file_states, sized
 
 from spade_memory.config import MemoryConfig
 from spade_memory.errors import InvalidAgentId, PathEscapeError
-from spade_memory.identity import AgentIdentity, normalize_jid, resolve_inside, storage_stem
+from spade_memory.identity import (
+    AgentIdentity,
+    normalize_jid,
+    resolve_inside,
+    storage_stem,
+)
 from spade_memory.manager import MemoryManager
 from spade_memory.storage.registry import Registry
 

@@ -23,12 +23,12 @@ import pytest
 from slixmpp import JID
 from spade.message import Message
 
-from spade_memory.behaviours import DEFAULT_SYSTEM_PROMPT, ConversationBehaviour
 from spade_memory.config import MemoryConfig
 from spade_memory.context import CONTEXT_CLOSE, CONTEXT_OPEN, is_memory_context
 from spade_memory.identity import conversation_id_for
 from spade_memory.llm import ChatMessage, LLMResponse
 from spade_memory.manager import MemoryManager
+from spade_memory.spade.conversation import DEFAULT_SYSTEM_PROMPT, ConversationBehaviour
 
 ME = "keeper@localhost"
 PEER = "mallory@localhost"

@@ -23,12 +23,12 @@ import pytest
 from rel_support import sized
 from spade.container import Container
 
-from spade_memory.agents import LLMAgent
 from spade_memory.config import MemoryConfig
 from spade_memory.errors import StoreClosedError
-from spade_memory.llm import ScriptedLLM
 from spade_memory.manager import MemoryManager
-from spade_memory.xmpp_server import EmbeddedXMPPServer
+from spade_memory.spade.llm_agent import LLMAgent
+from spade_memory.testing.scripted_llm import ScriptedLLM
+from spade_memory.testing.xmpp_server import EmbeddedXMPPServer
 
 MEMORY_CYCLES = sized(1_000, 5_000)
 FILE_CYCLES = sized(200, 1_000)

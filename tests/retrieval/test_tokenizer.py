@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spade_memory.retrieval.tokenizer import (
+from spade_memory.text.tokenizer import (
     CHINESE_STOPWORDS,
     ENGLISH_STOPWORDS,
     MAX_TOKEN_CHARS,
@@ -157,7 +157,7 @@ def test_jieba_is_quiet_and_thread_safe_on_first_use() -> None:
     script = """
 import json, logging, sys, threading
 root_level = logging.getLogger().level
-from spade_memory.retrieval.tokenizer import get_tokenizer
+from spade_memory.text.tokenizer import get_tokenizer
 tok = get_tokenizer()
 text = "数据库密码每30天轮换一次，爱丽丝喜欢喝绿茶"
 barrier = threading.Barrier(6)

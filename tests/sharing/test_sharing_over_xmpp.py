@@ -22,17 +22,21 @@ import pytest_asyncio
 from spade.container import Container
 from spade.message import Message
 
-from spade_memory.agents import LLMAgent
-from spade_memory.config import DEFAULT_CATEGORIES, MemoryConfig, SharingConfig, ToolBudget
+from spade_memory.config import (
+    DEFAULT_CATEGORIES,
+    MemoryConfig,
+    SharingConfig,
+    ToolBudget,
+)
 from spade_memory.errors import (
     ConfigError,
     SharingError,
     SharingRefused,
     SharingTimeout,
 )
-from spade_memory.llm import ScriptedLLM
-from spade_memory.sharing import QueryAnswer
-from spade_memory.sharing.protocol import (
+from spade_memory.spade.llm_agent import LLMAgent
+from spade_memory.spade.sharing import QueryAnswer
+from spade_memory.spade.sharing.protocol import (
     PERFORMATIVE,
     QUERY_PROTOCOL,
     QUERY_REF,
@@ -40,8 +44,9 @@ from spade_memory.sharing.protocol import (
     make_request,
     parse_reason,
 )
+from spade_memory.testing.scripted_llm import ScriptedLLM
+from spade_memory.testing.xmpp_server import EmbeddedXMPPServer
 from spade_memory.tools import RequestBudget, ToolContext
-from spade_memory.xmpp_server import EmbeddedXMPPServer
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

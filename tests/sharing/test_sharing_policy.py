@@ -8,7 +8,7 @@ import pytest
 
 from spade_memory.config import DEFAULT_CATEGORIES, MemoryConfig, SharingConfig
 from spade_memory.errors import ConfigError
-from spade_memory.sharing.policy import RateLimiter, SharingPolicy
+from spade_memory.spade.sharing.policy import RateLimiter, SharingPolicy
 
 CATEGORIES = (*DEFAULT_CATEGORIES, "private")
 

@@ -25,15 +25,15 @@ from spade.behaviour import CyclicBehaviour
 from spade.container import Container
 from spade.message import Message
 
-from spade_memory.agents import LLMAgent
 from spade_memory.config import MemoryConfig, SharingConfig
-from spade_memory.llm import ScriptedLLM
-from spade_memory.sharing.protocol import (
+from spade_memory.spade.llm_agent import LLMAgent
+from spade_memory.spade.sharing.protocol import (
     PERFORMATIVE,
     QUERY_PROTOCOL,
     QUERY_REF,
     make_request,
 )
+from spade_memory.testing.scripted_llm import ScriptedLLM
 
 pytestmark = pytest.mark.prosody
 

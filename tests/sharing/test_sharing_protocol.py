@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from spade_memory.errors import ProtocolError
-from spade_memory.sharing.protocol import (
+from spade_memory.spade.sharing.protocol import (
     IN_REPLY_TO,
     PERFORMATIVE,
     PROTOCOL,

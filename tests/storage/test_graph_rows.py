@@ -19,18 +19,18 @@ from pathlib import Path
 
 import pytest
 
-from spade_memory.atoms import ATOM_STATUSES
 from spade_memory.config import StorageConfig
 from spade_memory.storage import graph as graph_rows
 from spade_memory.storage.base import BaseMemoryStore, IndexedText, NewMemory
-from spade_memory.storage.graph import (
+from spade_memory.storage.graph import write_graph_rows
+from spade_memory.storage.memory_writes import InsertTransaction
+from spade_memory.text.atoms import ATOM_STATUSES
+from spade_memory.text.graph import (
     AtomRecord,
     Entity,
     MemoryGraph,
     Relation,
-    write_graph_rows,
 )
-from spade_memory.storage.memory_writes import InsertTransaction
 
 Writer = Callable[[int, MemoryGraph, float, sqlite3.Connection], None]
 

@@ -11,7 +11,12 @@ import pytest
 from spade_memory.config import MemoryConfig
 from spade_memory.errors import ConfigError, MemoryNotFound, StoreClosedError
 from spade_memory.models import InteractionNote, Memory, SearchResult
-from spade_memory.tools import MemoryTool, ToolContext, ToolResult, build_memory_tools
+from spade_memory.tools import (
+    MemoryTool,
+    ToolContext,
+    ToolResult,
+    build_memory_tools,
+)
 
 CATEGORIES = ("fact", "pattern", "preference", "capability")
 

@@ -1,0 +1,89 @@
+"""The ``spade-memory`` command.
+
+Each subcommand lives in its own module and registers here with a function that
+adds its arguments and a function that runs it and returns the exit status::
+
+    spade-memory demo [--root DIR] [--in-memory] [--llm-url URL --model NAME]
+    spade-memory ls | stats | search | show | export | import | check | rebuild |
+                 backup | restore | forget   (see spade_memory.cli.subcommands)
+
+This module is an application: it prints. The library never does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from .subcommands import SUBCOMMANDS
+
+__all__ = ["COMMANDS", "Command", "build_parser", "main"]
+
+
+@dataclass(frozen=True)
+class Command:
+    """A subcommand: its name, one-line help, argument setup and runner."""
+
+    name: str
+    help: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+
+
+def _demo_arguments(parser: argparse.ArgumentParser) -> None:
+    from .demo import add_arguments
+
+    add_arguments(parser)
+
+
+def _run_demo(args: argparse.Namespace) -> int:
+    from .demo import options_from, run_demo
+
+    return asyncio.run(run_demo(options_from(args)))
+
+
+COMMANDS: list[Command] = [
+    Command(
+        name="demo",
+        help="three LLM agents learn over XMPP, restart, and recall what they learnt",
+        add_arguments=_demo_arguments,
+        run=_run_demo,
+    ),
+    *(Command(name, text, add, run) for name, text, add, run in SUBCOMMANDS),
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with every subcommand of :data:`COMMANDS`."""
+    parser = argparse.ArgumentParser(
+        prog="spade-memory", description="Long-term memory for SPADE agents."
+    )
+    parser.add_argument(
+        "-v", "--verbose", action="count", default=0, help="log more (-v info, -vv debug)"
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for command in COMMANDS:
+        sub = commands.add_parser(command.name, help=command.help, description=command.help)
+        command.add_arguments(sub)
+        sub.set_defaults(run=command.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``spade-memory`` with ``argv`` (default: the process arguments)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    level = {0: logging.WARNING, 1: logging.INFO}.get(args.verbose, logging.DEBUG)
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        status: int = args.run(args)
+    except KeyboardInterrupt:
+        return 130
+    return status
+

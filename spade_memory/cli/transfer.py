@@ -1,0 +1,150 @@
+"""``export`` and ``import``: an agent's memory as JSON lines, and back.
+
+The file holds a header line, then one line per memory (every field, so an
+import into another agent round-trips exactly), then one line per conversation's
+notes::
+
+    {"type": "header", "format": "spade_memory.export.jsonl", "agent": ..., ...}
+    {"type": "memory", "uid": ..., "content": ..., "importance": ..., ...}
+    {"type": "notes", "conversation": ..., "notes": [...]}
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, TextIO
+
+from ..errors import InvalidToolInput
+from .common import (
+    NotFound,
+    open_memory,
+    print_json,
+    run_command,
+    say,
+    tell,
+)
+
+__all__ = ["EXPORT_LINES_FORMAT", "export", "export_lines", "import_", "parse_export_lines"]
+
+EXPORT_LINES_FORMAT = "spade_memory.export.jsonl"
+
+
+def export_lines(data: Mapping[str, Any]) -> Iterable[str]:
+    """The JSON lines of a ``MemoryManager.export()`` dict: header, memories, notes."""
+    memories = list(data.get("memories", []))
+    notes = dict(data.get("notes", {}))
+    header = {
+        "type": "header",
+        "format": EXPORT_LINES_FORMAT,
+        "export_format": data.get("format"),
+        "version": data.get("version"),
+        "agent": data.get("agent"),
+        "memories": len(memories),
+        "conversations": len(notes),
+    }
+    yield json.dumps(header, ensure_ascii=False)
+    for memory in memories:
+        yield json.dumps({"type": "memory", **memory}, ensure_ascii=False)
+    for conversation, entries in notes.items():
+        yield json.dumps(
+            {"type": "notes", "conversation": conversation, "notes": entries}, ensure_ascii=False
+        )
+
+
+def parse_export_lines(lines: Iterable[str]) -> dict[str, Any]:
+    """Read :func:`export_lines` output back into the dict ``import_data`` takes.
+
+    Raises:
+        InvalidToolInput: a line is not JSON, or the lines are not an export.
+    """
+    header: dict[str, Any] | None = None
+    memories: list[dict[str, Any]] = []
+    notes: dict[str, Any] = {}
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InvalidToolInput(f"line {number} is not JSON ({exc.msg})") from None
+        kind = item.pop("type", None) if isinstance(item, dict) else None
+        if header is None:
+            if kind != "header" or item.get("format") != EXPORT_LINES_FORMAT:
+                raise InvalidToolInput(
+                    f"line 1 is not a {EXPORT_LINES_FORMAT} header; write the file with "
+                    "spade-memory export"
+                )
+            header = item
+        elif kind == "memory":
+            memories.append(item)
+        elif kind == "notes" and isinstance(item.get("conversation"), str):
+            notes[item["conversation"]] = item.get("notes")
+        else:
+            raise InvalidToolInput(f"line {number} is neither a memory nor notes")
+    if header is None:
+        raise InvalidToolInput("the file is empty; it is not an export")
+    return {
+        "format": header.get("export_format"),
+        "version": header.get("version"),
+        "agent": header.get("agent"),
+        "memories": memories,
+        "notes": notes,
+    }
+
+
+def export(args: argparse.Namespace) -> int:
+    async def work() -> int:
+        async with open_memory(args) as memory:
+            data = await memory.export()
+        if args.output is None:
+            _write_lines(sys.stdout, export_lines(data))
+        else:
+            with open(args.output, "w", encoding="utf-8") as target:
+                _write_lines(target, export_lines(data))
+        tell(f"exported {len(data['memories'])} memories of {data['agent']}")
+        return 0
+
+    return run_command(work)
+
+
+def _write_lines(target: TextIO, lines: Iterable[str]) -> None:
+    for line in lines:
+        target.write(line + "\n")
+
+
+def _read_export(source: str) -> dict[str, Any]:
+    if source == "-":
+        text = sys.stdin.read()
+    else:
+        path = Path(source).expanduser()
+        if not path.is_file():
+            raise NotFound(f"there is no file {path}")
+        text = path.read_text(encoding="utf-8")
+    stripped = text.lstrip()
+    if stripped.startswith("{") and "\n{" not in stripped.rstrip():
+        try:
+            document = json.loads(text)
+        except json.JSONDecodeError:
+            document = None
+        if isinstance(document, dict) and "memories" in document:
+            return document  # the dict MemoryManager.export() gives, saved as one JSON
+    return parse_export_lines(text.splitlines())
+
+
+def import_(args: argparse.Namespace) -> int:
+    async def work() -> int:
+        data = _read_export(args.file)
+        async with open_memory(args, create=True) as memory:
+            added, notes = await memory.import_data(data)
+            await memory.flush()
+        if args.json:
+            print_json({"memories_added": added, "notes_added": notes})
+        else:
+            say(f"imported {added} memories and {notes} notes into {args.jid}")
+        return 0
+
+    return run_command(work)

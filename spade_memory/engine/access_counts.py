@@ -1,0 +1,97 @@
+"""Coalesced recording of memory accesses (``access_count`` / ``last_accessed``).
+
+Every search reports the memories it returned; writing each access at once
+would turn every read into a write transaction. :class:`AccessRecorder` keeps
+the ids and writes them together after a short interval, in one transaction.
+When another process holds the database's write lock past ``busy_timeout_ms``,
+the accesses are kept (up to a bound) and tried again after the next interval;
+closing the memory writes whatever is still pending.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Iterable
+
+from ..errors import StorageError, StoreClosedError
+from ..storage.base import BaseMemoryStore
+
+__all__ = ["AccessRecorder"]
+
+logger = logging.getLogger(__name__)
+
+_TOUCH_INTERVAL = 3.0
+_MAX_PENDING_TOUCHES = 10_000  # accesses kept for a retry while another process holds the lock
+
+
+class AccessRecorder:
+    """Collects accessed memory ids and writes them to the base memory in batches.
+
+    Args:
+        base: the store whose access statistics are updated.
+        jid: the agent's JID, for log messages.
+        clock: the memory's time source (Unix seconds).
+        closed: whether the owning memory is closed (no retry is scheduled then).
+    """
+
+    def __init__(
+        self,
+        base: BaseMemoryStore,
+        *,
+        jid: str,
+        clock: Callable[[], float],
+        closed: Callable[[], bool],
+    ) -> None:
+        self._base = base
+        self._jid = jid
+        self._clock = clock
+        self._closed = closed
+        self._touches: list[int] = []
+        self.task: asyncio.Task[None] | None = None
+        """The pending write (the coalescing timer or a retry), if any."""
+
+    def note(self, memory_ids: Iterable[int]) -> None:
+        """Record that these memories were accessed; the write follows shortly."""
+        self._touches.extend(memory_ids)
+        if self._touches and (self.task is None or self.task.done()):
+            self.task = asyncio.create_task(self._later())
+
+    async def _later(self) -> None:
+        await asyncio.sleep(_TOUCH_INTERVAL)
+        await self.write()
+
+    async def write(self) -> None:
+        """Write the pending accesses now (what the coalescing timer runs).
+
+        A store already closed drops them; a busy database keeps them for a
+        retry; any other failure is logged, never raised to the reader.
+        """
+        if not self._touches or self._base.closed:
+            return
+        pending, self._touches = self._touches, []
+        try:
+            await self._base.touch(pending, self._clock())
+        except StoreClosedError:
+            return
+        except asyncio.CancelledError:
+            self._touches = [*pending, *self._touches]  # aclose writes them
+            raise
+        except StorageError as exc:
+            # Busy past busy_timeout_ms (other processes writing the same agent): the
+            # accesses are kept and tried again after the next interval.
+            self._touches = [*pending, *self._touches][-_MAX_PENDING_TOUCHES:]
+            logger.warning("could not record memory accesses for %s yet: %s", self._jid, exc)
+            if not self._closed():
+                self.task = asyncio.create_task(self._later())
+        except Exception:
+            logger.warning("could not record memory accesses for %s", self._jid, exc_info=True)
+
+    async def aclose(self) -> None:
+        """Stop the timer and write what is still pending."""
+        if self.task is not None:
+            self.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.task
+        await self.write()

@@ -1,0 +1,169 @@
+"""The engine of one agent's memory: its wired parts and the changes they share.
+
+An :class:`Engine` holds what every service of a memory takes: the SQLite base
+store, the interaction notes, the background vector indexer, the graph and atom
+views, the retriever, the extraction of what a text yields, the clock and the
+change notification that drops cached searches and wakes the indexer. The
+:class:`~spade_memory.manager.MemoryManager` facade, maintenance, the tools'
+backends, the CLI and the integrations all work through one; none of them wires
+parts of its own. Open one with :func:`~spade_memory.engine.opening.open_engine`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+from ..config import MemoryConfig
+from ..errors import MemoryNotFound, StoreClosedError
+from ..identity import AgentIdentity
+from ..models import Memory
+from ..retrieval.graph import GraphRetriever
+from ..retrieval.retriever import Retriever
+from ..storage.atoms import AtomBook
+from ..storage.base import BaseMemoryStore
+from ..storage.graph_store import GraphStore
+from ..storage.interaction import InteractionStore
+from ..text.extraction import EntityExtractor, get_extractor
+from ..text.graph import MemoryGraph
+from ..text.tokenizer import Tokenizer, get_tokenizer
+from ..validation import check_id
+from .access_counts import AccessRecorder
+from .indexer import VectorIndexer
+from .memory_input import MemoryInput
+
+__all__ = ["Engine"]
+
+logger = logging.getLogger(__name__)
+
+
+class Engine:
+    """The wired parts of one agent's memory.
+
+    Args:
+        identity: the agent.
+        config: how the memory is kept.
+        base: its SQLite base memory.
+        interactions: its interaction notes.
+        indexer: its background vector indexer (``None``: keyword search only).
+        root: the memory root folder (``None`` in in-memory mode).
+        clock: the time source (Unix seconds).
+    """
+
+    def __init__(
+        self,
+        identity: AgentIdentity,
+        config: MemoryConfig,
+        *,
+        base: BaseMemoryStore,
+        interactions: InteractionStore,
+        indexer: VectorIndexer | None,
+        root: Path | None,
+        clock: Callable[[], float],
+    ) -> None:
+        self.identity = identity
+        self.config = config
+        self.base = base
+        self.interactions = interactions
+        self.indexer = indexer
+        self.root = root
+        self._clock = clock
+        self.tokenizer: Tokenizer = get_tokenizer()
+        self.extractor: EntityExtractor = get_extractor()
+        self.graph = GraphStore(base)
+        self.atoms = AtomBook(base, config.atoms)
+        self.input = MemoryInput(config, self.extractor)
+        embedder = indexer.embedder if indexer is not None else None
+        self.retriever = Retriever(
+            base,
+            self.tokenizer,
+            config=config.retrieval,
+            vectors=indexer,
+            fingerprint=embedder.fingerprint if embedder is not None else None,
+            dim=embedder.dim if embedder is not None else 0,
+            clock=clock,
+            graph=GraphRetriever(
+                self.graph, self.extractor, config=config.retrieval, vectors=indexer
+            ),
+            hidden=self.atoms.hidden if config.atoms.hide_expired else None,
+        )
+        self._closed = False
+        self.access = AccessRecorder(base, jid=identity.jid, clock=clock, closed=self._is_closed)
+
+    def _is_closed(self) -> bool:
+        return self._closed
+
+    # -- state -------------------------------------------------------------------
+
+    @property
+    def jid(self) -> str:
+        """The agent's normalised bare JID."""
+        return self.identity.jid
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def check_open(self) -> None:
+        """Raise :class:`StoreClosedError` once the memory is closed."""
+        if self._closed:
+            raise StoreClosedError(
+                f"the memory of {self.identity.jid} is closed; open a new MemoryManager"
+            )
+
+    def now(self) -> float:
+        """The memory's clock (Unix seconds)."""
+        return self._clock()
+
+    # -- changes -----------------------------------------------------------------
+
+    def notify_changed(self) -> None:
+        """The memory changed: drop cached searches and let the indexer embed anew."""
+        self.retriever.invalidate()
+        if self.indexer is not None:
+            self.indexer.notify()
+
+    def graph_for(self, memory: Memory) -> MemoryGraph:
+        """The graph and atoms a memory's text yields (for rebuilds)."""
+        return self.input.graph_of(memory)
+
+    async def forget(self, memory_id: int) -> None:
+        """Delete a memory, its index entries and its vector. Raises MemoryNotFound."""
+        self.check_open()
+        memory_id = check_id(memory_id)
+        if not await self.base.delete(memory_id):
+            raise MemoryNotFound(f"{self.jid} has no memory with id {memory_id}")
+        if self.indexer is not None:
+            self.indexer.remove([memory_id])
+        self.notify_changed()
+
+    async def refresh_atoms(self) -> dict[str, int]:
+        """Record atoms whose lifetime lapsed as dormant or expired; returns the counts."""
+        self.check_open()
+        changed = await self.atoms.refresh(self.now())
+        if any(changed.values()):
+            self.retriever.invalidate()
+        return changed
+
+    async def flush(self) -> None:
+        """Wait until background work (embedding, access statistics) has caught up."""
+        self.check_open()
+        if self.indexer is not None:
+            await self.indexer.flush()
+        await self.access.write()
+
+    async def aclose(self) -> None:
+        """Finish pending work and close every store; idempotent.
+
+        Maintenance, which works through this engine, is closed by its owner first.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        await self.access.aclose()
+        if self.indexer is not None:
+            await self.indexer.aclose()
+        await self.interactions.aclose()
+        await self.base.aclose()
+        logger.debug("closed memory of %s", self.identity.jid)

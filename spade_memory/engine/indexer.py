@@ -1,0 +1,395 @@
+"""Background embedding and the FAISS cache of one agent's vectors.
+
+A store is acknowledged once its SQLite transaction commits. This indexer then
+embeds pending memories in batches in a worker thread, writes each vector (with
+the embedder's fingerprint) into SQLite and adds it to the FAISS index. The
+FAISS index is only a cache: on open it is loaded from its snapshot and caught up
+from SQLite (vectors added, changed or removed since), or rebuilt from SQLite
+when the snapshot is missing, damaged or made by another embedder. The snapshot
+is rewritten rarely (debounced, and only when a fraction of the index changed),
+so the bytes written per stored memory do not grow with the memory's size.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+import numpy as np
+
+from ..config import StorageConfig
+from ..errors import StorageError, StoreClosedError
+from ..models import Embedder
+from ..storage.base import BaseMemoryStore
+from ..storage.graph_store import GraphStore
+from ..storage.vectors import IndexKind, VectorIndex
+
+__all__ = ["VectorIndexer"]
+
+logger = logging.getLogger(__name__)
+
+_SNAPSHOT_GENERATION = "snapshot_generation"
+
+
+class VectorIndexer:
+    """Embeds pending memories in the background and keeps the FAISS cache in sync."""
+
+    def __init__(
+        self,
+        base: BaseMemoryStore,
+        embedder: Embedder,
+        index: VectorIndex,
+        *,
+        snapshot_path: Path | None,
+        storage: StorageConfig,
+        applied_seq: int,
+        monotonic: Callable[[], float] = time.monotonic,
+        graph: GraphStore | None = None,
+    ) -> None:
+        self._base = base
+        self._stamp = embedder.fingerprint  # what snapshots are stamped with
+        self._graph = graph
+        self._graph_index: VectorIndex | None = None
+        self._embedder = embedder
+        self._index = index
+        self._snapshot_path = snapshot_path
+        self._storage = storage
+        self._applied_seq = applied_seq
+        self._monotonic = monotonic
+        self._dirty = 0
+        self._last_persist = monotonic()
+        self._requested = 0
+        self._completed = 0
+        self._progress = asyncio.Condition()
+        self._wake = asyncio.Event()
+        self._closed = False
+        self._task: asyncio.Task[None] | None = None
+        self._failed: set[int] = set()
+
+    @classmethod
+    async def open(
+        cls,
+        base: BaseMemoryStore,
+        embedder: Embedder,
+        *,
+        snapshot_path: Path | None,
+        storage: StorageConfig,
+        graph: GraphStore | None = None,
+    ) -> VectorIndexer:
+        """Load the snapshot (or rebuild) from SQLite, then start the worker.
+
+        With ``graph``, the graph entries' vectors are embedded too and kept in a
+        second index, built from SQLite on open (it has no snapshot).
+        """
+        fingerprint = embedder.fingerprint
+        dim = embedder.dim
+        # A database this open created holds no vectors: nothing to load or check.
+        fresh = base.created
+        kind: IndexKind = (
+            "flat"
+            if fresh and storage.vector_index == "auto"
+            else await cls._index_kind(base, fingerprint, storage)
+        )
+        # The snapshot names the embedder and this database file, so a snapshot
+        # copied from another agent's (or another root's) memory is never used.
+        instance = await base.meta_get("instance")
+        stamp = f"{fingerprint}#db={instance}" if instance else fingerprint
+        loaded = None
+        if snapshot_path is not None and not fresh:
+            loaded = await asyncio.to_thread(
+                VectorIndex.load_snapshot,
+                snapshot_path,
+                dim=dim,
+                fingerprint=stamp,
+                kind=kind,
+                ef_search=storage.hnsw_ef_search,
+            )
+        if loaded is not None and loaded[1].seq > await base.max_embedding_seq():
+            # Newer than the database (restored from a backup): its vectors may
+            # belong to content the database no longer holds.
+            logger.info("%s: vector snapshot is newer than its database; rebuilding", base.agent)
+            loaded = None
+        if loaded is not None:
+            index, info = loaded
+            applied = await cls._catch_up(base, index, fingerprint, dim, after_seq=info.seq)
+            logger.debug("%s: snapshot loaded (%d vectors)", base.agent, index.ntotal)
+        elif fresh:
+            index = VectorIndex(dim, kind=kind, ef_search=storage.hnsw_ef_search)
+            applied = 0
+        else:
+            index = VectorIndex(dim, kind=kind, ef_search=storage.hnsw_ef_search)
+            ids, matrix, applied = await base.load_vectors(fingerprint, dim)
+            if len(ids):
+                await asyncio.to_thread(index.add, ids, matrix)
+            logger.debug("%s: vector index built from SQLite (%d)", base.agent, len(ids))
+        indexer = cls(
+            base,
+            embedder,
+            index,
+            snapshot_path=snapshot_path,
+            storage=storage,
+            applied_seq=applied,
+            graph=graph,
+        )
+        indexer._stamp = stamp
+        if loaded is None and snapshot_path is not None and not fresh:
+            # Built from SQLite: write a snapshot (debounced, or at close) so the
+            # next open loads it instead of building again.
+            indexer._dirty = index.ntotal
+        if graph is not None:
+            indexer._graph_index = VectorIndex(dim)
+            graph_ids, graph_matrix = (
+                (np.empty(0, dtype=np.int64), np.empty((0, dim), dtype=np.float32))
+                if fresh
+                else await graph.load_vectors(fingerprint, dim)
+            )
+            if len(graph_ids):
+                await asyncio.to_thread(indexer._graph_index.add, graph_ids, graph_matrix)
+        indexer._task = asyncio.create_task(indexer._run(), name=f"embed:{base.agent}")
+        if not fresh:  # embed what an earlier run stored but did not embed
+            indexer.notify()
+        return indexer
+
+    @staticmethod
+    async def _index_kind(
+        base: BaseMemoryStore, fingerprint: str, storage: StorageConfig
+    ) -> IndexKind:
+        """The configured index kind; ``"auto"`` decides by the vectors stored."""
+        if storage.vector_index != "auto":
+            return storage.vector_index
+        stored = len(await base.embedding_ids(fingerprint))
+        return "hnsw" if stored > storage.hnsw_threshold else "flat"
+
+    @staticmethod
+    async def _catch_up(
+        base: BaseMemoryStore, index: VectorIndex, fingerprint: str, dim: int, *, after_seq: int
+    ) -> int:
+        stored = await base.embedding_ids(fingerprint)
+        present = index.ids()
+        extra = np.setdiff1d(present, stored, assume_unique=True)
+        if len(extra):
+            index.remove(extra.tolist())
+        ids, matrix, applied = await base.load_vectors(fingerprint, dim, after_seq=after_seq)
+        if len(ids):
+            index.add(ids, matrix)
+        missing = np.setdiff1d(stored, index.ids(), assume_unique=True)
+        if len(missing):
+            vectors = await base.vectors_for(fingerprint, dim, missing.tolist())
+            if vectors:
+                keys = np.fromiter(vectors.keys(), dtype=np.int64, count=len(vectors))
+                index.add(keys, np.stack(list(vectors.values())))
+        if len(extra) or len(ids) or len(missing):
+            logger.info(
+                "%s: vector snapshot caught up (+%d changed, +%d missing, -%d removed)",
+                base.agent,
+                len(ids),
+                len(missing),
+                len(extra),
+            )
+        return max(applied, after_seq)
+
+    # -- public ------------------------------------------------------------
+
+    @property
+    def index(self) -> VectorIndex:
+        return self._index
+
+    @property
+    def embedder(self) -> Embedder:
+        return self._embedder
+
+    def notify(self) -> None:
+        """Tell the worker that new memories wait to be embedded."""
+        self._requested += 1
+        self._wake.set()
+
+    async def flush(self) -> None:
+        """Wait until every memory stored before this call is embedded and indexed."""
+        if self._closed:
+            raise StoreClosedError("the vector indexer is closed")
+        self.notify()
+        target = self._requested
+        async with self._progress:
+            await self._progress.wait_for(
+                lambda: self._completed >= target or self._task is None or self._task.done()
+            )
+        if self._task is not None and self._task.done() and not self._closed:
+            exc = self._task.exception()
+            if exc is not None:
+                raise StorageError(f"background embedding failed: {exc}") from exc
+
+    async def embed_query(self, text: str) -> np.ndarray:
+        return await asyncio.to_thread(self._embedder.embed_query, text)
+
+    async def search(
+        self, query: np.ndarray, k: int, *, allowed_ids: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        if self._index.ntotal == 0 or k <= 0:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        if self._index.ntotal <= 20_000:
+            return self._index.search(query, k, allowed_ids=allowed_ids)
+        return await asyncio.to_thread(self._index.search, query, k, allowed_ids=allowed_ids)
+
+    async def search_graph(
+        self, query: np.ndarray, k: int, *, allowed_ids: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Search the graph entries' vectors (empty without a graph)."""
+        index = self._graph_index
+        if index is None or index.ntotal == 0 or k <= 0:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        if index.ntotal <= 20_000:
+            return index.search(query, k, allowed_ids=allowed_ids)
+        return await asyncio.to_thread(index.search, query, k, allowed_ids=allowed_ids)
+
+    def mark_changed(self, count: int) -> None:
+        """Record that ``count`` vectors of :attr:`index` were changed directly (by a
+        repair or a rebuild), so that the next snapshot holds them."""
+        self._dirty += max(int(count), 1)
+
+    def remove(self, memory_ids: Iterable[int]) -> None:
+        ids = list(memory_ids)
+        removed = self._index.remove(ids)
+        self._dirty += removed
+        if self._graph_index is not None:
+            self._graph_index.remove(ids)
+
+    async def aclose(self) -> None:
+        """Stop the worker and write a final snapshot if anything changed."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+        async with self._progress:
+            self._progress.notify_all()
+        if self._dirty and self._snapshot_path is not None and not self._base.closed:
+            try:
+                await self._persist()
+            except StorageError as exc:
+                logger.warning("%s: final vector snapshot not written: %s", self._base.agent, exc)
+
+    # -- worker --------------------------------------------------------------
+
+    async def _run(self) -> None:
+        while not self._closed:
+            await self._wake.wait()
+            self._wake.clear()
+            target = self._requested
+            try:
+                await self._embed_pending()
+                await self._embed_graph_pending()
+            except StoreClosedError:
+                return
+            except StorageError as exc:
+                logger.warning("%s: embedding pass failed, will retry: %s", self._base.agent, exc)
+                await asyncio.sleep(1.0)
+                self._wake.set()
+                continue
+            async with self._progress:
+                self._completed = max(self._completed, target)
+                self._progress.notify_all()
+            await self._maybe_persist()
+
+    async def _embed_pending(self) -> None:
+        fingerprint = self._embedder.fingerprint
+        cursor = 0
+        batch_size = self._storage.embed_batch_size
+        while not self._closed:
+            fetched = await self._base.pending_embeddings(fingerprint, batch_size, after_id=cursor)
+            if not fetched:
+                return
+            cursor = fetched[-1][0]  # past the failed ones too, or they would stall the rest
+            batch = [item for item in fetched if item[0] not in self._failed]
+            if not batch:
+                continue
+            texts = [content for _, content, _ in batch]
+            try:
+                vectors = await asyncio.to_thread(self._embedder.embed_documents, texts)
+            except Exception:
+                logger.exception("%s: embedder failed on a batch; skipped", self._base.agent)
+                self._failed.update(item[0] for item in batch)
+                continue
+            items = [
+                (memory_id, updated_at, vectors[row])
+                for row, (memory_id, _, updated_at) in enumerate(batch)
+            ]
+            stored, seq = await self._base.put_embeddings(fingerprint, items)
+            if stored:
+                kept = set(stored)
+                rows = [row for row, item in enumerate(batch) if item[0] in kept]
+                ids = np.asarray(stored, dtype=np.int64)
+                self._index.add(ids, np.ascontiguousarray(vectors[rows], dtype=np.float32))
+                self._dirty += len(stored)
+            self._applied_seq = seq
+            await self._maybe_persist()
+
+    async def _embed_graph_pending(self) -> None:
+        """Embed graph entries without a vector (reusing the document vector if same text)."""
+        graph, index = self._graph, self._graph_index
+        if graph is None or index is None:
+            return
+        fingerprint = self._embedder.fingerprint
+        cursor = 0
+        while not self._closed:
+            batch = await graph.pending_vectors(
+                fingerprint, self._storage.embed_batch_size, after_id=cursor
+            )
+            if not batch:
+                return
+            cursor = batch[-1][0]
+            fresh = [item for item in batch if item[3] is None]
+            vectors: dict[int, np.ndarray] = {
+                memory_id: reuse for memory_id, _, _, reuse in batch if reuse is not None
+            }
+            if fresh:
+                try:
+                    matrix = await asyncio.to_thread(
+                        self._embedder.embed_documents, [summary for _, summary, _, _ in fresh]
+                    )
+                except Exception:
+                    logger.exception("%s: embedder failed on graph entries", self._base.agent)
+                    continue
+                vectors.update((item[0], matrix[row]) for row, item in enumerate(fresh))
+            items = [(memory_id, updated, vectors[memory_id]) for memory_id, _, updated, _ in batch]
+            stored = await graph.put_vectors(fingerprint, items)
+            if stored:
+                index.add(
+                    np.asarray(stored, dtype=np.int64),
+                    np.stack([np.asarray(vectors[i], dtype=np.float32) for i in stored]),
+                )
+
+    async def _maybe_persist(self) -> None:
+        if self._snapshot_path is None or not self._dirty:
+            return
+        threshold = max(
+            self._storage.snapshot_min_changes,
+            int(self._storage.snapshot_growth_ratio * self._index.ntotal),
+        )
+        waited = self._monotonic() - self._last_persist
+        if self._dirty >= threshold and waited >= self._storage.snapshot_debounce_seconds:
+            try:
+                await self._persist()
+            except StorageError as exc:
+                logger.warning("%s: vector snapshot not written: %s", self._base.agent, exc)
+
+    async def _persist(self) -> None:
+        assert self._snapshot_path is not None
+        previous = await self._base.meta_get(_SNAPSHOT_GENERATION)
+        generation = int(previous or 0) + 1
+        dirty = self._dirty
+        await asyncio.to_thread(
+            self._index.save_snapshot,
+            self._snapshot_path,
+            generation=generation,
+            seq=self._applied_seq,
+            fingerprint=self._stamp,
+        )
+        await self._base.meta_set(_SNAPSHOT_GENERATION, str(generation))
+        self._dirty -= dirty
+        self._last_persist = self._monotonic()

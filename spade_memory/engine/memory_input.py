@@ -1,0 +1,214 @@
+"""What callers give, checked and turned into rows and graphs to write.
+
+:class:`MemoryInput` validates the arguments of ``store``, ``store_many`` and
+``update`` (and the memories of an import), builds the pre-tokenised index text
+and extracts each memory's graph and atoms. It writes nothing: the manager hands
+its results to the base memory in one transaction.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from ..config import MemoryConfig
+from ..errors import InvalidToolInput
+from ..identity import MAX_JID_CHARS
+from ..models import Memory
+from ..storage.base import IndexedText, NewMemory
+from ..text.atoms import memory_graph
+from ..text.extraction import EntityExtractor, check_graph_input, needs_segmenter
+from ..text.graph import MemoryGraph
+from ..validation import (
+    check_category,
+    check_metadata,
+    check_optional_text,
+    check_text,
+    check_unit,
+)
+
+__all__ = ["MemoryInput"]
+
+_MAX_CONTEXT_CHARS = 2_000
+_EXTRACT_IN_THREAD = 8  # store_many batches larger than this extract in a worker thread
+_STORE_FIELDS = frozenset(
+    {
+        "content",
+        "category",
+        "context",
+        "confidence",
+        "importance",
+        "source_conversation",
+        "source_sender",
+        "metadata",
+        "entities",
+        "relations",
+    }
+)
+
+
+class MemoryInput:
+    """Checks memory fields against a memory's configuration and extracts graphs.
+
+    Args:
+        config: the memory's configuration (limits, categories, atom lifetimes).
+        extractor: the entity and relation extractor.
+    """
+
+    def __init__(self, config: MemoryConfig, extractor: EntityExtractor) -> None:
+        self._config = config
+        self._extractor = extractor
+
+    def index_text(self, content: str, context: str | None) -> IndexedText:
+        """The pre-tokenised text the keyword index keeps for a memory."""
+        return IndexedText.of(content, context)
+
+    def new_memory(
+        self,
+        content: Any,
+        *,
+        category: Any = "fact",
+        context: Any = None,
+        confidence: Any = 1.0,
+        importance: Any = 0.5,
+        source_conversation: Any = None,
+        source_sender: Any = None,
+        metadata: Any = None,
+        now: float,
+    ) -> tuple[NewMemory, IndexedText]:
+        """A checked new memory and its index text. Raises InvalidToolInput."""
+        content = check_text("content", content, max_chars=self._config.max_content_chars)
+        context = check_optional_text("context", context, max_chars=_MAX_CONTEXT_CHARS)
+        new = NewMemory(
+            uid=uuid.uuid4().hex,
+            category=check_category(category, self._config.categories),
+            content=content,
+            context=context,
+            confidence=check_unit("confidence", confidence),
+            importance=check_unit("importance", importance),
+            created_at=now,
+            source_conversation=check_optional_text(
+                "source_conversation", source_conversation, max_chars=512
+            ),
+            source_sender=check_optional_text(
+                "source_sender", source_sender, max_chars=MAX_JID_CHARS
+            ),
+            metadata=check_metadata(metadata),
+        )
+        return new, self.index_text(content, context)
+
+    def items(
+        self, items: Iterable[Mapping[str, Any]], now: float
+    ) -> tuple[list[tuple[NewMemory, IndexedText]], list[tuple[Any, Any]]]:
+        """The checked memories of ``store_many`` items and their explicit graph input.
+
+        Raises:
+            InvalidToolInput: an item is not a mapping of ``store()`` arguments, or
+                one of its values is invalid (the message names the item).
+        """
+        prepared: list[tuple[NewMemory, IndexedText]] = []
+        explicit: list[tuple[Any, Any]] = []
+        for position, item in enumerate(items):
+            if not isinstance(item, Mapping):
+                raise InvalidToolInput(f"item {position} must be a mapping of store() arguments")
+            unknown = set(item) - _STORE_FIELDS
+            if unknown:
+                raise InvalidToolInput(f"item {position} has unknown fields {sorted(unknown)}")
+            if "content" not in item:
+                raise InvalidToolInput(f"item {position} has no content")
+            fields = dict(item)
+            content = fields.pop("content")
+            explicit.append((fields.pop("entities", None), fields.pop("relations", None)))
+            try:
+                prepared.append(self.new_memory(content, now=now, **fields))
+                check_graph_input(*explicit[-1])
+            except InvalidToolInput as exc:
+                raise InvalidToolInput(f"item {position}: {exc}") from None
+        return prepared, explicit
+
+    def changes(
+        self,
+        *,
+        content: str | None,
+        category: str | None,
+        context: str | None,
+        confidence: float | None,
+        importance: float | None,
+        metadata: Mapping[str, Any] | None,
+    ) -> dict[str, Any]:
+        """The checked fields an ``update`` changes (those not ``None``)."""
+        changes: dict[str, Any] = {}
+        if content is not None:
+            changes["content"] = check_text(
+                "content", content, max_chars=self._config.max_content_chars
+            )
+        if category is not None:
+            changes["category"] = check_category(category, self._config.categories)
+        if context is not None:
+            changes["context"] = check_optional_text(
+                "context", context, max_chars=_MAX_CONTEXT_CHARS
+            )
+        if confidence is not None:
+            changes["confidence"] = check_unit("confidence", confidence)
+        if importance is not None:
+            changes["importance"] = check_unit("importance", importance)
+        if metadata is not None:
+            changes["metadata"] = check_metadata(metadata)
+        return changes
+
+    def updated_index(
+        self, current: Memory, changes: Mapping[str, Any]
+    ) -> tuple[IndexedText | None, MemoryGraph | None]:
+        """The new index text and graph of ``current`` after ``changes`` (``None``:
+        unchanged)."""
+        text = None
+        if "content" in changes or "context" in changes:
+            text = self.index_text(
+                changes.get("content", current.content), changes.get("context", current.context)
+            )
+        graph = None
+        if "content" in changes:
+            graph = self.graph_of(
+                NewMemory(
+                    uid=current.uid,
+                    category=changes.get("category", current.category),
+                    content=changes["content"],
+                    context=None,
+                    confidence=current.confidence,
+                    importance=changes.get("importance", current.importance),
+                    created_at=current.created_at,
+                )
+            )
+        return text, graph
+
+    def graph_of(
+        self,
+        new: NewMemory | Memory,
+        entities: Any = None,
+        relations: Any = None,
+    ) -> MemoryGraph:
+        """The graph and atoms of one memory's text, with explicit entities and relations."""
+        names, links = check_graph_input(entities, relations)
+        extraction = self._extractor.extract(new.content, entities=names, relations=links)
+        return memory_graph(
+            new.content,
+            extraction,
+            category=new.category,
+            importance=new.importance,
+            config=self._config.atoms,
+        )
+
+    async def graphs_of(
+        self, news: Sequence[NewMemory | Memory], explicit: Sequence[tuple[Any, Any]]
+    ) -> list[MemoryGraph | None]:
+        """The graphs of many memories; large or Chinese batches extract in a thread."""
+
+        def build() -> list[MemoryGraph | None]:
+            return [self.graph_of(new, *extra) for new, extra in zip(news, explicit, strict=True)]
+
+        # Chinese text is cut by jieba (loaded on first use): off the event loop.
+        if len(news) > _EXTRACT_IN_THREAD or any(needs_segmenter(new.content) for new in news):
+            return await asyncio.to_thread(build)
+        return build()

@@ -1,0 +1,219 @@
+"""MemoryMixin: give any SPADE agent class a long-term memory.
+
+```python
+from spade.agent import Agent
+from spade_memory import MemoryConfig
+from spade_memory.spade import MemoryMixin
+
+class Planner(MemoryMixin, Agent):
+    async def setup(self):
+        await self.memory.store("Planning starts on Mondays", category="pattern")
+
+planner = Planner("planner@example.org", "secret", memory=MemoryConfig(root="./memory"))
+await planner.start()      # the memory opens before the agent connects
+...
+await planner.stop()       # the memory closes, even if stopping the agent fails
+```
+
+The memory opens in SPADE's ``_hook_plugin_before_connection`` hook, so it is
+ready in ``setup()`` and in every behaviour, and closes in ``stop()``. The agent
+also runs the memory's
+:class:`~spade_memory.spade.maintenance_behaviour.MaintenanceBehaviour` (unless
+``MemoryConfig.maintenance.behaviour`` is off); ``stop()`` ends it, waiting for a
+run in progress, before the memory closes. With ``MemoryConfig.sharing`` set, the
+agent also answers the memory-sharing protocol (:mod:`spade_memory.spade.sharing`),
+exposes ``self.sharing`` and adds the tools ``ask_agent_memory`` and
+``share_memory``; protocol messages reach only that responder, never the other
+behaviours (without sharing they are dropped). The mixin cooperates with other
+plugin mixins: it calls the next class's hooks and ``stop()`` through
+``super()``. Put it before ``Agent`` in the bases.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from ..config import MemoryConfig
+from ..errors import ConfigError, SharingError, StoreClosedError
+from ..manager import MemoryManager
+from .maintenance_behaviour import MaintenanceBehaviour
+from .sharing.client import MemorySharing
+from .sharing.protocol import is_protocol_message, protocol_template
+from .sharing.responder import SharingResponder
+
+if TYPE_CHECKING:
+    from ..tools import MemoryTool
+
+__all__ = ["MemoryMixin"]
+
+logger = logging.getLogger(__name__)
+
+
+class MemoryMixin:
+    """Adds ``self.memory`` (a :class:`~spade_memory.manager.MemoryManager`) to an agent.
+
+    Args:
+        *args: passed on to the next class (``Agent(jid, password, ...)``).
+        memory: where and how this agent's memory is kept; default
+            ``MemoryConfig()`` (the per-user data folder).
+        **kwargs: passed on to the next class.
+    """
+
+    jid: Any
+    if TYPE_CHECKING:  # provided by spade.agent.Agent
+
+        def add_behaviour(self, behaviour: Any, template: Any = None) -> None: ...
+        def remove_behaviour(self, behaviour: Any) -> None: ...
+        def has_behaviour(self, behaviour: Any) -> bool: ...
+        def submit(self, coro: Any) -> Any: ...
+
+    def __init__(self, *args: Any, memory: MemoryConfig | None = None, **kwargs: Any) -> None:
+        if memory is not None and not isinstance(memory, MemoryConfig):
+            raise TypeError(f"memory must be a MemoryConfig, got {type(memory).__name__}")
+        self._memory_config = memory if memory is not None else MemoryConfig()
+        self._memory_manager: MemoryManager | None = None
+        self._maintenance_behaviour: MaintenanceBehaviour | None = None
+        self._sharing: MemorySharing | None = None
+        self._sharing_responder: SharingResponder | None = None
+        super().__init__(*args, **kwargs)
+
+    @property
+    def memory_config(self) -> MemoryConfig:
+        """The configuration the memory opens with."""
+        return self._memory_config
+
+    @property
+    def memory(self) -> MemoryManager:
+        """The agent's memory, open while the agent runs.
+
+        Raises:
+            StoreClosedError: the agent has not started yet, or has stopped.
+        """
+        manager = self._memory_manager
+        if manager is None or manager.closed:
+            raise StoreClosedError(
+                f"the memory of agent {self.jid} is not open: it opens when the agent "
+                "starts (await agent.start()) and closes when it stops"
+            )
+        return manager
+
+    @property
+    def memory_tools(self) -> list[MemoryTool]:
+        """The LLM memory tools bound to this agent's memory.
+
+        Raises:
+            StoreClosedError: the agent is not running.
+        """
+        tools = self.memory.tools()
+        if self._sharing is not None:
+            tools.extend(self._sharing.tools())
+        return tools
+
+    @property
+    def sharing(self) -> MemorySharing:
+        """Ask other agents' memories and share memories with them (see ``SharingConfig``).
+
+        Raises:
+            ConfigError: ``MemoryConfig.sharing`` is not set.
+            StoreClosedError: the agent is not running.
+        """
+        if self._memory_config.sharing is None:
+            raise ConfigError(
+                f"memory sharing is off for {self.jid}: set MemoryConfig(sharing=SharingConfig())"
+            )
+        self.memory  # noqa: B018  (raises when the memory is not open)
+        assert self._sharing is not None
+        return self._sharing
+
+    async def _hook_plugin_before_connection(self, *args: Any, **kwargs: Any) -> None:
+        """SPADE calls this before connecting: run the next hook, then open the memory."""
+        following = getattr(super(), "_hook_plugin_before_connection", None)
+        if following is not None:
+            await following(*args, **kwargs)
+        if self._memory_manager is None or self._memory_manager.closed:
+            self._memory_manager = await MemoryManager.open(self.jid, self._memory_config)
+            logger.info("memory of %s opened", self._memory_manager.jid)
+        maintenance = self._memory_config.maintenance
+        if maintenance.behaviour and self._maintenance_behaviour is None:
+            self._maintenance_behaviour = MaintenanceBehaviour(
+                lambda: self.memory, period=maintenance.tick_seconds
+            )
+            self.add_behaviour(self._maintenance_behaviour)  # started with the agent
+        sharing = self._memory_config.sharing
+        if sharing is not None and self._sharing_responder is None:
+            responder = SharingResponder(
+                lambda: self.memory, sharing, self._memory_config.categories
+            )
+            self._sharing_responder = responder
+            self._sharing = MemorySharing(
+                jid=str(self.jid),
+                config=sharing,
+                memory=lambda: self.memory,
+                send=responder.send,
+                pending=responder.pending,
+                policy=responder.policy,
+            )
+            self.add_behaviour(responder, protocol_template())
+
+    def dispatch(self, msg: Any) -> list[Any]:
+        """Give a memory-sharing message only to the sharing responder; others as usual."""
+        if not is_protocol_message(msg):
+            return super().dispatch(msg)  # type: ignore[misc,no-any-return]
+        responder = self._sharing_responder
+        if responder is None:
+            logger.debug("%s: memory sharing is off; dropping %s", self.jid, msg)
+            return []
+        return [self.submit(responder.enqueue(msg))]
+
+    def _message_received(self, stanza: Any) -> list[Any]:
+        """An XMPP error bouncing a sharing request ends that request; others go on."""
+        if stanza["type"] == "error":
+            from spade.message import Message
+
+            msg = Message.from_node(stanza)
+            if is_protocol_message(msg):
+                responder = self._sharing_responder
+                if responder is not None and msg.thread:
+                    condition = stanza["error"]["condition"] or "error"
+                    responder.pending.fail(
+                        msg.thread,
+                        SharingError(
+                            f"{msg.sender.bare} could not be reached ({condition}): "
+                            "check the address; the agent may not exist or be offline"
+                        ),
+                    )
+                return []
+        return super()._message_received(stanza)  # type: ignore[misc,no-any-return]
+
+    async def start(self, *args: Any, **kwargs: Any) -> None:
+        """Start the agent; if starting fails, the memory it opened is closed again."""
+        try:
+            await super().start(*args, **kwargs)  # type: ignore[misc]
+        except BaseException:
+            await self._close_memory()
+            raise
+
+    async def stop(self) -> None:
+        """Stop the agent, then close its memory (also when stopping the agent fails)."""
+        try:
+            await super().stop()  # type: ignore[misc]
+        finally:
+            await self._close_memory()
+
+    async def _close_memory(self) -> None:
+        responder, self._sharing_responder, self._sharing = self._sharing_responder, None, None
+        if responder is not None:
+            responder.kill()
+            responder.pending.close()
+            if self.has_behaviour(responder) and not responder.is_running:
+                self.remove_behaviour(responder)
+        behaviour, self._maintenance_behaviour = self._maintenance_behaviour, None
+        if behaviour is not None:
+            await behaviour.stop()  # a run in progress is cancelled and awaited
+            if self.has_behaviour(behaviour):
+                self.remove_behaviour(behaviour)
+        manager, self._memory_manager = self._memory_manager, None
+        if manager is not None and not manager.closed:
+            await manager.aclose()
+            logger.info("memory of %s closed", manager.jid)

@@ -1,0 +1,132 @@
+"""The atoms of one agent's base memory: reads, statuses and reinforcement.
+
+Atoms are cut from a memory's text by :mod:`spade_memory.text.atoms` and written
+with it by :mod:`spade_memory.storage.graph`; :class:`AtomBook` reads them back
+with their status now, and records lapsed lifetimes and forgotten atoms.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..config import AtomConfig
+from ..errors import MemoryNotFound
+from ..text.atoms import Atom
+from .sql import chunks, placeholders
+
+if TYPE_CHECKING:
+    from .base import BaseMemoryStore
+
+__all__ = ["AtomBook"]
+
+
+_COLUMNS = (
+    "id, memory_id, position, text, type, status, subject, predicate, object, importance, "
+    "reinforcements, created_at, reinforced_at, expires_at, superseded_by, ttl_seconds"
+)
+
+
+class AtomBook:
+    """The atoms of one agent's base memory: reads, statuses and reinforcement."""
+
+    def __init__(self, base: BaseMemoryStore, config: AtomConfig) -> None:
+        self._base = base
+        self._config = config
+
+    def _atom(self, row: Sequence[Any], now: float) -> Atom:
+        status = str(row[5])
+        expires_at, ttl = float(row[13]), float(row[15])
+        if status in ("active", "dormant"):
+            if now < expires_at:
+                status = "active"
+            elif now < expires_at + ttl * self._config.dormant_fraction:
+                status = "dormant"
+            else:
+                status = "expired"
+        return Atom(
+            id=int(row[0]),
+            memory_id=int(row[1]),
+            position=int(row[2]),
+            text=str(row[3]),
+            type=str(row[4]),
+            status=status,
+            subject=row[6],
+            predicate=row[7],
+            object=row[8],
+            importance=float(row[9]),
+            reinforcements=int(row[10]),
+            created_at=float(row[11]),
+            reinforced_at=float(row[12]),
+            expires_at=expires_at,
+            superseded_by=None if row[14] is None else int(row[14]),
+        )
+
+    async def atoms(self, memory_ids: Iterable[int], now: float) -> dict[int, list[Atom]]:
+        """Every atom of these memories (any status), in order, keyed by memory id."""
+        wanted = list(dict.fromkeys(int(i) for i in memory_ids))
+        found: dict[int, list[Atom]] = {}
+        for chunk in chunks(wanted):
+            rows = await self._base.fetchall(
+                f"SELECT {_COLUMNS} FROM memory_atoms WHERE memory_id IN "
+                f"({placeholders(len(chunk))}) ORDER BY memory_id, position",
+                chunk,
+            )
+            for row in rows:
+                atom = self._atom(row, now)
+                found.setdefault(atom.memory_id, []).append(atom)
+        return found
+
+    async def live(self, memory_id: int, now: float) -> builtins.list[Atom]:
+        """The atoms of a memory that are live now (the ones to recall), in order."""
+        return [a for a in (await self.atoms([memory_id], now)).get(memory_id, []) if a.live]
+
+    async def hidden(self, memory_ids: Iterable[int], now: float) -> set[int]:
+        """The memories among ``memory_ids`` that have atoms but none live now."""
+        wanted = list(dict.fromkeys(int(i) for i in memory_ids))
+        hidden: set[int] = set()
+        for chunk in chunks(wanted):
+            rows = await self._base.fetchall(
+                "SELECT memory_id FROM memory_atoms WHERE memory_id IN "
+                f"({placeholders(len(chunk))}) GROUP BY memory_id "
+                "HAVING sum(status = 'active' AND expires_at > ?) = 0",
+                [*chunk, now],
+            )
+            hidden.update(int(row[0]) for row in rows)
+        return hidden
+
+    async def refresh(self, now: float) -> dict[str, int]:
+        """Record lapsed lifetimes: active -> dormant -> expired. Returns counts changed."""
+        fraction = self._config.dormant_fraction
+        async with self._base.transaction() as db:
+            cursor = await db.execute(
+                "UPDATE memory_atoms SET status = 'expired' WHERE status IN "
+                "('active', 'dormant') AND expires_at + ttl_seconds * ? <= ?",
+                (fraction, now),
+            )
+            expired = cursor.rowcount
+            await cursor.close()
+            cursor = await db.execute(
+                "UPDATE memory_atoms SET status = 'dormant' "
+                "WHERE status = 'active' AND expires_at <= ?",
+                (now,),
+            )
+            dormant = cursor.rowcount
+            await cursor.close()
+        return {"dormant": dormant, "expired": expired}
+
+    async def forget(self, atom_id: int) -> Atom:
+        """Mark one atom forgotten (its memory stays). Raises MemoryNotFound."""
+        async with self._base.transaction() as db:
+            cursor = await db.execute(
+                "UPDATE memory_atoms SET status = 'forgotten' WHERE id = ?", (int(atom_id),)
+            )
+            changed = cursor.rowcount
+            await cursor.close()
+        if not changed:
+            raise MemoryNotFound(f"there is no memory atom with id {atom_id}")
+        rows = await self._base.fetchall(
+            f"SELECT {_COLUMNS} FROM memory_atoms WHERE id = ?", (int(atom_id),)
+        )
+        return self._atom(rows[0], 0.0)

@@ -1,0 +1,373 @@
+"""Where a text mentions an entity: names, places, organisations, terms, handles, dates.
+
+- Chinese: people, places, organisations and other proper nouns. Each Chinese run
+  is cut into words by jieba and tagged from jieba's part-of-speech dictionary
+  (``nr``, ``ns``, ``nt``, ``nz``, ...); a word the dictionary does not know that
+  starts with a surname is a person's name. Organisation suffixes (公司, 大学,
+  科技, 项目, ...) join the name before them.
+- English (and other Latin-script text): capitalised spans ("Bank of America"),
+  without words capitalised only because they open a sentence ("Yesterday",
+  "Thanks"): a lone opening word counts when a verb, a colon or a comma follows it,
+  when it is possessive, or when the text capitalises it elsewhere
+  (:func:`spade_memory.text.names.english_names`).
+- Quoted terms ("Charlotte's Web", 《三体》), @-mentions, JIDs, dates and times
+  (:mod:`spade_memory.text.dates`).
+- A he/she/they (他/她) opening a sentence or clause stands for the last name.
+
+Every entity gets a canonical key (:func:`~spade_memory.text.names.canonical_key`:
+NFKC width folding, case folding, punctuation dropped), so one entity is one node
+however it is written.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import re
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+
+from .dates import find_dates
+from .graph import Entity
+from .names import canonical_key, english_names, make_entity
+from .tokenizer import cut_cjk, get_tokenizer
+
+__all__ = ["Mention", "MentionFinder", "canonical_key", "make_entity", "split_sentences"]
+
+logger = logging.getLogger(__name__)
+
+_BOUNDARY = re.compile(r"[.!?]+(?=\s|$)|[。！？；;]+|\n")
+_BOUNDARY_CUE = re.compile(r"[.!?。！？；;\n]")  # what a boundary starts with
+_ABBREVIATION = re.compile(r"\b(?:Mr|Mrs|Ms|Dr|St|vs)$")
+_ABBREVIATION_CHARS = 4  # its longest word and a newline
+_ABBREVIATION_ENDS = frozenset("rst")  # the last letters of the abbreviations
+_QUOTED = re.compile(
+    r'"([^"\n]{2,60})"|“([^”\n]{2,60})”|「([^」\n]{1,60})」|『([^』\n]{1,60})』|《([^》\n]{1,60})》'
+)
+_QUOTE_CUE = re.compile(r'["“「『《]')  # what a quoted term cannot be without
+_MENTION = re.compile(r"(?<![\w@.])@([A-Za-z0-9_][A-Za-z0-9_.\-]{0,63})(?![\w@])")
+_JID = re.compile(
+    r"(?<![\w.@])([A-Za-z0-9][A-Za-z0-9._%+\-]{0,63}@[A-Za-z0-9](?:[A-Za-z0-9\-]*[A-Za-z0-9])?"
+    r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9\-]*[A-Za-z0-9])?)*)(?:/[^\s,;]+)?"
+)
+
+_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+_POS_TYPES = {
+    "nr": "person",
+    "nrfg": "person",
+    "nrt": "name",
+    "ns": "place",
+    "nt": "organization",
+    "nz": "name",
+}
+_ZH_ORG_SUFFIXES_WORDS = """
+    科技 项目 工作室 基金会 委员会 出版社 实验室
+    公司 集团 大学 学院 学校 中学 小学 银行 医院 研究所 研究院 中心 团队 小组 部门 协会 俱乐部
+"""
+_ZH_ORG_SUFFIXES = frozenset(_ZH_ORG_SUFFIXES_WORDS.split())
+_ZH_LEADING = ("和", "与", "跟", "同")
+_ZH_SURNAMES = frozenset(
+    "王李张刘陈杨黄赵吴周徐孙马朱胡郭何高林罗郑梁谢宋唐许韩冯邓曹彭曾肖田董袁潘于蒋蔡余杜叶程"
+    "苏魏吕丁任沈姚卢姜崔钟谭陆汪范金石廖贾夏韦付方白邹孟熊秦邱江尹薛闫段雷侯龙史陶黎贺顾毛"
+    "郝龚邵万钱严覃武戴莫孔向汤常温康施文牛樊葛邢安齐易乔伍庞颜倪庄聂章鲁岳翟殷詹申欧耿关兰焦"
+    "俞左柳甘祝包宁尚符舒阮柯纪梅童凌毕单季裴霍涂成苗谷盛曲翁冉骆蓝路游辛靳管柴蒙鲍华喻祁蒲房"
+    "滕屈饶解牟艾尤阳时穆农司卓古吉缪简车项连芦麦褚娄窦戚岑景党宫费卜冷晏席卫米柏宗瞿桂全佟应"
+    "臧闵苟邬边卞姬师和仇栾隋商刁沙荣巫寇桑郎甄丛仲虞敖巩明佘池查麻苑迟邝"
+)
+_ZH_COMPOUND_SURNAMES_WORDS = """
+    欧阳 司马 诸葛 上官 东方 皇甫 令狐 慕容 尉迟 长孙 夏侯
+"""
+_ZH_COMPOUND_SURNAMES = frozenset(_ZH_COMPOUND_SURNAMES_WORDS.split())
+_ZH_PREFIXES = ("小", "老", "阿")
+# one-character verbs jieba's HMM glues to an unknown name ("王小红住", "周杰养")
+_ZH_GLUE = frozenset(
+    "住是在和说去有也就要会与跟同被把给对从向都还又养买卖吃喝看做写读教开用送带坐打玩听穿"
+)
+_CJK_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
+_ZH_KIN_WORDS = """
+    哥哥 姐姐 弟弟 妹妹 爸爸 妈妈 父亲 母亲 爷爷 奶奶 外公 外婆 儿子 女儿 孩子 丈夫 妻子
+    老公 老婆 叔叔 阿姨 舅舅 姑姑 同事 朋友 老师 老板 经理
+"""
+_ZH_KIN = frozenset(_ZH_KIN_WORDS.split())
+# A pronoun, looked for where it starts a word; _clause_pronouns keeps those opening a clause.
+_PRONOUN = re.compile(r"(?<!\w)(?:he|she|they)\b|他|她", re.IGNORECASE)
+_ASCII_PRONOUN = re.compile(r"\b(?:he|she|they)\b")  # ... on lower-cased ASCII text
+_CLAUSE_BREAKS = frozenset("，,。！？；")
+_SENTENCE_ENDS = frozenset(".!?")
+_ANTECEDENT_TYPES = frozenset({"person", "name", "mention", "jid"})
+
+
+def split_sentences(text: str) -> list[tuple[int, str]]:
+    """The sentences of ``text`` (split at . ! ? ; and Chinese 。！？；) with their offsets."""
+    return list(_sentences(text))
+
+
+@lru_cache(maxsize=64)
+def _sentences(text: str) -> tuple[tuple[int, str], ...]:
+    # extraction and atoms split the same text several times; split it once
+    found: list[tuple[int, str]] = []
+    start = 0
+    for match in _boundaries(text):
+        # "Mr. Smith": not a sentence end. The abbreviation ends at the dot (or a
+        # newline before it): the last four characters hold it (\b sees the one before).
+        at = match.start()
+        if match.group()[0] in ".!?" and _may_abbreviate(text, at):
+            since = max(start, at - _ABBREVIATION_CHARS)
+            if _ABBREVIATION.search(text, since, at):
+                continue
+        end = match.start() if match.group() == "\n" else match.end()
+        if text[start:end].strip():
+            found.append((start, text[start:end]))
+        start = match.end()
+    if text[start:].strip():
+        found.append((start, text[start:]))
+    return tuple(found)
+
+
+def _may_abbreviate(text: str, at: int) -> bool:
+    """False when no abbreviation (Mr, Dr, St, vs, ...) can end right before ``at``.
+
+    Each ends with r, s or t, before ``at`` or before a newline there.
+    """
+    last = text[at - 1 : at] if at else ""
+    if last == "\n":
+        last = text[at - 2 : at - 1] if at > 1 else ""
+    return last in _ABBREVIATION_ENDS
+
+
+def _boundaries(text: str) -> Iterator[re.Match[str]]:
+    """``_BOUNDARY.finditer(text)``, tried only where a boundary's first character is.
+
+    The regex's search tries every position in turn (it has no first character to
+    skip to), the characters a boundary starts with are found by a plain scan.
+    """
+    after = 0
+    for cue in _BOUNDARY_CUE.finditer(text):
+        if cue.start() >= after:
+            match = _BOUNDARY.match(text, cue.start())
+            if match is not None:
+                after = match.end()
+                yield match
+
+
+@dataclass(frozen=True, slots=True)
+class Mention:
+    """An entity mentioned at ``text[start:end]``, in sentence number ``sentence``."""
+
+    start: int
+    end: int
+    entity: Entity
+    sentence: int = 0
+
+
+class MentionFinder:
+    """Finds entity mentions in text. Thread-safe; one per process is enough."""
+
+    def __init__(self) -> None:
+        self._pos_lock = threading.Lock()
+        self._pos_cut: tuple[Callable[[str], Iterable[str]], Mapping[str, str]] | None = None
+
+    def find(self, text: str) -> list[Mention]:
+        """Every entity mention in ``text`` with its span, in order, overlaps removed."""
+        if not text:
+            return []
+        found: list[Mention] = []
+        if "@" in text:  # what a JID or an @-mention cannot be without
+            found.extend(self._jids_and_mentions(text))
+        if _QUOTE_CUE.search(text):
+            found.extend(self._quoted(text))
+        for start, end, value, key in find_dates(text):
+            found.append(Mention(start, end, Entity(key=key, type=key.split(":")[0], value=value)))
+        found.extend(self._latin(text))
+        if _CJK.search(text):
+            found.extend(self._chinese(text))
+        found.sort(key=lambda m: (m.start, -(m.end - m.start)))
+        kept: list[Mention] = []
+        for mention in found:
+            if kept and mention.start < kept[-1].end:
+                continue
+            kept.append(mention)
+        kept = _resolve_pronouns(text, kept)
+        starts = [offset for offset, _ in split_sentences(text)]
+        return [
+            Mention(m.start, m.end, m.entity, max(0, bisect.bisect_right(starts, m.start) - 1))
+            for m in kept
+        ]
+
+    @staticmethod
+    def _jids_and_mentions(text: str) -> Iterable[Mention]:
+        for match in _JID.finditer(text):
+            bare = match.group(1)
+            yield Mention(
+                match.start(), match.end(), Entity(key=canonical_key(bare), type="jid", value=bare)
+            )
+        for match in _MENTION.finditer(text):
+            mention = make_entity(match.group(1), "mention")
+            if mention is not None:
+                yield Mention(match.start(), match.end(), mention)
+
+    @staticmethod
+    def _quoted(text: str) -> Iterable[Mention]:
+        for match in _QUOTED.finditer(text):
+            index = next(i for i in range(1, 6) if match.group(i) is not None)
+            entity = make_entity(match.group(index), "work" if index == 5 else "term")
+            if entity is not None and len(entity.key) >= 2:
+                yield Mention(match.start(index), match.end(index), entity)
+
+    @staticmethod
+    def _latin(text: str) -> list[Mention]:
+        return [Mention(start, end, entity) for start, end, entity in english_names(text)]
+
+    def _chinese(self, text: str) -> Iterable[Mention]:
+        words = list(self._pos(text))
+        offset = 0
+        spans: list[tuple[int, int, str, str]] = []  # start, end, word, flag
+        for word, flag in words:
+            spans.append((offset, offset + len(word), word, flag))
+            offset += len(word)
+        if offset != len(text):
+            logger.debug("part-of-speech offsets do not match the text; Chinese names skipped")
+            return
+        index = 0
+        while index < len(spans):
+            start, end, word, flag = spans[index]
+            kind = _POS_TYPES.get(flag)
+            if (
+                kind is None
+                and flag in ("n", "x")
+                and len(word) >= 2
+                and index + 1 < len(spans)
+                and spans[index + 1][2] in _ZH_ORG_SUFFIXES
+            ):
+                kind = "organization"  # 星辰 + 科技, 星火 + 项目
+            if kind is None or not _CJK.search(word):
+                index += 1
+                continue
+            if kind == "person" and len(word) >= 3 and word.startswith(_ZH_LEADING):
+                start, word = start + 1, word[1:]
+            if kind == "person" and len(word) >= 3 and word.endswith(_ZH_LEADING):
+                end, word = end - 1, word[:-1]
+            if word in _ZH_KIN:
+                index += 1
+                continue
+            if (
+                kind == "person"
+                and len(word) == 1
+                and index > 0
+                and spans[index - 1][2] in _ZH_PREFIXES
+            ):
+                start, word = spans[index - 1][0], spans[index - 1][2] + word
+            elif (
+                word in _ZH_COMPOUND_SURNAMES
+                and index + 1 < len(spans)
+                and spans[index + 1][3] in ("nr", "nrt")
+            ):
+                end, word, kind = spans[index + 1][1], word + spans[index + 1][2], "person"
+                index += 1
+            elif kind == "person" and not (
+                word[0] in _ZH_SURNAMES
+                or word[:2] in _ZH_COMPOUND_SURNAMES
+                or word.startswith(_ZH_PREFIXES)
+            ):
+                index += 1
+                continue
+            if index + 1 < len(spans) and spans[index + 1][2] in _ZH_ORG_SUFFIXES:
+                end, word, kind = spans[index + 1][1], word + spans[index + 1][2], "organization"
+                index += 1
+            index += 1
+            if len(word) < 2:
+                continue
+            entity = make_entity(word, kind)
+            if entity is not None:
+                yield Mention(start, end, entity)
+
+    def _pos(self, text: str) -> Iterable[tuple[str, str]]:
+        """``(word, tag)`` covering ``text``: jieba's words of each Chinese run, tagged.
+
+        Tags come from jieba's part-of-speech dictionary; a word it does not know
+        (found by jieba's HMM) that starts with a surname is taken for a person's
+        name (``nr``), a verb glued to its end cut off ("王小红住" -> "王小红").
+        jieba's own tagger (``jieba.posseg``) does this with a second HMM over
+        every unknown stretch and is ten times slower.
+        """
+        cut, tags = self._segmenter()
+        position = 0
+        for match in _CJK_RUN.finditer(text):
+            if match.start() > position:
+                yield text[position : match.start()], "x"
+            for word in cut(match.group()):
+                tag = tags.get(word)
+                if tag is not None:
+                    yield word, tag
+                elif not _looks_like_name(word):
+                    yield word, "x"
+                elif len(word) >= 3 and word[-1] in _ZH_GLUE:
+                    yield word[:-1], "nr"
+                    yield word[-1], "x"
+                else:
+                    yield word, "nr"
+            position = match.end()
+        if position < len(text):
+            yield text[position:], "x"
+
+    def _segmenter(self) -> tuple[Callable[[str], Iterable[str]], Mapping[str, str]]:
+        found = self._pos_cut
+        if found is None:
+            with self._pos_lock:
+                if self._pos_cut is None:
+                    get_tokenizer().warm_up()  # jieba's dictionary, loaded once, quietly
+                    import jieba.posseg
+
+                    tags: Mapping[str, str] = jieba.posseg.dt.word_tag_tab
+                    # the tokenizer's cut, cached: a memory's text is cut once for both
+                    self._pos_cut = (cut_cjk, tags)
+                found = self._pos_cut
+        assert found is not None
+        return found
+
+
+def _looks_like_name(word: str) -> bool:
+    """A word jieba does not know that reads as a Chinese name: a surname and one or two more."""
+    if not 2 <= len(word) <= 4 or not _CJK_RUN.fullmatch(word):
+        return False
+    if word[:2] in _ZH_COMPOUND_SURNAMES:
+        return len(word) >= 3
+    return word[0] in _ZH_SURNAMES or (word[0] in _ZH_PREFIXES and len(word) == 2)
+
+
+def _resolve_pronouns(text: str, mentions: list[Mention]) -> list[Mention]:
+    """A he/she/they (他/她) opening a sentence or clause stands for the last name before it."""
+    lowered = text.lower()
+    if "he" not in lowered and "他" not in text and "她" not in text:
+        return mentions  # no he, she, they, 他 or 她 (most texts)
+    added: list[Mention] = []
+    for start, end in _clause_pronouns(text, lowered):
+        before = [m for m in mentions if m.end <= start and m.entity.type in _ANTECEDENT_TYPES]
+        if before and start - before[-1].end < 300:
+            added.append(Mention(start, end, before[-1].entity))
+    if not added:
+        return mentions
+    return sorted([*mentions, *added], key=lambda m: m.start)
+
+
+def _clause_pronouns(text: str, lowered: str) -> Iterator[tuple[int, int]]:
+    """Spans of he/she/they (他/她) opening the text, a sentence or a clause.
+
+    What ``(?:(?<=^)|(?<=[.!?]\\s)|(?<=[，,。！？；]))\\s*((?:he|she|they)\\b|他|她)``
+    (ignoring case) finds, pronoun first: before one, past any whitespace, is the
+    start of the text, a clause break, or a sentence end and whitespace. An ASCII
+    text is searched in lower case (``lowered``), where no case is ignored.
+    """
+    found = _ASCII_PRONOUN.finditer(lowered) if text.isascii() else _PRONOUN.finditer(text)
+    for match in found:
+        start = opening = match.start()
+        while opening > 0 and text[opening - 1].isspace():
+            opening -= 1
+        if (
+            opening == 0
+            or text[opening - 1] in _CLAUSE_BREAKS
+            or (opening < start and text[opening - 1] in _SENTENCE_ENDS)
+        ):
+            yield match.span()
