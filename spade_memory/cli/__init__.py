@@ -34,13 +34,13 @@ class Command:
 
 
 def _demo_arguments(parser: argparse.ArgumentParser) -> None:
-    from .demo import add_arguments
+    from ..spade.demo import add_arguments
 
     add_arguments(parser)
 
 
 def _run_demo(args: argparse.Namespace) -> int:
-    from .demo import options_from, run_demo
+    from ..spade.demo import options_from, run_demo
 
     return asyncio.run(run_demo(options_from(args)))
 

@@ -37,10 +37,10 @@ from ..llm import (
     LLMResponse,
     OpenAICompatibleLLM,
 )
-from ..spade.conversation import IN_REPLY_TO, REPLY_WITH
-from ..spade.llm_agent import LLMAgent
 from ..testing.scripted_llm import ScriptedLLM
 from ..testing.xmpp_server import XMPPEndpoint, xmpp_endpoint
+from .conversation import IN_REPLY_TO, REPLY_WITH
+from .llm_agent import LLMAgent
 
 __all__ = ["DemoOptions", "add_arguments", "run_demo"]
 
@@ -375,7 +375,7 @@ def options_from(args: argparse.Namespace) -> DemoOptions:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run ``spade-memory demo`` with ``argv`` (for ``python -m spade_memory.cli.demo``)."""
+    """Run ``spade-memory demo`` with ``argv`` (for ``python -m spade_memory.spade.demo``)."""
     parser = argparse.ArgumentParser(prog="spade-memory demo", description=__doc__)
     add_arguments(parser)
     options = options_from(parser.parse_args(argv))
