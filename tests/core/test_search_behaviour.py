@@ -83,10 +83,11 @@ async def test_mmr_drops_a_near_duplicate(tmp_path: Path) -> None:
 
 async def test_cache_is_invalidated_by_writes(manager: MemoryManager) -> None:
     first = await manager.store("quokka facts are fun")
-    assert [r.memory.id for r in await manager.search("quokka")] == [first.id]
-    assert manager.last_search_timings.cached is False
-    await manager.search("quokka")
-    assert manager.last_search_timings.cached is True
+    results, timings = await manager.search_with_timings("quokka")
+    assert [r.memory.id for r in results] == [first.id]
+    assert timings.cached is False
+    _, timings = await manager.search_with_timings("quokka")
+    assert timings.cached is True
     second = await manager.store("another quokka fact")
     assert {r.memory.id for r in await manager.search("quokka")} == {first.id, second.id}
     await manager.forget(first.id)
