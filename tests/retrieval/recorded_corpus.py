@@ -8,6 +8,7 @@ conversation's turns are stored one after the other.
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -137,4 +138,34 @@ async def record(root: Path, variant: str) -> list[dict[str, Any]]:
     ) as memory:
         await store_corpus(memory, clock)
         clock[0] = START + 3 * DAY
+        return await run_queries(memory)
+
+
+def downgrade_to_v4(database: Path) -> None:
+    """Make ``database`` as schema v4 left it: no previous-turn links."""
+    db = sqlite3.connect(database)
+    try:
+        db.executescript(
+            "DROP INDEX memories_by_previous; DROP INDEX memories_by_conversation; "
+            "ALTER TABLE memories DROP COLUMN previous_id; PRAGMA user_version = 4;"
+        )
+    finally:
+        db.close()
+
+
+async def record_migrated(root: Path, variant: str) -> list[dict[str, Any]]:
+    """Like :func:`record`, on a database stored, taken back to schema v4 and migrated."""
+    clock = [START]
+    retrieval = RetrievalConfig(cache_ttl_seconds=0.0, **VARIANTS[variant])
+    config = MemoryConfig(root=root, embedder="hashing", retrieval=retrieval)
+    async with await MemoryManager.open(
+        "recorder@localhost", config, clock=lambda: clock[0]
+    ) as memory:
+        await store_corpus(memory, clock)
+    (database,) = root.glob("*_base_memory.db")
+    downgrade_to_v4(database)
+    clock[0] = START + 3 * DAY
+    async with await MemoryManager.open(
+        "recorder@localhost", config, clock=lambda: clock[0]
+    ) as memory:
         return await run_queries(memory)
