@@ -124,3 +124,18 @@ async def test_a_migrated_old_database_finds_the_recorded_results(
 ) -> None:
     # recorded by the search that took ids one apart as neighbouring turns
     assert await record_migrated(tmp_path, variant) == _RECORDED[variant]
+
+
+async def test_turns_grouped_into_one_commit_chain_in_their_order(tmp_path: Path) -> None:
+    async with await MemoryManager.open("group@localhost", _config(tmp_path)) as memory:
+        talks = ("music", "garden") * 8
+        stored = await asyncio.gather(
+            *(
+                memory.store(f"turn {index} of {talk}", source_conversation=talk)
+                for index, talk in enumerate(talks)
+            )
+        )
+        links = await _links(memory)
+        for talk in ("music", "garden"):
+            ids = sorted(item.id for item in stored if item.source_conversation == talk)
+            assert _chained(ids, links)
