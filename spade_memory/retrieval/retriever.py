@@ -160,7 +160,7 @@ class Retriever:
         """The stages of one search, in order."""
         self._plan(state)
         await self._run_routes(state)
-        if self._config.vector_fill and state.query_vector is not None and state.vector:
+        if self._config.tuning.vector_fill and state.query_vector is not None and state.vector:
             state.vector = await self._fill_vectors(state.keyword, state.vector, state.query_vector)
         fusion_started = time.perf_counter()
         try:
@@ -212,7 +212,7 @@ class Retriever:
         hidden state), then rerank them lexically in place."""
         config = self._config
         scores = state.scores
-        depth = config.rerank_depth if config.rerank_weight > 0 else 0
+        depth = config.tuning.rerank_depth if config.rerank_weight > 0 else 0
         head = sorted(scores, key=lambda key: -scores[key])[: max(depth, state.reach)]
         state.loaded = Loaded(now=self._clock())
         state.indexed = await read_head(
@@ -237,7 +237,7 @@ class Retriever:
             state.scores,
             state.limit,
             config.neighbour_weight,
-            config.neighbour_reply_weight,
+            config.tuning.neighbour_reply_weight,
             state.loaded,
         )
         state.timings.extra["neighbours"] = time.perf_counter() - started

@@ -12,6 +12,7 @@ from spade_memory import (
     MemoryConfig,
     MemoryManager,
     RetrievalConfig,
+    RetrievalTuning,
 )
 
 
@@ -58,7 +59,9 @@ async def test_mmr_drops_a_near_duplicate(tmp_path: Path) -> None:
     without = MemoryConfig(
         root=tmp_path / "b",
         embedder="hashing",
-        retrieval=RetrievalConfig(mmr_lambda=1.0, mmr_duplicate_threshold=1.0),
+        retrieval=RetrievalConfig(
+            mmr_lambda=1.0, tuning=RetrievalTuning(mmr_duplicate_threshold=1.0)
+        ),
     )
     texts = [
         "The office wifi password is tulip-42",
