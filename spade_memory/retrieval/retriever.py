@@ -187,6 +187,184 @@ class Retriever:
         state.terms = self._tokenizer.query_terms(state.query)
         state.intent = query_intent(state.query)
 
+    async def _run_routes(self, state: SearchState) -> None:
+        """Run keyword, vector and graph routes side by side, each within the route timeout.
+
+        The query is embedded once, for both the document and the graph vectors;
+        its vector is kept in ``state.query_vector`` (``None`` when there is none).
+        """
+        query, terms, intent = state.query, state.terms, state.intent
+        candidates, categories, timings = state.candidates, state.categories, state.timings
+        assert intent is not None
+        if self._vectors is None and (self._graph is None or not self._config.graph_route):
+            # keywords alone: nothing to run beside them, so no task either
+            try:
+                async with asyncio.timeout(self._config.route_timeout_seconds):
+                    keyword = await self._keyword(terms, candidates, categories, timings)
+            except TimeoutError:
+                logger.warning(
+                    "the keyword route took longer than %g s; no results from it",
+                    self._config.route_timeout_seconds,
+                )
+                keyword = {}
+            state.keyword = keyword
+            return
+        embedding: asyncio.Task[np.ndarray] | None = None
+        if self._vectors is not None:
+            embedding = asyncio.create_task(self._embed(query, timings))
+        graph_on = self._graph is not None and self._config.graph_route
+        # One nearest-neighbour search serves the vector route and the graph
+        # route's speaker step: as deep as the deeper of the two asks.
+        k = min(candidates, self._config.vector_candidate_cap)
+        depth = max(k, self._graph.nearest_wanted(candidates)) if graph_on and self._graph else k
+        nearest: asyncio.Task[tuple[np.ndarray, np.ndarray]] | None = None
+        if embedding is not None:
+            nearest = asyncio.create_task(self._nearest(embedding, depth, categories, timings))
+        tasks: dict[str, asyncio.Task[Any]] = {
+            "keyword": asyncio.create_task(self._keyword(terms, candidates, categories, timings)),
+            "vector": asyncio.create_task(self._vector(nearest, k)),
+        }
+        if graph_on:
+            route = self._graph_route(
+                query, intent, embedding, nearest, candidates, categories, timings
+            )
+            tasks["graph"] = asyncio.create_task(route)
+        try:
+            _, pending = await asyncio.wait(
+                tasks.values(), timeout=self._config.route_timeout_seconds
+            )
+        finally:
+            helpers = [task for task in (embedding, nearest) if task is not None]
+            for task in (*tasks.values(), *helpers):
+                if not task.done():
+                    task.cancel()
+            await asyncio.gather(*tasks.values(), *helpers, return_exceptions=True)
+        results: dict[str, Any] = {}
+        for name, task in tasks.items():
+            if task in pending:
+                logger.warning(
+                    "the %s route took longer than %g s; using the other routes",
+                    name,
+                    self._config.route_timeout_seconds,
+                )
+            elif task.exception() is None:
+                results[name] = task.result()
+            else:
+                logger.error("the %s route failed", name, exc_info=task.exception())
+        if embedding is not None and not embedding.cancelled() and embedding.exception() is None:
+            state.query_vector = embedding.result()
+        state.keyword = results.get("keyword", {})
+        state.vector = results.get("vector", {})
+        state.graph = results.get("graph", GraphHits())
+
+    async def _keyword(
+        self,
+        terms: Sequence[str],
+        candidates: int,
+        categories: tuple[str, ...] | None,
+        timings: SearchTimings,
+    ) -> dict[int, float]:
+        started = time.perf_counter()
+        try:
+            hits = await self._base.keyword_search(terms, limit=candidates, categories=categories)
+        except Exception:
+            logger.exception("keyword route failed; continuing with vectors only")
+            return {}
+        finally:
+            timings.keyword = time.perf_counter() - started
+        return dict(hits)
+
+    async def _embed(self, query: str, timings: SearchTimings) -> np.ndarray:
+        assert self._vectors is not None
+        started = time.perf_counter()
+        try:
+            return await self._vectors.embed_query(query)
+        finally:
+            timings.embed = time.perf_counter() - started
+
+    async def _nearest(
+        self,
+        embedding: asyncio.Task[np.ndarray],
+        k: int,
+        categories: tuple[str, ...] | None,
+        timings: SearchTimings,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The ``k`` memories nearest to the query (ids and scores, best first)."""
+        assert self._vectors is not None
+        query_vector = await asyncio.shield(embedding)
+        started = time.perf_counter()
+        allowed = None
+        if categories:
+            allowed = await self._base.filtered_ids(categories=categories)
+            if len(allowed) == 0:
+                return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
+        try:
+            return await self._vectors.search(query_vector, k, allowed_ids=allowed)
+        finally:
+            timings.vector = time.perf_counter() - started
+
+    async def _vector(
+        self, nearest: asyncio.Task[tuple[np.ndarray, np.ndarray]] | None, k: int
+    ) -> dict[int, float]:
+        """The vector route: the best ``k`` of the shared nearest-neighbour search."""
+        if nearest is None:
+            return {}
+        try:
+            ids, scores = await asyncio.shield(nearest)
+        except Exception:
+            logger.exception("vector route failed; falling back to keywords")
+            return {}
+        return {
+            int(i): float(score)
+            for i, score in zip(ids[:k].tolist(), scores[:k].tolist(), strict=True)
+            if i >= 0
+        }
+
+    async def _graph_route(
+        self,
+        query: str,
+        intent: QueryIntent,
+        embedding: asyncio.Task[np.ndarray] | None,
+        nearest: asyncio.Task[tuple[np.ndarray, np.ndarray]] | None,
+        candidates: int,
+        categories: tuple[str, ...] | None,
+        timings: SearchTimings,
+    ) -> GraphHits:
+        assert self._graph is not None
+        started = time.perf_counter()
+        try:
+            return await self._graph.search(
+                query,
+                intent=intent,
+                candidates=candidates,
+                categories=categories,
+                query_vector=None if embedding is None else asyncio.shield(embedding),
+                nearest=None if nearest is None else asyncio.shield(nearest),
+            )
+        finally:
+            timings.extra["graph"] = time.perf_counter() - started
+
+    async def _fill_vectors(
+        self, keyword: dict[int, float], vector: dict[int, float], query_vector: np.ndarray
+    ) -> dict[int, float]:
+        """``vector`` plus the cosine of each keyword candidate it lacks (stored vectors).
+
+        The vector route returns its top candidates only; a keyword candidate
+        outside them would otherwise count as having no similarity at all.
+        """
+        missing = [key for key in keyword if key not in vector]
+        if not missing or self._fingerprint is None or not self._dim:
+            return vector
+        try:
+            stored = await self._base.vectors_for(self._fingerprint, self._dim, missing)
+        except Exception:
+            logger.exception("could not load vectors for keyword candidates")
+            return vector
+        filled = dict(vector)
+        for key, row in stored.items():
+            filled[key] = float(np.dot(row, query_vector))
+        return filled
+
     def _fuse(self, state: SearchState) -> bool:
         """Fuse the document route's sub-routes, then blend it with the graph route
         by the intent's weights; ``False`` when nothing was found."""
@@ -327,181 +505,3 @@ class Retriever:
                 SearchResult(memory=memory, score=state.final[memory_id], explanation=explanation)
             )
         return results
-
-    async def _fill_vectors(
-        self, keyword: dict[int, float], vector: dict[int, float], query_vector: np.ndarray
-    ) -> dict[int, float]:
-        """``vector`` plus the cosine of each keyword candidate it lacks (stored vectors).
-
-        The vector route returns its top candidates only; a keyword candidate
-        outside them would otherwise count as having no similarity at all.
-        """
-        missing = [key for key in keyword if key not in vector]
-        if not missing or self._fingerprint is None or not self._dim:
-            return vector
-        try:
-            stored = await self._base.vectors_for(self._fingerprint, self._dim, missing)
-        except Exception:
-            logger.exception("could not load vectors for keyword candidates")
-            return vector
-        filled = dict(vector)
-        for key, row in stored.items():
-            filled[key] = float(np.dot(row, query_vector))
-        return filled
-
-    async def _keyword(
-        self,
-        terms: Sequence[str],
-        candidates: int,
-        categories: tuple[str, ...] | None,
-        timings: SearchTimings,
-    ) -> dict[int, float]:
-        started = time.perf_counter()
-        try:
-            hits = await self._base.keyword_search(terms, limit=candidates, categories=categories)
-        except Exception:
-            logger.exception("keyword route failed; continuing with vectors only")
-            return {}
-        finally:
-            timings.keyword = time.perf_counter() - started
-        return dict(hits)
-
-    async def _run_routes(self, state: SearchState) -> None:
-        """Run keyword, vector and graph routes side by side, each within the route timeout.
-
-        The query is embedded once, for both the document and the graph vectors;
-        its vector is kept in ``state.query_vector`` (``None`` when there is none).
-        """
-        query, terms, intent = state.query, state.terms, state.intent
-        candidates, categories, timings = state.candidates, state.categories, state.timings
-        assert intent is not None
-        if self._vectors is None and (self._graph is None or not self._config.graph_route):
-            # keywords alone: nothing to run beside them, so no task either
-            try:
-                async with asyncio.timeout(self._config.route_timeout_seconds):
-                    keyword = await self._keyword(terms, candidates, categories, timings)
-            except TimeoutError:
-                logger.warning(
-                    "the keyword route took longer than %g s; no results from it",
-                    self._config.route_timeout_seconds,
-                )
-                keyword = {}
-            state.keyword = keyword
-            return
-        embedding: asyncio.Task[np.ndarray] | None = None
-        if self._vectors is not None:
-            embedding = asyncio.create_task(self._embed(query, timings))
-        graph_on = self._graph is not None and self._config.graph_route
-        # One nearest-neighbour search serves the vector route and the graph
-        # route's speaker step: as deep as the deeper of the two asks.
-        k = min(candidates, self._config.vector_candidate_cap)
-        depth = max(k, self._graph.nearest_wanted(candidates)) if graph_on and self._graph else k
-        nearest: asyncio.Task[tuple[np.ndarray, np.ndarray]] | None = None
-        if embedding is not None:
-            nearest = asyncio.create_task(self._nearest(embedding, depth, categories, timings))
-        tasks: dict[str, asyncio.Task[Any]] = {
-            "keyword": asyncio.create_task(self._keyword(terms, candidates, categories, timings)),
-            "vector": asyncio.create_task(self._vector(nearest, k)),
-        }
-        if graph_on:
-            route = self._graph_route(
-                query, intent, embedding, nearest, candidates, categories, timings
-            )
-            tasks["graph"] = asyncio.create_task(route)
-        try:
-            _, pending = await asyncio.wait(
-                tasks.values(), timeout=self._config.route_timeout_seconds
-            )
-        finally:
-            helpers = [task for task in (embedding, nearest) if task is not None]
-            for task in (*tasks.values(), *helpers):
-                if not task.done():
-                    task.cancel()
-            await asyncio.gather(*tasks.values(), *helpers, return_exceptions=True)
-        results: dict[str, Any] = {}
-        for name, task in tasks.items():
-            if task in pending:
-                logger.warning(
-                    "the %s route took longer than %g s; using the other routes",
-                    name,
-                    self._config.route_timeout_seconds,
-                )
-            elif task.exception() is None:
-                results[name] = task.result()
-            else:
-                logger.error("the %s route failed", name, exc_info=task.exception())
-        if embedding is not None and not embedding.cancelled() and embedding.exception() is None:
-            state.query_vector = embedding.result()
-        state.keyword = results.get("keyword", {})
-        state.vector = results.get("vector", {})
-        state.graph = results.get("graph", GraphHits())
-
-    async def _embed(self, query: str, timings: SearchTimings) -> np.ndarray:
-        assert self._vectors is not None
-        started = time.perf_counter()
-        try:
-            return await self._vectors.embed_query(query)
-        finally:
-            timings.embed = time.perf_counter() - started
-
-    async def _graph_route(
-        self,
-        query: str,
-        intent: QueryIntent,
-        embedding: asyncio.Task[np.ndarray] | None,
-        nearest: asyncio.Task[tuple[np.ndarray, np.ndarray]] | None,
-        candidates: int,
-        categories: tuple[str, ...] | None,
-        timings: SearchTimings,
-    ) -> GraphHits:
-        assert self._graph is not None
-        started = time.perf_counter()
-        try:
-            return await self._graph.search(
-                query,
-                intent=intent,
-                candidates=candidates,
-                categories=categories,
-                query_vector=None if embedding is None else asyncio.shield(embedding),
-                nearest=None if nearest is None else asyncio.shield(nearest),
-            )
-        finally:
-            timings.extra["graph"] = time.perf_counter() - started
-
-    async def _nearest(
-        self,
-        embedding: asyncio.Task[np.ndarray],
-        k: int,
-        categories: tuple[str, ...] | None,
-        timings: SearchTimings,
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """The ``k`` memories nearest to the query (ids and scores, best first)."""
-        assert self._vectors is not None
-        query_vector = await asyncio.shield(embedding)
-        started = time.perf_counter()
-        allowed = None
-        if categories:
-            allowed = await self._base.filtered_ids(categories=categories)
-            if len(allowed) == 0:
-                return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
-        try:
-            return await self._vectors.search(query_vector, k, allowed_ids=allowed)
-        finally:
-            timings.vector = time.perf_counter() - started
-
-    async def _vector(
-        self, nearest: asyncio.Task[tuple[np.ndarray, np.ndarray]] | None, k: int
-    ) -> dict[int, float]:
-        """The vector route: the best ``k`` of the shared nearest-neighbour search."""
-        if nearest is None:
-            return {}
-        try:
-            ids, scores = await asyncio.shield(nearest)
-        except Exception:
-            logger.exception("vector route failed; falling back to keywords")
-            return {}
-        return {
-            int(i): float(score)
-            for i, score in zip(ids[:k].tolist(), scores[:k].tolist(), strict=True)
-            if i >= 0
-        }
