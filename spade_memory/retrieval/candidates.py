@@ -1,8 +1,9 @@
 """Reading a search's candidates: memories, hidden state and conversation neighbours.
 
 The retriever reads its best candidates once, with their indexed tokens (the
-reranker's input, MMR's word sets), their neighbours in the same conversation and
-which of them are hidden; :func:`add_neighbours` then gives the neighbours of the
+reranker's input, MMR's word sets), their neighbours in the same conversation
+(the turns linked to each as its previous and next, see ``previous_id`` in the
+schema) and which of them are hidden; :func:`add_neighbours` then gives the neighbours of the
 top hits a share of their score. What has been read is kept in :class:`Loaded`,
 so no memory is read twice in one search.
 """
@@ -10,7 +11,7 @@ so no memory is read twice in one search.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..models import Memory
@@ -33,6 +34,16 @@ class Loaded:
     asked: set[int] = field(default_factory=set)  # ids whose hidden state was asked
     hidden: set[int] = field(default_factory=set)
     near: set[int] = field(default_factory=set)  # ids whose neighbours were read
+    previous: dict[int, int] = field(default_factory=dict)  # id -> its previous turn
+    following: dict[int, int] = field(default_factory=dict)  # id -> its next turn
+
+    def keep(self, found: Mapping[int, tuple[Memory, str | None, int | None]]) -> None:
+        """Keep memories read with their previous turns (and so their next turns)."""
+        for key, (memory, _, previous) in found.items():
+            self.memories[key] = memory
+            if previous is not None:
+                self.previous[key] = previous
+                self.following[previous] = key
 
 
 async def read_head(
@@ -44,24 +55,21 @@ async def read_head(
 ) -> dict[int, tuple[list[str], bool]]:
     """Read the best candidates, with their indexed tokens (the reranker's input,
     MMR's word sets) and, for the neighbour shares, their neighbours in the same
-    conversation; and which of them are hidden: one wait for it all. Returns the
-    tokens (and whether the text asks) of those with indexed text."""
-    around = [key + step for key in head for step in (-1, 1) if key + step > 0]
-    asked = list(dict.fromkeys([*head, *around])) if neighbours else list(head)
-    reading = base.get_many_indexed(head, neighbours=neighbours)
-    if hidden_filter is not None and asked:
-        loaded, hidden = await asyncio.gather(reading, hidden_filter(asked, state.now))
-        state.asked.update(asked)
-        state.hidden.update(hidden)
-    else:
-        loaded = await reading
+    conversation; then which of them are hidden. Returns the tokens (and whether
+    the text asks) of those with indexed text."""
+    loaded = await base.get_many_indexed(head, neighbours=neighbours)
     state.read.update(head)
     if neighbours:
         state.near.update(head)
-    state.memories.update((key, memory) for key, (memory, _) in loaded.items())
+    state.keep(loaded)
+    if hidden_filter is not None:
+        asked = list(dict.fromkeys([*head, *loaded])) if neighbours else list(head)
+        if asked:
+            state.hidden.update(await hidden_filter(asked, state.now))
+            state.asked.update(asked)
     return {
         key: indexed_tokens(memory.content, tokens)
-        for key, (memory, tokens) in loaded.items()
+        for key, (memory, tokens, _) in loaded.items()
         if tokens is not None
     }
 
@@ -105,13 +113,16 @@ async def add_neighbours(
     next turn, and the turn before gives the context. When the top hit itself
     asks a question, the memory right after it gets ``reply_weight`` instead.
 
-    The neighbours of a parent in ``state.near`` were read with it; those of
-    another are read here."""
+    The neighbours of a parent are the turns linked to it as its previous and
+    next in the conversation; those of a parent in ``state.near`` were read with
+    it, those of another are read here."""
     parents = sorted(scores, key=lambda key: -scores[key])[:limit]
     unread = [parent for parent in parents if parent not in state.near]
     if unread:
-        around = [key + step for key in unread for step in (-1, 0, 1) if key + step > 0]
-        await load(base, hidden_filter, around, state)
+        found = await base.get_many_indexed(unread, neighbours=True)
+        state.read.update(unread)
+        state.keep(found)
+        await load(base, hidden_filter, list(dict.fromkeys([*unread, *found])), state)
         state.near.update(unread)
     loaded = state.memories
     for parent in parents:
@@ -119,11 +130,13 @@ async def add_neighbours(
         if origin is None or origin.source_conversation is None:
             continue
         asks = asks_question(origin.content)
-        for neighbour_id in (parent - 1, parent + 1):
+        turns = ((state.previous.get(parent), False), (state.following.get(parent), True))
+        for neighbour_id, after in turns:
+            if neighbour_id is None:
+                continue
             neighbour = loaded.get(neighbour_id)
             if neighbour is None or neighbour.source_conversation != origin.source_conversation:
                 continue
-            after = neighbour_id > parent
             share = (reply_weight if asks and after else weight) * scores[parent]
             if share > scores.get(neighbour_id, 0.0):
                 scores[neighbour_id] = share

@@ -81,7 +81,7 @@ def fuse_subroutes(
     rank_a = _ranks(first)
     rank_b = _ranks(second)
     fused: dict[int, FusedScore] = {}
-    window = config.agreement_window
+    window = config.tuning.agreement_window
     for key in a.keys() | b.keys():
         score = first_weight * a.get(key, 0.0) + (1.0 - first_weight) * b.get(key, 0.0)
         if rank_a.get(key, window + 1) <= window and rank_b.get(key, window + 1) <= window:

@@ -20,7 +20,7 @@ Keyword part, as evidence summed per memory:
 A query naming a speaker (a name that starts memories written as ``"Name: text"``,
 :mod:`spade_memory.text.speakers`) gives the memories that speaker said among
 the ``_SPEAKER_POOL`` closest to the query vector (the document vectors) the
-small score ``RetrievalConfig.graph_speaker_score``: with the routes' both-route
+small score ``RetrievalTuning.graph_speaker_score``: with the routes' both-route
 bonus it lifts what the person said above what others said to them, where the name alone selects
 nothing (in a two-person chat each name is in about every memory).
 
@@ -98,7 +98,7 @@ class GraphHits:
 def hub_threshold(total: int, fraction: float) -> float:
     """How many memories may name an entity before it is a hub, among ``total`` memories.
 
-    ``fraction`` of them (``RetrievalConfig.graph_hub_fraction``), but at least
+    ``fraction`` of them (``RetrievalTuning.graph_hub_fraction``), but at least
     ``_HUB_MIN_ENTRIES`` (in a small memory no entity is common enough to say
     nothing) and at most ``_HUB_MAX_ENTRIES``.
     """
@@ -141,7 +141,7 @@ class GraphRetriever:
         :meth:`nearest_wanted` ids, best first); without it there is no speaker step.
         """
         raw, nodes, speakers = await self._keyword(query, intent, candidates, categories)
-        floor = self._config.graph_speaker_score
+        floor = self._config.tuning.graph_speaker_score
         spoken: set[int] = set()
         if speakers and nearest is not None and floor > 0:
             hits, spoken = await asyncio.gather(
@@ -172,7 +172,7 @@ class GraphRetriever:
         vector: dict[int, float] = {}
         if query_vector is not None:
             vector = await self._vector(query_vector, anchored, len(anchored))
-        weight = self._config.graph_keyword_weight
+        weight = self._config.tuning.graph_keyword_weight
         closeness = minmax({key: vector[key] for key in anchored if key in vector})
         scores = {
             key: strength[key] * (weight + (1.0 - weight) * closeness.get(key, 0.0))
@@ -211,7 +211,7 @@ class GraphRetriever:
             store.memory_count(), store.nodes_by_keys(self._extractor.query_keys(query))
         )
         total = max(2, count)
-        hub = hub_threshold(total, self._config.graph_hub_fraction)
+        hub = hub_threshold(total, self._config.tuning.graph_hub_fraction)
         cap = int(hub) + 1  # counting past a hub's size tells nothing more
         speakers = [n for n in matched if n.entries and n.type == SPEAKER_TYPE]
         nodes = [n for n in matched if n.entries and n.type != SPEAKER_TYPE]
@@ -245,7 +245,7 @@ class GraphRetriever:
             raw[memory_id] = raw.get(memory_id, 0.0) + score
         frontier = {n.id: weights[n.id] if n.id in seeds else _HUB_WEIGHT for n in nodes}
         seen = set(weights)
-        decay = self._config.graph_hop_decay
+        decay = self._config.tuning.graph_hop_decay
         for _ in range(self._config.graph_hops):
             if not frontier:
                 break
@@ -279,7 +279,7 @@ class GraphRetriever:
 
     def nearest_wanted(self, candidates: int) -> int:
         """How many nearest memories the speaker step looks at (0: it is off)."""
-        if self._config.graph_speaker_score <= 0:
+        if self._config.tuning.graph_speaker_score <= 0:
             return 0
         return max(_SPEAKER_POOL, candidates * 3)
 

@@ -44,7 +44,7 @@ async def diversify(
 ) -> list[int]:
     """The ids of the ``limit`` results chosen from ``pool`` by MMR, in order."""
     ids = [memory.id for memory in pool]
-    if (config.mmr_lambda >= 1.0 and config.mmr_duplicate_threshold >= 1.0) or len(ids) <= 1:
+    if (config.mmr_lambda >= 1.0 and config.tuning.mmr_duplicate_threshold >= 1.0) or len(ids) <= 1:
         return sorted(ids, key=lambda key: -final[key])[:limit]
     vectors: dict[int, np.ndarray] = {}
     if fingerprint is not None and dim:
@@ -79,7 +79,7 @@ async def diversify(
         similarity,
         k=limit,
         lambda_=config.mmr_lambda,
-        duplicate_threshold=config.mmr_duplicate_threshold,
+        duplicate_threshold=config.tuning.mmr_duplicate_threshold,
     )
 
 

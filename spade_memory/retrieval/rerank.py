@@ -279,7 +279,7 @@ class LexicalReranker:
         """
         if config.rerank_weight <= 0 or not terms:
             return {}
-        top = sorted(scores, key=lambda key: -scores[key])[: config.rerank_depth]
+        top = sorted(scores, key=lambda key: -scores[key])[: config.tuning.rerank_depth]
         try:
             found = await self.signals(query, terms, top, config, indexed=indexed)
         except Exception:
@@ -289,7 +289,7 @@ class LexicalReranker:
             scores,
             found,
             weight=config.rerank_weight,
-            question_penalty=config.rerank_question_penalty,
+            question_penalty=config.tuning.rerank_question_penalty,
         )
         return found
 
@@ -315,10 +315,10 @@ class LexicalReranker:
         weights = await self._idf(terms)
         query_tokens = self._tokenizer.tokenize(query)
         signal_weights = (
-            config.rerank_coverage_weight,
-            config.rerank_proximity_weight,
-            config.rerank_phrase_weight,
-            config.rerank_lead_weight,
+            config.tuning.rerank_coverage_weight,
+            config.tuning.rerank_proximity_weight,
+            config.tuning.rerank_phrase_weight,
+            config.tuning.rerank_lead_weight,
         )
         side = _QuerySide(query_tokens, terms, weights, signal_weights)
         found: dict[int, LexicalSignals] = {}

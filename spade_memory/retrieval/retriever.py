@@ -14,14 +14,13 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
 
 from ..config import RetrievalConfig
 from ..errors import StorageError
-from ..models import Memory, SearchResult
+from ..models import SearchResult
 from ..storage.base import BaseMemoryStore
 from ..text.tokenizer import Tokenizer
 from .candidates import (
@@ -41,8 +40,9 @@ from .intent import (
 )
 from .ranking import diversify, explain_result
 from .rerank import LexicalReranker
+from .search_state import SearchState, SearchTimings
 
-__all__ = ["HiddenFilter", "Retriever", "SearchTimings", "VectorSource"]
+__all__ = ["HiddenFilter", "Retriever", "SearchState", "SearchTimings", "VectorSource"]
 
 logger = logging.getLogger(__name__)
 
@@ -59,21 +59,16 @@ class VectorSource(Protocol):
     ) -> tuple[np.ndarray, np.ndarray]: ...
 
 
-@dataclass(slots=True)
-class SearchTimings:
-    """Seconds spent in each stage of the last search."""
-
-    embed: float = 0.0
-    keyword: float = 0.0
-    vector: float = 0.0
-    fusion: float = 0.0
-    total: float = 0.0
-    cached: bool = False
-    extra: dict[str, float] = field(default_factory=dict)
-
-
 class Retriever:
-    """Searches one agent's base memory."""
+    """Searches one agent's base memory.
+
+    A search runs as named stages over its own :class:`SearchState`:
+    :meth:`_plan` (terms, intent, sizes), :meth:`_run_routes` (embedding, the
+    document route's keyword and vector sub-routes and the graph route, side by
+    side), :meth:`_fill_vectors` (optional), :meth:`_fuse` (sub-routes, then
+    routes), :meth:`_second_stage` (read the head, rerank), :meth:`_neighbours`,
+    :meth:`_pool`, :meth:`_final_score`, :meth:`_mmr` and :meth:`_results`.
+    """
 
     def __init__(
         self,
@@ -101,6 +96,8 @@ class Retriever:
         self._cache: dict[_CacheKey, tuple[float, int, list[SearchResult]]] = {}
         self._generation = 0
         self.last_timings = SearchTimings()
+        """The timings of the search that finished last (searches side by side
+        overwrite it; :meth:`search_with_timings` gives each its own)."""
 
     def invalidate(self) -> None:
         """Forget cached results (called on every write, update and delete)."""
@@ -116,6 +113,20 @@ class Retriever:
         explain: bool = False,
     ) -> list[SearchResult]:
         """The best ``limit`` active memories for ``query``, best first."""
+        results, _ = await self.search_with_timings(
+            query, limit=limit, categories=categories, explain=explain
+        )
+        return results
+
+    async def search_with_timings(
+        self,
+        query: str,
+        *,
+        limit: int,
+        categories: Sequence[str] | None = None,
+        explain: bool = False,
+    ) -> tuple[list[SearchResult], SearchTimings]:
+        """Like :meth:`search`, with where this search's time went (its own object)."""
         started = time.perf_counter()
         cats = tuple(sorted(categories)) if categories else ()
         key: _CacheKey = (query, limit, cats, explain)
@@ -123,202 +134,68 @@ class Retriever:
         if ttl > 0:
             hit = self._cache.get(key)
             if hit is not None and hit[1] == self._generation and time.monotonic() - hit[0] < ttl:
-                self.last_timings = SearchTimings(total=time.perf_counter() - started, cached=True)
-                return list(hit[2])
-        timings = SearchTimings()
+                cached = SearchTimings(total=time.perf_counter() - started, cached=True)
+                self.last_timings = cached
+                return list(hit[2]), cached
+        state = SearchState(query=query, limit=limit, categories=cats or None, explain=explain)
         bound = 2 * self._config.route_timeout_seconds + 1
         try:
             async with asyncio.timeout(bound):
-                results = await self._search(query, limit, cats or None, explain, timings)
+                results = await self._run(state)
         except TimeoutError:
             raise StorageError(
                 f"the search took longer than {bound:g} s and was stopped; try again, "
                 "or raise RetrievalConfig.route_timeout_seconds"
             ) from None
+        timings = state.timings
         timings.total = time.perf_counter() - started
         self.last_timings = timings
         if ttl > 0:
             if len(self._cache) > 256:
                 self._cache.clear()
             self._cache[key] = (time.monotonic(), self._generation, list(results))
-        return results
+        return results, timings
 
-    async def _search(
-        self,
-        query: str,
-        limit: int,
-        categories: tuple[str, ...] | None,
-        explain: bool,
-        timings: SearchTimings,
-    ) -> list[SearchResult]:
-        config = self._config
-        pool_size = max(limit * config.mmr_pool_factor, limit)
-        candidates = max(
-            limit * config.recall_candidate_multiplier, config.min_candidates, pool_size
-        )
-        terms = self._tokenizer.query_terms(query)
-        intent = query_intent(query)
-        keyword, vector, graph, query_vector = await self._routes(
-            query, terms, intent, candidates, categories, timings
-        )
-        if config.vector_fill and query_vector is not None and vector:
-            vector = await self._fill_vectors(keyword, vector, query_vector)
-
+    async def _run(self, state: SearchState) -> list[SearchResult]:
+        """The stages of one search, in order."""
+        self._plan(state)
+        await self._run_routes(state)
+        if self._config.tuning.vector_fill and state.query_vector is not None and state.vector:
+            state.vector = await self._fill_vectors(state.keyword, state.vector, state.query_vector)
         fusion_started = time.perf_counter()
-        fused = fuse_subroutes(
-            keyword, vector, config=config, first_weight=config.fusion_bm25_weight
-        )
-        ceiling = 1.0 + config.agreement_bonus
-        route_weight = route_weights(intent, config)
-        document = {key: min(1.0, value.score / ceiling) for key, value in fused.items()}
-        blended = blend_routes(
-            document, graph.scores, route_weight, both_bonus=config.both_routes_bonus
-        )
-        if not blended:
-            timings.fusion = time.perf_counter() - fusion_started
-            return []
-        first_stage = dict(blended)
-        reach = max(pool_size * 2, candidates)
-        depth = config.rerank_depth if config.rerank_weight > 0 else 0
-        head = sorted(blended, key=lambda key: -blended[key])[: max(depth, reach)]
-        state = Loaded(now=self._clock())
-        indexed = await read_head(
-            self._base, self._hidden, head, config.neighbour_weight > 0, state
-        )
-        rerank_started = time.perf_counter()
-        signals = await self._reranker.apply(query, terms, blended, config, indexed=indexed)
-        timings.extra["rerank"] = time.perf_counter() - rerank_started
-        if config.neighbour_weight > 0:
-            await add_neighbours(
-                self._base,
-                self._hidden,
-                blended,
-                limit,
-                config.neighbour_weight,
-                config.neighbour_reply_weight,
-                state,
-            )
-        ranked = sorted(blended, key=lambda key: -blended[key])[:reach]
-        # Usually all are read by now; one beyond the head is read here.
-        await load(self._base, self._hidden, ranked, state)
-        memories, hidden, now = state.memories, state.hidden, state.now
-        allowed = set(categories) if categories else None
-        pool: list[Memory] = []
-        for memory_id in ranked:
-            memory = memories.get(memory_id)
-            if memory is None or memory.status != "active" or memory_id in hidden:
-                continue
-            if allowed is not None and memory.category not in allowed:
-                continue
-            pool.append(memory)
-            if len(pool) >= pool_size:
-                break
-        weights = {
-            "relevance": config.relevance_weight,
-            "importance": config.importance_weight,
-            "recency": config.recency_weight,
-        }
-        total_weight = sum(weights.values())
-        final: dict[int, float] = {}
-        parts: dict[int, tuple[float, float]] = {}
-        for memory in pool:
-            relevance = min(1.0, blended[memory.id])
-            recency = recency_score(now - memory.updated_at, config.recency_decay_per_day)
-            final[memory.id] = (
-                weights["relevance"] * relevance
-                + weights["importance"] * memory.importance
-                + weights["recency"] * recency
-            ) / total_weight
-            parts[memory.id] = (relevance, recency)
-        chosen = await diversify(
-            self._base,
-            self._tokenizer,
-            config,
-            self._fingerprint,
-            self._dim,
-            pool,
-            final,
-            limit,
-            indexed,
-        )
-        timings.fusion = time.perf_counter() - fusion_started
-        by_id = {memory.id: memory for memory in pool}
-        results: list[SearchResult] = []
-        for memory_id in chosen:
-            memory = by_id[memory_id]
-            explanation = None
-            if explain:
-                explanation = explain_result(
-                    config,
-                    memory,
-                    fused.get(memory_id),
-                    (keyword, vector, graph),
-                    parts[memory_id],
-                    final,
-                    {**weights, **{f"route_{k}": v for k, v in route_weight.items()}},
-                )
-                found = signals.get(memory_id)
-                if found is not None:
-                    explanation.rerank.update(found.as_dict())
-                    explanation.rerank["before"] = first_stage.get(memory_id, 0.0)
-                    explanation.rerank["after"] = blended[memory_id]
-            results.append(
-                SearchResult(memory=memory, score=final[memory_id], explanation=explanation)
-            )
-        return results
-
-    async def _fill_vectors(
-        self, keyword: dict[int, float], vector: dict[int, float], query_vector: np.ndarray
-    ) -> dict[int, float]:
-        """``vector`` plus the cosine of each keyword candidate it lacks (stored vectors).
-
-        The vector route returns its top candidates only; a keyword candidate
-        outside them would otherwise count as having no similarity at all.
-        """
-        missing = [key for key in keyword if key not in vector]
-        if not missing or self._fingerprint is None or not self._dim:
-            return vector
         try:
-            stored = await self._base.vectors_for(self._fingerprint, self._dim, missing)
-        except Exception:
-            logger.exception("could not load vectors for keyword candidates")
-            return vector
-        filled = dict(vector)
-        for key, row in stored.items():
-            filled[key] = float(np.dot(row, query_vector))
-        return filled
-
-    async def _keyword(
-        self,
-        terms: Sequence[str],
-        candidates: int,
-        categories: tuple[str, ...] | None,
-        timings: SearchTimings,
-    ) -> dict[int, float]:
-        started = time.perf_counter()
-        try:
-            hits = await self._base.keyword_search(terms, limit=candidates, categories=categories)
-        except Exception:
-            logger.exception("keyword route failed; continuing with vectors only")
-            return {}
+            if not self._fuse(state):
+                return []
+            await self._second_stage(state)
+            await self._neighbours(state)
+            await self._pool(state)
+            self._final_score(state)
+            await self._mmr(state)
         finally:
-            timings.keyword = time.perf_counter() - started
-        return dict(hits)
+            state.timings.fusion = time.perf_counter() - fusion_started
+        return self._results(state)
 
-    async def _routes(
-        self,
-        query: str,
-        terms: Sequence[str],
-        intent: QueryIntent,
-        candidates: int,
-        categories: tuple[str, ...] | None,
-        timings: SearchTimings,
-    ) -> tuple[dict[int, float], dict[int, float], GraphHits, np.ndarray | None]:
+    def _plan(self, state: SearchState) -> None:
+        """Sizes (MMR pool, candidates per sub-route), query terms and intent."""
+        config = self._config
+        state.pool_size = max(state.limit * config.mmr_pool_factor, state.limit)
+        state.candidates = max(
+            state.limit * config.recall_candidate_multiplier,
+            config.min_candidates,
+            state.pool_size,
+        )
+        state.terms = self._tokenizer.query_terms(state.query)
+        state.intent = query_intent(state.query)
+
+    async def _run_routes(self, state: SearchState) -> None:
         """Run keyword, vector and graph routes side by side, each within the route timeout.
 
         The query is embedded once, for both the document and the graph vectors;
-        its vector is returned last (``None`` when there is none).
+        its vector is kept in ``state.query_vector`` (``None`` when there is none).
         """
+        query, terms, intent = state.query, state.terms, state.intent
+        candidates, categories, timings = state.candidates, state.categories, state.timings
+        assert intent is not None
         if self._vectors is None and (self._graph is None or not self._config.graph_route):
             # keywords alone: nothing to run beside them, so no task either
             try:
@@ -330,7 +207,8 @@ class Retriever:
                     self._config.route_timeout_seconds,
                 )
                 keyword = {}
-            return keyword, {}, GraphHits(), None
+            state.keyword = keyword
+            return
         embedding: asyncio.Task[np.ndarray] | None = None
         if self._vectors is not None:
             embedding = asyncio.create_task(self._embed(query, timings))
@@ -373,15 +251,28 @@ class Retriever:
                 results[name] = task.result()
             else:
                 logger.error("the %s route failed", name, exc_info=task.exception())
-        query_vector = None
         if embedding is not None and not embedding.cancelled() and embedding.exception() is None:
-            query_vector = embedding.result()
-        return (
-            results.get("keyword", {}),
-            results.get("vector", {}),
-            results.get("graph", GraphHits()),
-            query_vector,
-        )
+            state.query_vector = embedding.result()
+        state.keyword = results.get("keyword", {})
+        state.vector = results.get("vector", {})
+        state.graph = results.get("graph", GraphHits())
+
+    async def _keyword(
+        self,
+        terms: Sequence[str],
+        candidates: int,
+        categories: tuple[str, ...] | None,
+        timings: SearchTimings,
+    ) -> dict[int, float]:
+        started = time.perf_counter()
+        try:
+            hits = await self._base.keyword_search(terms, limit=candidates, categories=categories)
+        except Exception:
+            logger.exception("keyword route failed; continuing with vectors only")
+            return {}
+        finally:
+            timings.keyword = time.perf_counter() - started
+        return dict(hits)
 
     async def _embed(self, query: str, timings: SearchTimings) -> np.ndarray:
         assert self._vectors is not None
@@ -390,30 +281,6 @@ class Retriever:
             return await self._vectors.embed_query(query)
         finally:
             timings.embed = time.perf_counter() - started
-
-    async def _graph_route(
-        self,
-        query: str,
-        intent: QueryIntent,
-        embedding: asyncio.Task[np.ndarray] | None,
-        nearest: asyncio.Task[tuple[np.ndarray, np.ndarray]] | None,
-        candidates: int,
-        categories: tuple[str, ...] | None,
-        timings: SearchTimings,
-    ) -> GraphHits:
-        assert self._graph is not None
-        started = time.perf_counter()
-        try:
-            return await self._graph.search(
-                query,
-                intent=intent,
-                candidates=candidates,
-                categories=categories,
-                query_vector=None if embedding is None else asyncio.shield(embedding),
-                nearest=None if nearest is None else asyncio.shield(nearest),
-            )
-        finally:
-            timings.extra["graph"] = time.perf_counter() - started
 
     async def _nearest(
         self,
@@ -452,3 +319,189 @@ class Retriever:
             for i, score in zip(ids[:k].tolist(), scores[:k].tolist(), strict=True)
             if i >= 0
         }
+
+    async def _graph_route(
+        self,
+        query: str,
+        intent: QueryIntent,
+        embedding: asyncio.Task[np.ndarray] | None,
+        nearest: asyncio.Task[tuple[np.ndarray, np.ndarray]] | None,
+        candidates: int,
+        categories: tuple[str, ...] | None,
+        timings: SearchTimings,
+    ) -> GraphHits:
+        assert self._graph is not None
+        started = time.perf_counter()
+        try:
+            return await self._graph.search(
+                query,
+                intent=intent,
+                candidates=candidates,
+                categories=categories,
+                query_vector=None if embedding is None else asyncio.shield(embedding),
+                nearest=None if nearest is None else asyncio.shield(nearest),
+            )
+        finally:
+            timings.extra["graph"] = time.perf_counter() - started
+
+    async def _fill_vectors(
+        self, keyword: dict[int, float], vector: dict[int, float], query_vector: np.ndarray
+    ) -> dict[int, float]:
+        """``vector`` plus the cosine of each keyword candidate it lacks (stored vectors).
+
+        The vector route returns its top candidates only; a keyword candidate
+        outside them would otherwise count as having no similarity at all.
+        """
+        missing = [key for key in keyword if key not in vector]
+        if not missing or self._fingerprint is None or not self._dim:
+            return vector
+        try:
+            stored = await self._base.vectors_for(self._fingerprint, self._dim, missing)
+        except Exception:
+            logger.exception("could not load vectors for keyword candidates")
+            return vector
+        filled = dict(vector)
+        for key, row in stored.items():
+            filled[key] = float(np.dot(row, query_vector))
+        return filled
+
+    def _fuse(self, state: SearchState) -> bool:
+        """Fuse the document route's sub-routes, then blend it with the graph route
+        by the intent's weights; ``False`` when nothing was found."""
+        config = self._config
+        assert state.intent is not None
+        state.fused = fuse_subroutes(
+            state.keyword, state.vector, config=config, first_weight=config.fusion_bm25_weight
+        )
+        ceiling = 1.0 + config.agreement_bonus
+        state.route_weights = route_weights(state.intent, config)
+        document = {key: min(1.0, value.score / ceiling) for key, value in state.fused.items()}
+        state.scores = blend_routes(
+            document, state.graph.scores, state.route_weights, both_bonus=config.both_routes_bonus
+        )
+        if not state.scores:
+            return False
+        state.first_stage = dict(state.scores)
+        state.reach = max(state.pool_size * 2, state.candidates)
+        return True
+
+    async def _second_stage(self, state: SearchState) -> None:
+        """Read the best candidates once (memories, indexed tokens, neighbours,
+        hidden state), then rerank them lexically in place."""
+        config = self._config
+        scores = state.scores
+        depth = config.tuning.rerank_depth if config.rerank_weight > 0 else 0
+        head = sorted(scores, key=lambda key: -scores[key])[: max(depth, state.reach)]
+        state.loaded = Loaded(now=self._clock())
+        state.indexed = await read_head(
+            self._base, self._hidden, head, config.neighbour_weight > 0, state.loaded
+        )
+        started = time.perf_counter()
+        state.signals = await self._reranker.apply(
+            state.query, state.terms, scores, config, indexed=state.indexed
+        )
+        state.timings.extra["rerank"] = time.perf_counter() - started
+
+    async def _neighbours(self, state: SearchState) -> None:
+        """Give the turns before and after each top hit a share of its score."""
+        config = self._config
+        if config.neighbour_weight <= 0:
+            return
+        assert state.loaded is not None
+        started = time.perf_counter()
+        await add_neighbours(
+            self._base,
+            self._hidden,
+            state.scores,
+            state.limit,
+            config.neighbour_weight,
+            config.tuning.neighbour_reply_weight,
+            state.loaded,
+        )
+        state.timings.extra["neighbours"] = time.perf_counter() - started
+
+    async def _pool(self, state: SearchState) -> None:
+        """The MMR pool: the best active, visible candidates of the wanted categories."""
+        assert state.loaded is not None
+        scores = state.scores
+        ranked = sorted(scores, key=lambda key: -scores[key])[: state.reach]
+        # Usually all are read by now; one beyond the head is read here.
+        await load(self._base, self._hidden, ranked, state.loaded)
+        memories, hidden = state.loaded.memories, state.loaded.hidden
+        allowed = set(state.categories) if state.categories else None
+        for memory_id in ranked:
+            memory = memories.get(memory_id)
+            if memory is None or memory.status != "active" or memory_id in hidden:
+                continue
+            if allowed is not None and memory.category not in allowed:
+                continue
+            state.pool.append(memory)
+            if len(state.pool) >= state.pool_size:
+                break
+
+    def _final_score(self, state: SearchState) -> None:
+        """Blend relevance, importance and recency into each pooled memory's score."""
+        config = self._config
+        assert state.loaded is not None
+        now = state.loaded.now
+        weights = state.weights = {
+            "relevance": config.relevance_weight,
+            "importance": config.importance_weight,
+            "recency": config.recency_weight,
+        }
+        total_weight = sum(weights.values())
+        for memory in state.pool:
+            relevance = min(1.0, state.scores[memory.id])
+            recency = recency_score(now - memory.updated_at, config.recency_decay_per_day)
+            state.final[memory.id] = (
+                weights["relevance"] * relevance
+                + weights["importance"] * memory.importance
+                + weights["recency"] * recency
+            ) / total_weight
+            state.parts[memory.id] = (relevance, recency)
+
+    async def _mmr(self, state: SearchState) -> None:
+        """Choose the results from the pool by MMR (near-duplicates give way)."""
+        started = time.perf_counter()
+        state.chosen = await diversify(
+            self._base,
+            self._tokenizer,
+            self._config,
+            self._fingerprint,
+            self._dim,
+            state.pool,
+            state.final,
+            state.limit,
+            state.indexed,
+        )
+        state.timings.extra["mmr"] = time.perf_counter() - started
+
+    def _results(self, state: SearchState) -> list[SearchResult]:
+        """The chosen memories as results, explained when asked."""
+        by_id = {memory.id: memory for memory in state.pool}
+        results: list[SearchResult] = []
+        for memory_id in state.chosen:
+            memory = by_id[memory_id]
+            explanation = None
+            if state.explain:
+                explanation = explain_result(
+                    self._config,
+                    memory,
+                    state.fused.get(memory_id),
+                    (state.keyword, state.vector, state.graph),
+                    state.parts[memory_id],
+                    state.final,
+                    {
+                        **state.weights,
+                        **{f"route_{k}": v for k, v in state.route_weights.items()},
+                    },
+                )
+                found = state.signals.get(memory_id)
+                if found is not None:
+                    explanation.rerank.update(found.as_dict())
+                    explanation.rerank["before"] = state.first_stage.get(memory_id, 0.0)
+                    explanation.rerank["after"] = state.scores[memory_id]
+            results.append(
+                SearchResult(memory=memory, score=state.final[memory_id], explanation=explanation)
+            )
+        return results

@@ -365,14 +365,16 @@ class BaseMemoryStore:
 
     async def get_many_indexed(
         self, memory_ids: Iterable[int], *, neighbours: bool = False
-    ) -> dict[int, tuple[Memory, str | None]]:
+    ) -> dict[int, tuple[Memory, str | None, int | None]]:
         """Like :meth:`get_many`, each memory with its indexed content tokens (joined by
-        spaces, as the keyword index holds them; ``None`` when it has no index row).
+        spaces, as the keyword index holds them; ``None`` when it has no index row)
+        and the id of its previous turn (``None`` outside a conversation or for a
+        conversation's first memory).
 
-        With ``neighbours``, also the memories stored right before and after each of
-        them in the same conversation (ids one less and one more, same
-        ``source_conversation``), in the same query. One query per 500 ids: the
-        search's second stage, its neighbour shares and its final pool read from it.
+        With ``neighbours``, also the turns right before and after each of them in
+        the same conversation (its previous turn and the memory whose previous turn
+        it is), in the same query. One query per 500 ids: the search's second stage,
+        its neighbour shares and its final pool read from it.
         """
         return await memory_reads.get_many_indexed(
             self._fetchall, memory_ids, neighbours=neighbours

@@ -64,30 +64,31 @@ async def get_many(fetch: Fetch, memory_ids: Iterable[int]) -> dict[int, Memory]
 
 async def get_many_indexed(
     fetch: Fetch, memory_ids: Iterable[int], *, neighbours: bool
-) -> dict[int, tuple[Memory, str | None]]:
-    """Memories with their indexed content tokens (see ``BaseMemoryStore.get_many_indexed``)."""
+) -> dict[int, tuple[Memory, str | None, int | None]]:
+    """Memories with their indexed content tokens and previous turns (see
+    ``BaseMemoryStore.get_many_indexed``)."""
     wanted = list(dict.fromkeys(int(i) for i in memory_ids))
-    found: dict[int, tuple[Memory, str | None]] = {}
+    found: dict[int, tuple[Memory, str | None, int | None]] = {}
     for start in range(0, len(wanted), SQL_CHUNK):
         chunk = wanted[start : start + SQL_CHUNK]
         marks = placeholders(len(chunk))
         where = f"m.id IN ({marks})"
         if neighbours:
+            # the previous turn of each, and the turn whose previous turn it is
             where += (
-                " OR m.id IN (SELECT n.id FROM memories AS h JOIN memories AS n "
-                "ON n.id IN (h.id - 1, h.id + 1) "
-                "AND n.source_conversation = h.source_conversation "
-                f"WHERE h.id IN ({marks}))"
+                f" OR m.id IN (SELECT h.previous_id FROM memories AS h WHERE h.id IN ({marks}))"
+                f" OR m.previous_id IN ({marks})"
             )
         rows = await fetch(
-            f"SELECT {M_COLUMNS}, CASE WHEN f.rowid IS NOT NULL "
+            f"SELECT {M_COLUMNS}, m.previous_id, CASE WHEN f.rowid IS NOT NULL "
             "THEN coalesce(f.content_tokens, '') END FROM memories AS m "
             f"LEFT JOIN memories_fts AS f ON f.rowid = m.id WHERE {where}",
-            [*chunk, *chunk] if neighbours else chunk,
+            [*chunk, *chunk, *chunk] if neighbours else chunk,
         )
         for row in rows:
             memory = row_to_memory(row)
-            found[memory.id] = (memory, None if row[-1] is None else str(row[-1]))
+            previous = None if row[-2] is None else int(row[-2])
+            found[memory.id] = (memory, None if row[-1] is None else str(row[-1]), previous)
     return found
 
 

@@ -54,8 +54,10 @@ UPDATABLE = frozenset(
 _INSERT_MEMORY = (
     "INSERT INTO memories (uid, category, content, context, confidence, importance, "
     "status, source_conversation, source_sender, created_at, updated_at, last_accessed, "
-    "access_count, metadata) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id"
+    "access_count, metadata, previous_id) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id"
 )
+_LAST_TURN = "SELECT id FROM memories WHERE source_conversation = ? ORDER BY id DESC LIMIT 1"
 _INSERT_FTS = "INSERT INTO memories_fts (rowid, content_tokens, context_tokens) VALUES (?, ?, ?)"
 
 
@@ -65,9 +67,23 @@ def insert_rows(
     last: float,
     db: sqlite3.Connection,
 ) -> list[int]:
-    """Insert memories and their FTS rows and count them (on the connection's thread)."""
+    """Insert memories and their FTS rows and count them (on the connection's thread).
+
+    A memory of a conversation is linked to its previous turn: the newest memory
+    of the same ``source_conversation`` before it, read inside this transaction
+    (so rows of one conversation in one transaction chain in their order).
+    """
     ids: list[int] = []
+    last_turn: dict[str, int] = {}
     for new, text, metadata in rows:
+        previous: int | None = None
+        conversation = new.source_conversation
+        if conversation is not None:
+            if conversation in last_turn:
+                previous = last_turn[conversation]
+            else:
+                found = db.execute(_LAST_TURN, (conversation,)).fetchone()
+                previous = None if found is None else int(found[0])
         # RETURNING: the id comes back with the insert.
         cursor = db.execute(
             _INSERT_MEMORY,
@@ -86,10 +102,13 @@ def insert_rows(
                 new.last_accessed,
                 new.access_count,
                 metadata,
+                previous,
             ),
         )
         memory_id = int(cursor.fetchone()[0])
         cursor.close()
+        if conversation is not None:
+            last_turn[conversation] = memory_id
         db.execute(_INSERT_FTS, (memory_id, text.content_tokens, text.context_tokens))
         ids.append(memory_id)
     db.execute(

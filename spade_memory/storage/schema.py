@@ -172,11 +172,26 @@ _V4 = (
     "WHERE relation != 'related_to'",
 )
 
+_V5 = (
+    # The previous turn of a memory's conversation: the newest memory of the same
+    # source_conversation stored before it (set in the inserting transaction), so a
+    # search finds a hit's neighbouring turns however stores interleave. Existing
+    # rows are linked in their order of insertion within their conversation.
+    "ALTER TABLE memories ADD COLUMN previous_id INTEGER",
+    "CREATE INDEX memories_by_conversation ON memories (source_conversation) "
+    "WHERE source_conversation IS NOT NULL",
+    "UPDATE memories SET previous_id = (SELECT max(p.id) FROM memories AS p "
+    "WHERE p.source_conversation = memories.source_conversation AND p.id < memories.id) "
+    "WHERE source_conversation IS NOT NULL",
+    "CREATE INDEX memories_by_previous ON memories (previous_id) WHERE previous_id IS NOT NULL",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _V1),
     Migration(2, "graph nodes, edges, entries and memory atoms", _V2),
     Migration(3, "entry counts of graph nodes", _V3),
     Migration(4, "graph edge indexes for the newest and the typed edges of a node", _V4),
+    Migration(5, "the previous turn of each memory of a conversation", _V5),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

@@ -30,7 +30,8 @@ def test_parse_overrides_converts_to_the_field_types() -> None:
     ("pairs", "message"),
     [
         (["fusion_bm25_weight"], "key=value"),
-        (["no_such_knob=1"], "not a RetrievalConfig field"),
+        (["no_such_knob=1"], "not a RetrievalConfig or RetrievalTuning field"),
+        (["rerank_depth=0"], "rerank_depth"),
         (["recall_candidate_multiplier=2.5"], "takes a int"),
         (["fusion_bm25_weight=1.5"], r"\[0, 1\]"),
         (["fusion_mode=max"], "fusion_mode"),
@@ -47,6 +48,11 @@ def test_parse_variant() -> None:
         {"mmr_lambda": 1.0, "agreement_bonus": 0.0},
     )
     assert parse_variant("plain:") == ("plain", {})
+    # a knob of RetrievalConfig.tuning, by its flat name
+    assert parse_variant("deep:rerank_depth=80,vector_fill=true") == (
+        "deep",
+        {"rerank_depth": 80, "vector_fill": True},
+    )
     with pytest.raises(ValueError, match="label"):
         parse_variant("mmr_lambda=1.0")
 
@@ -57,6 +63,8 @@ def test_system_overrides_win_over_the_base() -> None:
     assert (config.fusion_bm25_weight, config.mmr_lambda) == (0.0, 1.0)
     assert system.label() == "fusion_bm25_weight=0.0"
     assert System("d").label() == "defaults"
+    tuned = System("t", overrides={"rerank_depth": 10}).retrieval({"mmr_lambda": 1.0})
+    assert (tuned.tuning.rerank_depth, tuned.mmr_lambda) == (10, 1.0)
 
 
 def test_replace_section_appends_then_replaces_in_place() -> None:

@@ -12,6 +12,7 @@ from spade_memory import (
     MemoryConfig,
     MemoryManager,
     RetrievalConfig,
+    RetrievalTuning,
 )
 
 
@@ -58,7 +59,9 @@ async def test_mmr_drops_a_near_duplicate(tmp_path: Path) -> None:
     without = MemoryConfig(
         root=tmp_path / "b",
         embedder="hashing",
-        retrieval=RetrievalConfig(mmr_lambda=1.0, mmr_duplicate_threshold=1.0),
+        retrieval=RetrievalConfig(
+            mmr_lambda=1.0, tuning=RetrievalTuning(mmr_duplicate_threshold=1.0)
+        ),
     )
     texts = [
         "The office wifi password is tulip-42",
@@ -83,10 +86,11 @@ async def test_mmr_drops_a_near_duplicate(tmp_path: Path) -> None:
 
 async def test_cache_is_invalidated_by_writes(manager: MemoryManager) -> None:
     first = await manager.store("quokka facts are fun")
-    assert [r.memory.id for r in await manager.search("quokka")] == [first.id]
-    assert manager.last_search_timings.cached is False
-    await manager.search("quokka")
-    assert manager.last_search_timings.cached is True
+    results, timings = await manager.search_with_timings("quokka")
+    assert [r.memory.id for r in results] == [first.id]
+    assert timings.cached is False
+    _, timings = await manager.search_with_timings("quokka")
+    assert timings.cached is True
     second = await manager.store("another quokka fact")
     assert {r.memory.id for r in await manager.search("quokka")} == {first.id, second.id}
     await manager.forget(first.id)

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from spade_memory.config import MemoryConfig, RetrievalConfig
+from spade_memory.config import MemoryConfig, RetrievalConfig, RetrievalTuning
 from spade_memory.errors import ConfigError
 from spade_memory.manager import MemoryManager
 from spade_memory.text.extraction import EntityExtractor, entry_summary
@@ -71,7 +71,7 @@ def config(**retrieval: Any) -> MemoryConfig:
     return MemoryConfig(
         in_memory=True,
         embedder="hashing",
-        retrieval=RetrievalConfig(cache_ttl_seconds=0, **retrieval),
+        retrieval=RetrievalConfig.from_knobs({"cache_ttl_seconds": 0, **retrieval}),
     )
 
 
@@ -166,7 +166,7 @@ async def test_a_speaker_score_of_zero_turns_the_preference_off(open_memory: Ope
 
 def test_the_speaker_score_is_checked() -> None:
     with pytest.raises(ConfigError, match="graph_speaker_score"):
-        RetrievalConfig(graph_speaker_score=1.5)
+        RetrievalTuning(graph_speaker_score=1.5)
 
 
 async def test_no_speaker_named_leaves_the_graph_route_as_it_was(open_memory: Opener) -> None:

@@ -120,6 +120,9 @@ async def test_a_version_1_database_migrates_and_gets_its_graph(tmp_path: Path) 
         path = db_path(memory)
     with sqlite3.connect(path) as db:  # wind the file back to schema version 1
         for statement in (
+            "DROP INDEX memories_by_previous",
+            "DROP INDEX memories_by_conversation",
+            "ALTER TABLE memories DROP COLUMN previous_id",
             "DROP TABLE graph_entries_fts",
             "DROP TABLE graph_embeddings",
             "DROP TABLE graph_entry_nodes",

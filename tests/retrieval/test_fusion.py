@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spade_memory.config import RetrievalConfig
+from spade_memory.config import RetrievalConfig, RetrievalTuning
 from spade_memory.retrieval.fusion import (
     fuse_subroutes,
     minmax,
@@ -32,7 +32,7 @@ def test_rrf_orders_by_rank() -> None:
 
 
 def test_subroute_weights_and_agreement_bonus() -> None:
-    config = RetrievalConfig(agreement_bonus=0.25, agreement_window=1)
+    config = RetrievalConfig(agreement_bonus=0.25, tuning=RetrievalTuning(agreement_window=1))
     fused = fuse_subroutes({1: 10.0, 2: 5.0}, {1: 0.9, 3: 0.5}, config=config, first_weight=0.5)
     assert fused[1].score == pytest.approx(1.0 + 0.25)  # top of both lists: both normalised to 1
     assert fused[2].score == pytest.approx(0.0)  # bottom of keyword list, absent from vectors

@@ -17,13 +17,15 @@ _TURNS = [
 
 
 async def _scores(tmp_path: Path, **overrides: float) -> dict[str, float]:
-    retrieval = RetrievalConfig(
-        importance_weight=0.0,
-        recency_weight=0.0,
-        mmr_lambda=1.0,
-        neighbour_weight=0.5,
-        graph_route=False,
-        **overrides,
+    retrieval = RetrievalConfig.from_knobs(
+        {
+            "importance_weight": 0.0,
+            "recency_weight": 0.0,
+            "mmr_lambda": 1.0,
+            "neighbour_weight": 0.5,
+            "graph_route": False,
+            **overrides,
+        }
     )
     config = MemoryConfig(root=tmp_path, embedder=None, retrieval=retrieval)
     async with await MemoryManager.open("reply@localhost", config) as memory:

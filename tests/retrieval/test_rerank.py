@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spade_memory import MemoryConfig, MemoryManager, RetrievalConfig
+from spade_memory import MemoryConfig, MemoryManager, RetrievalConfig, RetrievalTuning
 from spade_memory.errors import ConfigError
 from spade_memory.retrieval.rerank import (
     LexicalSignals,
@@ -121,7 +121,7 @@ def test_config_checks_the_rerank_fields() -> None:
     with pytest.raises(ConfigError, match="rerank_weight"):
         RetrievalConfig(rerank_weight=1.5)
     with pytest.raises(ConfigError, match="rerank_depth"):
-        RetrievalConfig(rerank_depth=0)
+        RetrievalTuning(rerank_depth=0)
 
 
 # A memory where one rare term is said three times in a short text: BM25 likes it

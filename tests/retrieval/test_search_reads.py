@@ -131,12 +131,13 @@ async def test_get_many_indexed_gives_the_indexed_tokens(tmp_path: Path) -> None
         plain = await base.get_many(range(1, 20))
         indexed = await base.get_many_indexed([*range(1, 20), 1])
         assert set(indexed) == set(plain) and len(plain) == len(_TEXTS)
-        for key, (memory, tokens) in indexed.items():
+        for key, (memory, tokens, previous) in indexed.items():
+            assert previous is None  # stored outside any conversation
             assert memory == plain[key]
             assert tokens == IndexedText.of(memory.content).content_tokens
         async with base.transaction() as db:
             await db.execute("DELETE FROM memories_fts WHERE rowid = 2")
-        memory, tokens = (await base.get_many_indexed([2]))[2]
+        memory, tokens, _ = (await base.get_many_indexed([2]))[2]
         assert tokens is None and memory == plain[2]
 
 
@@ -152,7 +153,7 @@ async def test_preloaded_tokens_give_the_signals_read_from_the_index(tmp_path: P
         loaded = await base.get_many_indexed(ids)
         given = {
             key: indexed_tokens(memory.content, tokens)
-            for key, (memory, tokens) in loaded.items()
+            for key, (memory, tokens, _) in loaded.items()
             if tokens is not None
         }
         assert await reranker.signals(query, terms, ids, config, indexed=given) == read

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from numpy.typing import NDArray
 
-from spade_memory import MemoryConfig, MemoryManager, RetrievalConfig
+from spade_memory import MemoryConfig, MemoryManager, RetrievalConfig, RetrievalTuning
 
 _DIRECTIONS = {
     "zebra": (1.0, 0.0, 0.0),  # the query
@@ -35,7 +35,7 @@ class TableEmbedder:
 
 async def _crossing(tmp_path: Path, fill: bool) -> float | None:
     retrieval = RetrievalConfig(
-        vector_fill=fill,
+        tuning=RetrievalTuning(vector_fill=fill),
         min_candidates=1,
         recall_candidate_multiplier=1,
         mmr_pool_factor=1,

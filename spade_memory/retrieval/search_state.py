@@ -1,0 +1,86 @@
+"""What one search carries from stage to stage, and where its time went.
+
+A :class:`SearchState` is made for each call of
+:meth:`~spade_memory.retrieval.retriever.Retriever.search_with_timings` and
+never shared, so searches running side by side cannot see each other's
+candidates, scores or timings. Each stage of the retriever reads what the stages
+before it left in the state and adds its own part.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..models import Memory
+from .candidates import Loaded
+from .fusion import FusedScore
+from .graph import GraphHits
+from .intent import QueryIntent
+from .rerank import IndexedTokens, LexicalSignals
+
+__all__ = ["SearchState", "SearchTimings"]
+
+
+@dataclass(slots=True)
+class SearchTimings:
+    """Seconds spent in each stage of one search.
+
+    ``fusion`` covers everything after the routes (fusion, the second stage,
+    neighbours, loading, the final score and MMR); ``extra`` holds the stages
+    inside it and beside the routes by name (``graph``, ``rerank``,
+    ``neighbours``, ``mmr``). ``cached``: the results came from the cache.
+    """
+
+    embed: float = 0.0
+    keyword: float = 0.0
+    vector: float = 0.0
+    fusion: float = 0.0
+    total: float = 0.0
+    cached: bool = False
+    extra: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class SearchState:
+    """One search: its query and filters, then what each stage found.
+
+    Filled in stage order: plan (terms, intent, sizes), routes (keyword, vector
+    and graph scores, the query vector), fuse (the fused document scores, the
+    route weights and the blended ``scores``), second stage (what was read and
+    the reranker's signals; ``scores`` reranked in place), neighbours (``scores``
+    raised), pool, final score and MMR (``chosen``).
+    """
+
+    query: str
+    limit: int
+    categories: tuple[str, ...] | None
+    explain: bool
+    timings: SearchTimings = field(default_factory=SearchTimings)
+    # plan
+    terms: list[str] = field(default_factory=list)
+    intent: QueryIntent | None = None
+    pool_size: int = 0
+    candidates: int = 0
+    # routes
+    keyword: dict[int, float] = field(default_factory=dict)
+    vector: dict[int, float] = field(default_factory=dict)
+    graph: GraphHits = field(default_factory=GraphHits)
+    query_vector: np.ndarray | None = None
+    # fuse
+    fused: dict[int, FusedScore] = field(default_factory=dict)
+    route_weights: dict[str, float] = field(default_factory=dict)
+    scores: dict[int, float] = field(default_factory=dict)
+    first_stage: dict[int, float] = field(default_factory=dict)
+    reach: int = 0
+    # second stage and neighbours
+    loaded: Loaded | None = None  # made when the second stage starts (its clock reading)
+    indexed: IndexedTokens = field(default_factory=dict)
+    signals: dict[int, LexicalSignals] = field(default_factory=dict)
+    # pool, final score, MMR
+    pool: list[Memory] = field(default_factory=list)
+    weights: dict[str, float] = field(default_factory=dict)
+    final: dict[int, float] = field(default_factory=dict)
+    parts: dict[int, tuple[float, float]] = field(default_factory=dict)
+    chosen: list[int] = field(default_factory=list)
