@@ -47,6 +47,7 @@ def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_demo_stores_restarts_and_recalls_within_a_minute(tmp_path: Path) -> None:
     began = time.monotonic()
     done = run("-m", "spade_memory.cli", "demo", cwd=tmp_path)
@@ -66,6 +67,7 @@ def test_demo_stores_restarts_and_recalls_within_a_minute(tmp_path: Path) -> Non
     assert not Path(temporary.split("memory root: ")[1].split(" (")[0]).exists()
 
 
+@pytest.mark.slow
 def test_demo_in_memory_forgets_on_restart(tmp_path: Path) -> None:
     done = run(
         "-m", "spade_memory.cli", "demo", "--in-memory", "--embedder", "hashing", cwd=tmp_path
@@ -112,6 +114,7 @@ async def openai_server() -> AsyncIterator[tuple[str, list[dict[str, Any]]]]:
         await runner.cleanup()
 
 
+@pytest.mark.slow
 async def test_demo_with_an_openai_compatible_endpoint(
     openai_server: tuple[str, list[dict[str, Any]]], tmp_path: Path
 ) -> None:

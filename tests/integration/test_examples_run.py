@@ -73,6 +73,7 @@ def check(done: subprocess.CompletedProcess[str], expected: list[str]) -> None:
         assert line in done.stdout, f"{line!r} missing from:\n{done.stdout}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("script", "expected"), CASES)
 def test_example_runs_by_itself(script: str, expected: list[str], tmp_path: Path) -> None:
     check(run_example(script, tmp_path), expected)

@@ -186,6 +186,7 @@ def run_python(code: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_spade_memory_never_imports_spade_llm_and_says_what_to_install() -> None:
     done = run_python(
         "import json, sys, spade_memory, spade_memory.integrations\n"

@@ -395,6 +395,7 @@ async def test_malformed_calls_are_refused_and_change_nothing(
     assert len(kinds) == len(generator.kinds()), f"kinds never generated: {kinds}"
 
 
+@pytest.mark.slow
 def test_the_generator_only_makes_invalid_calls() -> None:
     """A schema validator agrees that the generated mappings are invalid."""
     jsonschema = pytest.importorskip("jsonschema")

@@ -165,6 +165,7 @@ def quoted_values(provenance: str) -> list[str]:
     return [json.loads(q) for q in re.findall(r'"(?:[^"\\]|\\.)*"', provenance)]
 
 
+@pytest.mark.slow
 async def test_stored_payloads_stay_quoted_data_in_every_prompt(
     keeper: tuple[MemoryManager, dict[int, Any], list[str]],
 ) -> None:

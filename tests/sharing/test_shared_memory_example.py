@@ -7,6 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # a new Python process running three agents
+
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "examples" / "shared_memory.py"
 

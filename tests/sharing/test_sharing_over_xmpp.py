@@ -176,6 +176,7 @@ async def test_agent_not_on_any_allow_list_is_refused(world: World) -> None:
         await world.carol.sharing.ask(bare(world.bob), "Lisbon keys")
 
 
+@pytest.mark.slow
 async def test_unknown_agent_times_out_with_a_clear_error(world: World) -> None:
     nobody = world.jid("nobody")
     with pytest.raises(SharingTimeout, match=r"did not answer within 0\.5 s: it may not exist"):
