@@ -8,7 +8,6 @@ HTTP server on 127.0.0.1 answering with the scripted model.
 from __future__ import annotations
 
 import asyncio
-import os
 import subprocess
 import sys
 import time
@@ -18,33 +17,17 @@ from typing import Any
 
 import pytest
 from aiohttp import web
+from factories import child_env, run_python
 
 from spade_memory.cli import COMMANDS, build_parser, main
 from spade_memory.llm import ChatMessage
 from spade_memory.testing.scripted_llm import ScriptedLLM
 
-REPO = Path(__file__).resolve().parents[2]
 TIMEOUT = 90
 
 
-def child_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-    for name in ("SPADE_MEMORY_XMPP_HOST", "SPADE_MEMORY_XMPP_PORT"):
-        env.pop(name, None)
-    return env
-
-
 def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, *args],
-        cwd=cwd,
-        env=child_env(),
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-        check=False,
-    )
+    return run_python(*args, cwd=cwd, timeout=TIMEOUT)
 
 
 @pytest.mark.slow
