@@ -1,5 +1,8 @@
 """Shared fixtures: a fresh memory root per test, managers that close themselves, and
-an embedded XMPP server with a starter that stops every agent it started."""
+an embedded XMPP server with a starter that stops every agent it started.
+
+Plain builders (configurations, filled memories, agent doubles, child processes) are in
+``factories.py``."""
 
 from __future__ import annotations
 
@@ -37,6 +40,13 @@ def memory_config() -> MemoryConfig:
 @pytest.fixture
 async def manager(file_config: MemoryConfig) -> AsyncIterator[MemoryManager]:
     async with await MemoryManager.open("alice@localhost", file_config) as opened:
+        yield opened
+
+
+@pytest.fixture
+async def fresh_memory(memory_config: MemoryConfig) -> AsyncIterator[MemoryManager]:
+    """An empty in-memory memory of ``alice@localhost`` (nothing on disk), closed after."""
+    async with await MemoryManager.open("alice@localhost", memory_config) as opened:
         yield opened
 
 

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
+from factories import MEMORY_TOOL_NAMES, unique_name
 from spade.template import Template
 
 from spade_memory.config import MemoryConfig
@@ -20,13 +20,7 @@ from spade_memory.testing.scripted_llm import ScriptedLLM
 from spade_memory.testing.xmpp_server import EmbeddedXMPPServer
 from spade_memory.tools import ToolContext, ToolResult
 
-MEMORY_TOOLS = {
-    "store_memory",
-    "search_memories",
-    "list_memories",
-    "remember_interaction_info",
-    "forget_memory",
-}
+MEMORY_TOOLS = set(MEMORY_TOOL_NAMES)
 
 Starter = Callable[[LLMAgent], Awaitable[LLMAgent]]
 
@@ -74,7 +68,7 @@ class TimeAsker:
 
 def new_agent(xmpp: EmbeddedXMPPServer, tmp_path: Path, name: str, **kwargs: Any) -> LLMAgent:
     kwargs.setdefault("memory", MemoryConfig(root=tmp_path / "memory", embedder="hashing"))
-    return LLMAgent(xmpp.jid(f"{name}-{uuid.uuid4().hex[:8]}"), "pw", port=xmpp.port, **kwargs)
+    return LLMAgent(xmpp.jid(unique_name(name)), "pw", port=xmpp.port, **kwargs)
 
 
 def conversations(agent: LLMAgent) -> list[ConversationBehaviour]:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from factories import unique_name
 from spade.agent import Agent
 
 from spade_memory.config import MemoryConfig
@@ -20,7 +20,7 @@ Starter = Callable[[Any], Awaitable[Any]]
 
 
 def jid(xmpp: EmbeddedXMPPServer, name: str) -> str:
-    return xmpp.jid(f"{name}-{uuid.uuid4().hex[:8]}")
+    return xmpp.jid(unique_name(name))
 
 
 class Planner(MemoryMixin, Agent):

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 import pytest
-from slixmpp import JID
+from factories import AgentDouble
 from spade.message import Message
 
 from spade_memory.config import ContextBudget, MemoryConfig, ToolBudget
@@ -26,17 +26,6 @@ from spade_memory.tools import ToolContext, ToolResult
 
 ME = "bob@localhost"
 PEER = "alice@localhost"
-
-
-class FakeAgent:
-    """What the behaviour needs of an agent: a JID, a memory and a loop."""
-
-    def __init__(self, manager: MemoryManager) -> None:
-        self.jid = JID(ME)
-        self.memory = manager
-        self.loop = asyncio.get_running_loop()
-        self.presence = None
-        self.web = None
 
 
 class Recording(ConversationBehaviour):
@@ -91,7 +80,7 @@ async def manager() -> AsyncIterator[MemoryManager]:
 async def make(manager: MemoryManager, **kwargs: Any) -> Recording:
     kwargs.setdefault("tools", manager.tools())
     behaviour = Recording(**kwargs)
-    behaviour.set_agent(FakeAgent(manager))
+    behaviour.set_agent(AgentDouble(manager, ME))
     return behaviour
 
 

@@ -234,6 +234,7 @@ def process(*argv: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_as_a_process(root: Path) -> None:
     found = process("search", ALICE, "Lisbon office", "--root", str(root), "--json")
     assert found.returncode == 0, found.stderr

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from factories import fill
 
 from spade_memory import (
     InvalidToolInput,
@@ -75,7 +76,7 @@ async def test_mmr_drops_a_near_duplicate(tmp_path: Path) -> None:
     found = {}
     for name, config in (("mmr", with_mmr), ("plain", without)):
         async with await MemoryManager.open("m@localhost", config) as memory:
-            await memory.store_many([{"content": t} for t in texts])
+            await fill(memory, texts)
             await memory.flush()
             results = await memory.search("office wifi password", limit=3)
             found[name] = [r.memory.content for r in results]

@@ -6,8 +6,9 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+from factories import fill, hashing_config
 
-from spade_memory.config import MemoryConfig, StorageConfig
+from spade_memory.config import StorageConfig
 from spade_memory.errors import ConfigError
 from spade_memory.manager import MemoryManager
 
@@ -15,12 +16,8 @@ JID = "kind@localhost"
 LINES = [f"note {i}: the {word} is on shelf {i}" for i, word in enumerate("abcdefghijkl")]
 
 
-def config(root: Path, **storage: object) -> MemoryConfig:
-    return MemoryConfig(root=root, embedder="hashing", storage=StorageConfig(**storage))  # type: ignore[arg-type]
-
-
 async def kind_after_open(root: Path, **storage: object) -> tuple[str, int]:
-    async with await MemoryManager.open(JID, config(root, **storage)) as manager:
+    async with await MemoryManager.open(JID, hashing_config(root, **storage)) as manager:
         await manager.flush()
         assert manager.indexer is not None
         return manager.indexer.index.kind, manager.indexer.index.ntotal
@@ -28,8 +25,9 @@ async def kind_after_open(root: Path, **storage: object) -> tuple[str, int]:
 
 @pytest.mark.parametrize("kind", ["flat", "hnsw"])
 async def test_configured_kind_is_built_and_searched(memory_root: Path, kind: str) -> None:
-    async with await MemoryManager.open(JID, config(memory_root, vector_index=kind)) as manager:
-        await manager.store_many({"content": line} for line in LINES)
+    config = hashing_config(memory_root, vector_index=kind)
+    async with await MemoryManager.open(JID, config) as manager:
+        await fill(manager, LINES)
         await manager.flush()
         assert manager.indexer is not None and manager.indexer.index.kind == kind
         results = await manager.search("shelf 3 the d", limit=3)
@@ -37,16 +35,16 @@ async def test_configured_kind_is_built_and_searched(memory_root: Path, kind: st
 
 
 async def test_switching_kind_rebuilds_from_sqlite(memory_root: Path) -> None:
-    async with await MemoryManager.open(JID, config(memory_root)) as manager:
-        await manager.store_many({"content": line} for line in LINES)
+    async with await MemoryManager.open(JID, hashing_config(memory_root)) as manager:
+        await fill(manager, LINES)
         await manager.flush()
     assert await kind_after_open(memory_root, vector_index="hnsw") == ("hnsw", len(LINES))
     assert await kind_after_open(memory_root, vector_index="flat") == ("flat", len(LINES))
 
 
 async def test_auto_picks_hnsw_above_the_threshold(memory_root: Path) -> None:
-    async with await MemoryManager.open(JID, config(memory_root)) as manager:
-        await manager.store_many({"content": line} for line in LINES)
+    async with await MemoryManager.open(JID, hashing_config(memory_root)) as manager:
+        await fill(manager, LINES)
         await manager.flush()
     above = await kind_after_open(memory_root, vector_index="auto", hnsw_threshold=5)
     below = await kind_after_open(memory_root, vector_index="auto", hnsw_threshold=100)
@@ -66,12 +64,12 @@ def test_default_is_flat_and_bad_values_are_refused() -> None:
 
 async def test_hnsw_search_breadth_comes_from_the_config(memory_root: Path) -> None:
     storage = {"vector_index": "hnsw", "hnsw_ef_search": 77}
-    async with await MemoryManager.open(JID, config(memory_root, **storage)) as manager:
-        await manager.store_many({"content": line} for line in LINES)
+    async with await MemoryManager.open(JID, hashing_config(memory_root, **storage)) as manager:
+        await fill(manager, LINES)
         await manager.flush()
         assert manager.indexer is not None
         assert manager.indexer.index._ef_search == 77
-    async with await MemoryManager.open(JID, config(memory_root, **storage)) as manager:
+    async with await MemoryManager.open(JID, hashing_config(memory_root, **storage)) as manager:
         assert manager.indexer is not None  # loaded from the snapshot written at close
         assert manager.indexer.index._ef_search == 77
 
@@ -79,8 +77,8 @@ async def test_hnsw_search_breadth_comes_from_the_config(memory_root: Path) -> N
 async def test_an_index_rebuilt_from_sqlite_is_snapshotted_for_the_next_open(
     memory_root: Path,
 ) -> None:
-    async with await MemoryManager.open(JID, config(memory_root)) as manager:
-        await manager.store_many({"content": line} for line in LINES)
+    async with await MemoryManager.open(JID, hashing_config(memory_root)) as manager:
+        await fill(manager, LINES)
         await manager.flush()
     (snapshot,) = memory_root.glob("*.faiss")
     snapshot.unlink()

@@ -8,13 +8,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from factories import hashing_config
 
-from spade_memory import MemoryConfig, MemoryManager, StorageConfig
+from spade_memory import MemoryManager
 from spade_memory.embedding.hashing import HashingEmbedder
-
-
-def config(root: Path, **storage: object) -> MemoryConfig:
-    return MemoryConfig(root=root, embedder="hashing", storage=StorageConfig(**storage))  # type: ignore[arg-type]
 
 
 async def index_ids(memory: MemoryManager) -> set[int]:
@@ -34,21 +31,21 @@ def snapshot_of(root: Path) -> Path:
 
 
 async def test_snapshot_written_on_close_and_loaded_on_open(tmp_path: Path) -> None:
-    async with await MemoryManager.open("v@x", config(tmp_path)) as memory:
+    async with await MemoryManager.open("v@x", hashing_config(tmp_path)) as memory:
         stored = await memory.store_many([{"content": f"memory {i}"} for i in range(20)])
         await memory.flush()
     snapshot = snapshot_of(tmp_path)
-    async with await MemoryManager.open("v@x", config(tmp_path)) as memory:
+    async with await MemoryManager.open("v@x", hashing_config(tmp_path)) as memory:
         assert await index_ids(memory) == {m.id for m in stored}
     assert snapshot.exists()
 
 
 async def test_stale_snapshot_is_caught_up_from_sqlite(tmp_path: Path) -> None:
-    async with await MemoryManager.open("v@x", config(tmp_path)) as memory:
+    async with await MemoryManager.open("v@x", hashing_config(tmp_path)) as memory:
         kept = await memory.store_many([{"content": f"kept {i}"} for i in range(10)])
         await memory.flush()
     old_snapshot = snapshot_of(tmp_path).read_bytes()
-    async with await MemoryManager.open("v@x", config(tmp_path)) as memory:
+    async with await MemoryManager.open("v@x", hashing_config(tmp_path)) as memory:
         await memory.forget(kept[0].id)
         await memory.update(kept[1].id, content="changed text")
         added = await memory.store("a newer memory")
@@ -61,7 +58,7 @@ async def test_stale_snapshot_is_caught_up_from_sqlite(tmp_path: Path) -> None:
         )  # type: ignore[union-attr]
     # Put the old snapshot back, as if the last one had never been written.
     snapshot_of(tmp_path).write_bytes(old_snapshot)
-    async with await MemoryManager.open("v@x", config(tmp_path)) as memory:
+    async with await MemoryManager.open("v@x", hashing_config(tmp_path)) as memory:
         assert await index_ids(memory) == expected
         assert kept[0].id not in expected and added.id in expected
         ids, scores = memory.indexer.index.search(vector_after[kept[1].id], 1)  # type: ignore[union-attr]
@@ -70,7 +67,7 @@ async def test_stale_snapshot_is_caught_up_from_sqlite(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("damage", ["truncate", "garbage", "empty", "flip"])
 async def test_damaged_snapshot_is_rebuilt_from_sqlite(tmp_path: Path, damage: str) -> None:
-    async with await MemoryManager.open("v@x", config(tmp_path)) as memory:
+    async with await MemoryManager.open("v@x", hashing_config(tmp_path)) as memory:
         stored = await memory.store_many([{"content": f"fact {i}"} for i in range(30)])
         await memory.flush()
     snapshot = snapshot_of(tmp_path)
@@ -85,30 +82,30 @@ async def test_damaged_snapshot_is_rebuilt_from_sqlite(tmp_path: Path, damage: s
         flipped = bytearray(data)
         flipped[len(flipped) // 2] ^= 0xFF
         snapshot.write_bytes(bytes(flipped))
-    async with await MemoryManager.open("v@x", config(tmp_path)) as memory:
+    async with await MemoryManager.open("v@x", hashing_config(tmp_path)) as memory:
         assert await index_ids(memory) == {m.id for m in stored}
         assert (await memory.search("fact 7"))[0].memory.content.startswith("fact")
     assert list(tmp_path.glob("*.faiss.corrupt-*")), "the damaged snapshot is kept aside"
 
 
 async def test_memories_not_yet_embedded_are_embedded_on_next_open(tmp_path: Path) -> None:
-    async with await MemoryManager.open("v@x", config(tmp_path)) as memory:
+    async with await MemoryManager.open("v@x", hashing_config(tmp_path)) as memory:
         stored = await memory.store("written just before a crash")
     # Simulate a crash before the background embedder ran: drop the vector.
     db = next(tmp_path.glob("*_base_memory.db"))
     with sqlite3.connect(db) as conn:
         conn.execute("DELETE FROM embeddings")
-    async with await MemoryManager.open("v@x", config(tmp_path)) as memory:
+    async with await MemoryManager.open("v@x", hashing_config(tmp_path)) as memory:
         assert (await memory.search("written crash"))[0].memory.id == stored.id  # keywords at once
         await memory.flush()
         assert await index_ids(memory) == {stored.id}
 
 
 async def test_embedder_change_triggers_reembedding(tmp_path: Path) -> None:
-    async with await MemoryManager.open("v@x", config(tmp_path)) as memory:
+    async with await MemoryManager.open("v@x", hashing_config(tmp_path)) as memory:
         stored = await memory.store_many([{"content": f"fact {i}"} for i in range(5)])
         await memory.flush()
-    other = dataclasses.replace(config(tmp_path), embedder=HashingEmbedder(dim=128))
+    other = dataclasses.replace(hashing_config(tmp_path), embedder=HashingEmbedder(dim=128))
     async with await MemoryManager.open("v@x", other) as memory:
         await memory.flush()
         assert memory.indexer is not None and memory.indexer.index.dim == 128
@@ -130,7 +127,7 @@ async def test_snapshot_is_not_rewritten_per_insert(
         original(self, path, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(VectorIndex, "save_snapshot", counting)
-    cfg = config(tmp_path, snapshot_min_changes=50, snapshot_debounce_seconds=0)
+    cfg = hashing_config(tmp_path, snapshot_min_changes=50, snapshot_debounce_seconds=0)
     async with await MemoryManager.open("v@x", cfg) as memory:
         for i in range(200):
             await memory.store(f"memory number {i}")
@@ -141,7 +138,8 @@ async def test_snapshot_is_not_rewritten_per_insert(
 
 
 async def test_flush_waits_for_every_pending_vector(tmp_path: Path) -> None:
-    async with await MemoryManager.open("v@x", config(tmp_path, embed_batch_size=7)) as memory:
+    config = hashing_config(tmp_path, embed_batch_size=7)
+    async with await MemoryManager.open("v@x", config) as memory:
         await memory.store_many([{"content": f"fact {i}"} for i in range(100)])
         await memory.flush()
         stats = await memory.stats()
@@ -169,7 +167,7 @@ async def test_a_failed_batch_does_not_stop_later_embedding(
 ) -> None:
     embedder = FailsOnce()
     settings = dataclasses.replace(
-        config(tmp_path, embed_batch_size=8), embedder=embedder, root=tmp_path
+        hashing_config(tmp_path, embed_batch_size=8), embedder=embedder, root=tmp_path
     )
     async with await MemoryManager.open("v@x", settings) as memory:
         first = await memory.store_many([{"content": f"early fact {i}"} for i in range(8)])

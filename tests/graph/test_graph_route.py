@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
+from factories import fill
 
 from spade_memory.config import MemoryConfig, RetrievalConfig
 from spade_memory.errors import StorageError
@@ -38,7 +39,7 @@ def config(embedder: Any = "hashing", **retrieval: Any) -> MemoryConfig:
 @pytest.fixture
 async def team(open_memory: Opener) -> MemoryManager:
     memory = await open_memory("team@localhost", config())
-    await memory.store_many([{"content": text} for text in TEAM])
+    await fill(memory, TEAM)
     await memory.flush()
     return memory
 
@@ -53,7 +54,7 @@ async def test_a_question_reaches_memories_through_a_shared_entity(
 ) -> None:
     # Keywords only, so that vectors do not return every memory of a small store.
     m = await open_memory("kw@localhost", config(None, graph_route=graph))
-    await m.store_many([{"content": text} for text in TEAM])
+    await fill(m, TEAM)
     found = await contents(m, "who does Alice work with?")
     assert TEAM[0] in found
     # About Bob's team: no word of it names Alice; only the graph links it.
@@ -86,7 +87,7 @@ async def test_two_hops_reach_further_than_one(open_memory: Opener) -> None:
     for hops, reached in ((1, False), (2, True)):
         hop_config = config(None, graph_hops=hops)
         memory = await open_memory("hop@localhost", hop_config)
-        await memory.store_many([{"content": text} for text in texts])
+        await fill(memory, texts)
         await memory.flush()
         assert (texts[2] in await contents(memory, "Alice", limit=10)) is reached
 
@@ -94,7 +95,7 @@ async def test_two_hops_reach_further_than_one(open_memory: Opener) -> None:
 async def test_chinese_relations_are_followed(open_memory: Opener) -> None:
     texts = ["张伟和李娜一起工作。", "李娜在腾讯上班。", "今天天气很好。"]
     memory = await open_memory("zh@localhost", config())
-    await memory.store_many([{"content": text} for text in texts])
+    await fill(memory, texts)
     await memory.flush()
     found = await contents(memory, "张伟的同事在哪里上班？")
     assert texts[1] in found
@@ -111,7 +112,7 @@ async def test_a_slow_graph_route_leaves_the_document_results(
 
     monkeypatch.setattr(GraphRetriever, "search", stuck)
     m = await open_memory("slow@localhost", config(route_timeout_seconds=0.2))
-    await m.store_many([{"content": text} for text in TEAM])
+    await fill(m, TEAM)
     with caplog.at_level(logging.WARNING):
         results = await m.search("Alice payments", explain=True)
     assert results[0].memory.content == TEAM[0]
@@ -168,7 +169,7 @@ async def test_graph_entries_get_their_own_vectors(team: MemoryManager) -> None:
 async def test_graph_vectors_survive_a_reopen(tmp_path: Any, open_memory: Opener) -> None:
     file_config = MemoryConfig(root=tmp_path, embedder="hashing")
     memory = await open_memory("keep@localhost", file_config)
-    await memory.store_many([{"content": text} for text in TEAM])
+    await fill(memory, TEAM)
     await memory.flush()
     await memory.aclose()
     memory = await open_memory("keep@localhost", file_config)

@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
+from factories import fill
 
 from spade_memory.config import MemoryConfig, RetrievalConfig, RetrievalTuning
 from spade_memory.errors import ConfigError
@@ -78,7 +79,7 @@ def config(**retrieval: Any) -> MemoryConfig:
 async def test_the_graph_route_prefers_what_the_named_speaker_said(open_memory: Opener) -> None:
     memory = await open_memory("chat@localhost", config())
     chat = _chat()
-    await memory.store_many([{"content": line} for line in chat])
+    await fill(memory, chat)
     await memory.flush()
     results = await memory.search("Does Melanie like pottery?", limit=5, explain=True)
     by_content = {r.memory.content: r.explanation for r in results}
@@ -98,7 +99,7 @@ async def test_what_the_person_said_ranks_above_what_was_said_to_them(
 ) -> None:
     memory = await open_memory(f"chat-{graph}@localhost", config(graph_route=graph))
     chat = _chat()
-    await memory.store_many([{"content": line} for line in chat])
+    await fill(memory, chat)
     await memory.flush()
     found = [r.memory.content for r in await memory.search("Does Melanie like pottery?", limit=5)]
     # Caroline says it too, to Melanie: first by its words alone.
@@ -110,7 +111,7 @@ async def test_one_nearest_neighbour_search_serves_both_routes(
 ) -> None:
     memory = await open_memory("chat-once@localhost", config())
     chat = _chat()
-    await memory.store_many([{"content": line} for line in chat])
+    await fill(memory, chat)
     await memory.flush()
     indexer = memory.indexer
     assert indexer is not None
@@ -133,7 +134,7 @@ async def test_a_failed_speaker_step_leaves_the_graph_route_standing(
 ) -> None:
     memory = await open_memory("chat-fail@localhost", config())
     chat = _chat()
-    await memory.store_many([{"content": line} for line in chat])
+    await fill(memory, chat)
     await memory.flush()
     rows = await memory.base_store.fetchall("SELECT id FROM graph_nodes WHERE type = 'speaker'")
     speaker_ids = {row[0] for row in rows}
@@ -157,7 +158,7 @@ async def test_a_failed_speaker_step_leaves_the_graph_route_standing(
 async def test_a_speaker_score_of_zero_turns_the_preference_off(open_memory: Opener) -> None:
     memory = await open_memory("chat-off@localhost", config(graph_speaker_score=0.0))
     chat = _chat()
-    await memory.store_many([{"content": line} for line in chat])
+    await fill(memory, chat)
     await memory.flush()
     results = await memory.search("Does Melanie like pottery?", limit=5, explain=True)
     by_content = {r.memory.content: r.explanation for r in results}
@@ -171,7 +172,7 @@ def test_the_speaker_score_is_checked() -> None:
 
 async def test_no_speaker_named_leaves_the_graph_route_as_it_was(open_memory: Opener) -> None:
     memory = await open_memory("chat2@localhost", config())
-    await memory.store_many([{"content": line} for line in _chat()])
+    await fill(memory, _chat())
     await memory.flush()
     results = await memory.search("pottery class", limit=5, explain=True)
     assert results

@@ -195,6 +195,7 @@ def texts() -> st.SearchStrategy[str]:
 # -- the shortcuts against them --------------------------------------------------
 
 
+@pytest.mark.slow
 @settings(max_examples=500, deadline=None)
 @given(texts())
 def test_english_names_are_the_plain_scans(text: str) -> None:

@@ -8,7 +8,6 @@ HTTP server on 127.0.0.1 answering with the scripted model.
 from __future__ import annotations
 
 import asyncio
-import os
 import subprocess
 import sys
 import time
@@ -18,35 +17,20 @@ from typing import Any
 
 import pytest
 from aiohttp import web
+from factories import child_env, run_python
 
 from spade_memory.cli import COMMANDS, build_parser, main
 from spade_memory.llm import ChatMessage
 from spade_memory.testing.scripted_llm import ScriptedLLM
 
-REPO = Path(__file__).resolve().parents[2]
 TIMEOUT = 90
 
 
-def child_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-    for name in ("SPADE_MEMORY_XMPP_HOST", "SPADE_MEMORY_XMPP_PORT"):
-        env.pop(name, None)
-    return env
-
-
 def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, *args],
-        cwd=cwd,
-        env=child_env(),
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-        check=False,
-    )
+    return run_python(*args, cwd=cwd, timeout=TIMEOUT)
 
 
+@pytest.mark.slow
 def test_demo_stores_restarts_and_recalls_within_a_minute(tmp_path: Path) -> None:
     began = time.monotonic()
     done = run("-m", "spade_memory.cli", "demo", cwd=tmp_path)
@@ -66,6 +50,7 @@ def test_demo_stores_restarts_and_recalls_within_a_minute(tmp_path: Path) -> Non
     assert not Path(temporary.split("memory root: ")[1].split(" (")[0]).exists()
 
 
+@pytest.mark.slow
 def test_demo_in_memory_forgets_on_restart(tmp_path: Path) -> None:
     done = run(
         "-m", "spade_memory.cli", "demo", "--in-memory", "--embedder", "hashing", cwd=tmp_path
@@ -112,6 +97,7 @@ async def openai_server() -> AsyncIterator[tuple[str, list[dict[str, Any]]]]:
         await runner.cleanup()
 
 
+@pytest.mark.slow
 async def test_demo_with_an_openai_compatible_endpoint(
     openai_server: tuple[str, list[dict[str, Any]]], tmp_path: Path
 ) -> None:

@@ -5,24 +5,13 @@ Its agents talk over the XMPP socket of an embedded server it starts itself.
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from factories import EXAMPLES, run_python
 
-REPO = Path(__file__).resolve().parents[2]
-EXAMPLES = REPO / "examples"
 TIMEOUT = 90
-
-
-def child_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-    for name in ("SPADE_MEMORY_XMPP_HOST", "SPADE_MEMORY_XMPP_PORT"):
-        env.pop(name, None)
-    return env
 
 
 CASES = [
@@ -56,15 +45,7 @@ CASES = [
 
 
 def run_example(script: str, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, str(EXAMPLES / script), *args],
-        cwd=cwd,
-        env=child_env(),
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-        check=False,
-    )
+    return run_python(str(EXAMPLES / script), *args, cwd=cwd, timeout=TIMEOUT)
 
 
 def check(done: subprocess.CompletedProcess[str], expected: list[str]) -> None:
@@ -73,6 +54,7 @@ def check(done: subprocess.CompletedProcess[str], expected: list[str]) -> None:
         assert line in done.stdout, f"{line!r} missing from:\n{done.stdout}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("script", "expected"), CASES)
 def test_example_runs_by_itself(script: str, expected: list[str], tmp_path: Path) -> None:
     check(run_example(script, tmp_path), expected)

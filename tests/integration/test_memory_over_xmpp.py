@@ -11,12 +11,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from factories import unique_name
 from spade.container import Container
 
 from spade_memory.config import MemoryConfig
@@ -36,7 +36,7 @@ class Endpoint:
     port: int
 
     def jid(self, name: str) -> str:
-        return f"{name}-{uuid.uuid4().hex[:8]}@{self.domain}"
+        return f"{unique_name(name)}@{self.domain}"
 
 
 @pytest.fixture(

@@ -7,16 +7,14 @@ must not hang trying).
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from factories import EXAMPLES, child_env, run_python
 
-REPO = Path(__file__).resolve().parents[2]
-SCRIPT = REPO / "examples" / "spade_llm_agent.py"
+SCRIPT = EXAMPLES / "spade_llm_agent.py"
 TIMEOUT = 120
 EXPECTED = [
     "user: remember that the staging database password rotates every 30 days",
@@ -49,24 +47,10 @@ def offline_prefix() -> list[str]:
 # loaded machine, so it counts as slow.
 @pytest.mark.slow
 def test_example_runs_offline_end_to_end(tmp_path: Path) -> None:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-    for name in (
-        "SPADE_MEMORY_XMPP_HOST",
-        "SPADE_MEMORY_XMPP_PORT",
-        "LITELLM_LOCAL_MODEL_COST_MAP",
-    ):
-        env.pop(name, None)
+    env = child_env()
+    env.pop("LITELLM_LOCAL_MODEL_COST_MAP", None)
     prefix = offline_prefix()
-    done = subprocess.run(
-        [*prefix, sys.executable, str(SCRIPT)],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-        check=False,
-    )
+    done = run_python(str(SCRIPT), cwd=tmp_path, timeout=TIMEOUT, prefix=prefix, env=env)
     where = "without network" if prefix else "with the network of this machine"
     assert done.returncode == 0, f"{where}:\n{done.stdout}{done.stderr}"
     lines = done.stdout.splitlines()

@@ -10,6 +10,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from factories import MEMORY_TOOL_NAMES
 from spade.message import Message
 from spade_llm.context import ContextManager
 from spade_llm.memory import AgentBaseMemory, AgentInteractionMemory, AgentMemoryTool
@@ -21,13 +22,7 @@ from spade_memory.integrations.spade_llm import SpadeLLMMemoryTool, spade_llm_to
 from spade_memory.manager import MemoryManager
 
 REPO = Path(__file__).resolve().parents[2]
-NAMES = [
-    "store_memory",
-    "search_memories",
-    "list_memories",
-    "remember_interaction_info",
-    "forget_memory",
-]
+NAMES = list(MEMORY_TOOL_NAMES)
 
 
 def by_name(manager: MemoryManager, **kwargs: Any) -> dict[str, SpadeLLMMemoryTool]:
@@ -35,28 +30,28 @@ def by_name(manager: MemoryManager, **kwargs: Any) -> dict[str, SpadeLLMMemoryTo
 
 
 async def test_tools_are_llm_tools_with_spade_llm_names(
-    in_memory_manager: MemoryManager,
+    fresh_memory: MemoryManager,
 ) -> None:
-    tools = spade_llm_tools(in_memory_manager)
+    tools = spade_llm_tools(fresh_memory)
     assert [tool.name for tool in tools] == NAMES
     for tool in tools:
         assert isinstance(tool, LLMTool)
         openai = tool.to_openai_tool()
         assert openai["function"]["name"] == tool.name
         assert openai["function"]["parameters"]["type"] == "object"
-    picked = spade_llm_tools(in_memory_manager, names=["search_memories", "store_memory"])
+    picked = spade_llm_tools(fresh_memory, names=["search_memories", "store_memory"])
     assert [tool.name for tool in picked] == ["search_memories", "store_memory"]
     with pytest.raises(ConfigError, match="no memory tool named 'recall'"):
-        spade_llm_tools(in_memory_manager, names=["recall"])
+        spade_llm_tools(fresh_memory, names=["recall"])
 
 
 async def test_every_argument_of_spade_llm_tools_is_accepted(
-    in_memory_manager: MemoryManager, tmp_path: Path
+    fresh_memory: MemoryManager, tmp_path: Path
 ) -> None:
     base = AgentBaseMemory("alice@localhost", memory_path=str(tmp_path))
     notes = AgentInteractionMemory("alice@localhost", memory_path=str(tmp_path))
     theirs = {tool.name: tool for tool in [*their_base_tools(base), AgentMemoryTool(notes)]}
-    ours = by_name(in_memory_manager)
+    ours = by_name(fresh_memory)
     assert set(theirs) <= set(ours)
     for name, their_tool in theirs.items():
         their_props = their_tool.parameters["properties"]
@@ -71,8 +66,8 @@ async def test_every_argument_of_spade_llm_tools_is_accepted(
         )
 
 
-async def test_called_as_spade_llm_calls_them(in_memory_manager: MemoryManager) -> None:
-    tools = by_name(in_memory_manager)
+async def test_called_as_spade_llm_calls_them(fresh_memory: MemoryManager) -> None:
+    tools = by_name(fresh_memory)
     for tool in tools.values():  # what LLMBehaviour does before each request
         tool.set_conversation_id("thread-7")
     # the arguments of spade_llm's own store_memory
@@ -83,7 +78,7 @@ async def test_called_as_spade_llm_calls_them(in_memory_manager: MemoryManager) 
         confidence=0.9,
     )
     assert said.startswith("Stored as memory ")
-    (memory,) = await in_memory_manager.list()
+    (memory,) = await fresh_memory.list()
     assert (memory.context, memory.confidence) == ("ops handbook", 0.9)
     assert memory.source_conversation == "thread-7"
     found = await tools["search_memories"].execute(query="database password rotation", limit=5)
@@ -92,12 +87,12 @@ async def test_called_as_spade_llm_calls_them(in_memory_manager: MemoryManager) 
     assert "staging database password" in listed
     noted = await tools["remember_interaction_info"].execute(information="Bob owns the rotation")
     assert noted == "Noted for this conversation."
-    notes = await in_memory_manager.notes("thread-7")
+    notes = await fresh_memory.notes("thread-7")
     assert [note.content for note in notes] == ["Bob owns the rotation"]
     tools["forget_memory"].set_conversation_id("thread-7")  # a new request: 4 calls each
     forgot = await tools["forget_memory"].execute(memory_id=memory.id)
     assert forgot.startswith(f"Forgot memory {memory.id}")
-    assert await in_memory_manager.list() == []
+    assert await fresh_memory.list() == []
 
 
 @pytest.mark.parametrize(
@@ -116,63 +111,63 @@ async def test_called_as_spade_llm_calls_them(in_memory_manager: MemoryManager) 
     ],
 )
 async def test_bad_input_gets_a_clear_error_and_writes_nothing(
-    in_memory_manager: MemoryManager, name: str, arguments: dict[str, Any], complaint: str
+    fresh_memory: MemoryManager, name: str, arguments: dict[str, Any], complaint: str
 ) -> None:
-    tool = by_name(in_memory_manager)[name]
+    tool = by_name(fresh_memory)[name]
     tool.set_conversation_id("thread-1")
     said = await tool.execute(**arguments)
     assert said.startswith(f"invalid arguments for {name}: ") and complaint in said
     assert "Nothing was changed" in said
-    assert await in_memory_manager.list() == []
-    assert await in_memory_manager.conversations() == []
+    assert await fresh_memory.list() == []
+    assert await fresh_memory.conversations() == []
 
 
-async def test_a_note_needs_a_conversation(in_memory_manager: MemoryManager) -> None:
-    tool = by_name(in_memory_manager)["remember_interaction_info"]
+async def test_a_note_needs_a_conversation(fresh_memory: MemoryManager) -> None:
+    tool = by_name(fresh_memory)["remember_interaction_info"]
     said = await tool.execute(information="Bob owns the rotation")
     assert "no current conversation" in said
-    assert await in_memory_manager.conversations() == []
+    assert await fresh_memory.conversations() == []
 
 
-async def test_each_request_has_its_own_budget(in_memory_manager: MemoryManager) -> None:
-    tools = by_name(in_memory_manager)
+async def test_each_request_has_its_own_budget(fresh_memory: MemoryManager) -> None:
+    tools = by_name(fresh_memory)
     search = tools["search_memories"]
-    limit = in_memory_manager.config.tools.max_calls
+    limit = fresh_memory.config.tools.max_calls
     search.set_conversation_id("thread-1")
     for _ in range(limit):
         assert (await search.execute(query="anything")).startswith("No memories")
     refused = await tools["store_memory"].execute(category="fact", content="one too many")
     assert refused.startswith("store_memory was not run: this request already made")
-    assert await in_memory_manager.list() == []
+    assert await fresh_memory.list() == []
     for tool in tools.values():
         tool.set_conversation_id("thread-1")  # the next request
     assert (await tools["store_memory"].execute(category="fact", content="x")).startswith("Stored")
-    unlimited = by_name(in_memory_manager, budget=False)["search_memories"]
+    unlimited = by_name(fresh_memory, budget=False)["search_memories"]
     unlimited.set_conversation_id("thread-2")
     for _ in range(limit + 1):
         assert "memor" in await unlimited.execute(query="x")
 
 
 async def test_the_sender_comes_from_the_spade_llm_agent(
-    in_memory_manager: MemoryManager,
+    fresh_memory: MemoryManager,
 ) -> None:
     context = ContextManager()
     message = Message(to="alice@localhost", sender="Bob@localhost/phone", thread="t-9")
     message.body = "remember that the report is due Friday"
     context.add_message(message, "t-9")
-    tools = by_name(in_memory_manager)
+    tools = by_name(fresh_memory)
     for tool in tools.values():  # what LLMAgent and LLMBehaviour do
         tool.set_agent(SimpleNamespace(context=context))
         tool.set_conversation_id("t-9")
     await tools["store_memory"].execute(category="fact", content="The report is due Friday")
     await tools["remember_interaction_info"].execute(information="Bob asked about the report")
-    (memory,) = await in_memory_manager.list()
+    (memory,) = await fresh_memory.list()
     assert (memory.source_sender, memory.source_conversation) == ("bob@localhost", "t-9")
-    (note,) = await in_memory_manager.notes("t-9")
+    (note,) = await fresh_memory.notes("t-9")
     assert note.author == "bob@localhost"
-    fixed = by_name(in_memory_manager, sender="carol@localhost", conversation_id="c")
+    fixed = by_name(fresh_memory, sender="carol@localhost", conversation_id="c")
     await fixed["remember_interaction_info"].execute(information="Carol called")
-    assert (await in_memory_manager.notes("c"))[0].author == "carol@localhost"
+    assert (await fresh_memory.notes("c"))[0].author == "carol@localhost"
 
 
 def run_python(code: str) -> subprocess.CompletedProcess[str]:
@@ -186,6 +181,7 @@ def run_python(code: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_spade_memory_never_imports_spade_llm_and_says_what_to_install() -> None:
     done = run_python(
         "import json, sys, spade_memory, spade_memory.integrations\n"
@@ -207,7 +203,7 @@ def test_spade_memory_never_imports_spade_llm_and_says_what_to_install() -> None
         assert 'pip install "spade-memory[spade-llm]"' in text
 
 
-async def test_any_argument_name_gets_a_clear_answer(in_memory_manager: MemoryManager) -> None:
-    search = by_name(in_memory_manager)["search_memories"]
+async def test_any_argument_name_gets_a_clear_answer(fresh_memory: MemoryManager) -> None:
+    search = by_name(fresh_memory)["search_memories"]
     said = await search.execute(query="x", self="oops")
     assert said.startswith("invalid arguments for search_memories: unknown argument 'self'")

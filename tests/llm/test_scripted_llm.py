@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
+from factories import MEMORY_TOOL_NAMES
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -15,13 +16,7 @@ from spade_memory.errors import LLMError
 from spade_memory.llm import ChatMessage, LLMResponse
 from spade_memory.testing.scripted_llm import ScriptedLLM, memory_lines
 
-NAMES = (
-    "store_memory",
-    "search_memories",
-    "list_memories",
-    "remember_interaction_info",
-    "forget_memory",
-)
+NAMES = MEMORY_TOOL_NAMES
 
 
 def schema(name: str, parameters: dict[str, Any] | None = None) -> dict[str, Any]:

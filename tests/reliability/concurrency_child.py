@@ -21,11 +21,10 @@ import os
 import random
 import sys
 import time
-import traceback
 from pathlib import Path
 from typing import Any
 
-from rel_support import memory_text, note_text, token
+from rel_support import fork_run, memory_text, note_text, token
 
 from spade_memory.config import MemoryConfig
 from spade_memory.manager import MemoryManager
@@ -109,19 +108,7 @@ def serve(specs: list[dict[str, Any]]) -> None:
     sys.stdin.readline()
     pids = []
     for spec in specs:
-        pid = os.fork()
-        if pid == 0:  # a worker
-            code = 0
-            try:
-                asyncio.run(main(spec))
-            except BaseException:
-                traceback.print_exc()
-                code = 1
-            finally:
-                sys.stdout.flush()
-                sys.stderr.flush()
-                os._exit(code)
-        pids.append(pid)
+        pids.append(fork_run(main, spec))
     emit({"exits": [os.waitpid(pid, 0)[1] for pid in pids]})
 
 

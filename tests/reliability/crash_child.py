@@ -32,12 +32,11 @@ import os
 import random
 import sys
 import threading
-import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rel_support import FileOps, crash_config, memory_text, note_text
+from rel_support import FileOps, crash_config, fork_run, memory_text, note_text
 
 from spade_memory.manager import MemoryManager
 from spade_memory.storage import files
@@ -156,19 +155,7 @@ def serve() -> None:
     get_tokenizer().tokenize("warm up the dictionaries before forking")
     emit("SERVING")
     for line in sys.stdin:
-        spec = json.loads(line)
-        pid = os.fork()
-        if pid == 0:  # the writer
-            code = 0
-            try:
-                asyncio.run(main(spec))
-            except BaseException:
-                traceback.print_exc()
-                code = 1
-            finally:
-                sys.stdout.flush()
-                sys.stderr.flush()
-                os._exit(code)
+        pid = fork_run(main, json.loads(line))  # the writer
         _, status = os.waitpid(pid, 0)
         if os.WIFSIGNALED(status):
             emit(f"END killed {os.WTERMSIG(status)}")

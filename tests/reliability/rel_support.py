@@ -6,11 +6,14 @@ so it must import nothing from pytest.
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import hashlib
 import os
+import sys
 import threading
-from collections.abc import Callable, Iterable
+import traceback
+from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -193,3 +196,26 @@ class FailingFileOps(FileOps):
             if fail:
                 raise OSError(self.error, os.strerror(self.error), path)
         return proceed()
+
+
+def fork_run(
+    work: Callable[[dict[str, Any]], Coroutine[Any, Any, None]], spec: dict[str, Any]
+) -> int:
+    """Fork a child that runs ``work(spec)`` in its own event loop; the child's pid.
+
+    The child exits 0 when the work ends, 1 (after printing the traceback) when it
+    raises; it never returns into the caller's code.
+    """
+    pid = os.fork()
+    if pid:
+        return pid
+    code = 0
+    try:
+        asyncio.run(work(spec))
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)

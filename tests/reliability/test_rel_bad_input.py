@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from factories import MEMORY_TOOL_NAMES
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rel_support import file_states, sized
@@ -360,16 +361,7 @@ def check_refusal(tool: MemoryTool, call: BadCall, ok: bool, text: str) -> None:
         assert named, f"the error does not name {call.names!r}: {text} ({where})"
 
 
-@pytest.mark.parametrize(
-    "tool_name",
-    [
-        "store_memory",
-        "search_memories",
-        "list_memories",
-        "remember_interaction_info",
-        "forget_memory",
-    ],
-)
+@pytest.mark.parametrize("tool_name", MEMORY_TOOL_NAMES)
 async def test_malformed_calls_are_refused_and_change_nothing(
     manager: MemoryManager, tool_name: str
 ) -> None:
@@ -395,6 +387,7 @@ async def test_malformed_calls_are_refused_and_change_nothing(
     assert len(kinds) == len(generator.kinds()), f"kinds never generated: {kinds}"
 
 
+@pytest.mark.slow
 def test_the_generator_only_makes_invalid_calls() -> None:
     """A schema validator agrees that the generated mappings are invalid."""
     jsonschema = pytest.importorskip("jsonschema")

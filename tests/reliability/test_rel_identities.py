@@ -132,6 +132,7 @@ def check_identity(root: Path, identity: AgentIdentity, stems: dict[str, str]) -
     assert owner == bare, f"{bare!r} and {owner!r} would share the files {identity.stem}"
 
 
+@pytest.mark.slow
 def test_ten_thousand_random_jids_stay_inside_and_never_collide(tmp_path: Path) -> None:
     rng = random.Random(1234)
     stems: dict[str, str] = {}
@@ -151,6 +152,7 @@ def test_ten_thousand_random_jids_stay_inside_and_never_collide(tmp_path: Path) 
     assert list(tmp_path.iterdir()) == [], "checking identities touched the disk"
 
 
+@pytest.mark.slow
 async def test_hostile_jids_open_inside_the_root_or_are_refused_untouched(tmp_path: Path) -> None:
     root = tmp_path / "memory"
     config = MemoryConfig(root=root, embedder=None)

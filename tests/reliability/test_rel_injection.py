@@ -13,14 +13,13 @@ literals that decode to exactly what was stored.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 import pytest
-from slixmpp import JID
+from factories import AgentDouble
 from spade.message import Message
 
 from spade_memory.config import MemoryConfig
@@ -87,15 +86,6 @@ def payloads() -> list[str]:
         instruction = _INSTRUCTIONS[number % len(_INSTRUCTIONS)]
         out.append(f"{marker(number)} " + template.format(i=instruction))
     return out
-
-
-class FakeAgent:
-    def __init__(self, manager: MemoryManager) -> None:
-        self.jid = JID(ME)
-        self.memory = manager
-        self.loop = asyncio.get_running_loop()
-        self.presence = None
-        self.web = None
 
 
 class RecordingLLM:
@@ -165,13 +155,14 @@ def quoted_values(provenance: str) -> list[str]:
     return [json.loads(q) for q in re.findall(r'"(?:[^"\\]|\\.)*"', provenance)]
 
 
+@pytest.mark.slow
 async def test_stored_payloads_stay_quoted_data_in_every_prompt(
     keeper: tuple[MemoryManager, dict[int, Any], list[str]],
 ) -> None:
     manager, stored, texts = keeper
     llm = RecordingLLM()
     behaviour = Quiet(llm=llm, tools=manager.tools(), history_turns=0)
-    behaviour.set_agent(FakeAgent(manager))
+    behaviour.set_agent(AgentDouble(manager, ME))
     system_prompt = DEFAULT_SYSTEM_PROMPT.replace("{name}", "keeper")
     seen: set[int] = set()
     for number in range(PAYLOADS):

@@ -30,6 +30,9 @@ from spade_memory.spade.llm_agent import LLMAgent
 from spade_memory.testing.scripted_llm import ScriptedLLM
 from spade_memory.testing.xmpp_server import EmbeddedXMPPServer
 
+# Every test here repeats its cycle hundreds of times: seconds each.
+pytestmark = pytest.mark.slow
+
 MEMORY_CYCLES = sized(1_000, 5_000)
 FILE_CYCLES = sized(200, 1_000)
 AGENT_CYCLES = 20
@@ -150,7 +153,6 @@ async def test_failed_opens_leave_nothing_behind(tmp_path: Path) -> None:
     await cycle(50, one)
 
 
-@pytest.mark.slow
 async def test_agent_start_stop_cycles(tmp_path: Path) -> None:
     Container().reset()
     async with EmbeddedXMPPServer(folder=tmp_path / "xmpp") as server:

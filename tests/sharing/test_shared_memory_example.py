@@ -2,29 +2,18 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-SCRIPT = REPO / "examples" / "shared_memory.py"
+import pytest
+from factories import EXAMPLES, run_python
+
+pytestmark = pytest.mark.slow  # a new Python process running three agents
+
+SCRIPT = EXAMPLES / "shared_memory.py"
 
 
 def test_shared_memory_example_runs_by_itself(tmp_path: Path) -> None:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-    for name in ("SPADE_MEMORY_XMPP_HOST", "SPADE_MEMORY_XMPP_PORT"):
-        env.pop(name, None)
-    done = subprocess.run(
-        [sys.executable, str(SCRIPT)],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=90,
-        check=False,
-    )
+    done = run_python(str(SCRIPT), cwd=tmp_path, timeout=90)
     assert done.returncode == 0, done.stdout + done.stderr
     out = done.stdout
     for line in [

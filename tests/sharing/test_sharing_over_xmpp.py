@@ -12,13 +12,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import pytest_asyncio
+from factories import unique_name
 from spade.container import Container
 from spade.message import Message
 
@@ -65,7 +65,7 @@ class World:
     started: list[LLMAgent]
 
     def jid(self, name: str) -> str:
-        return self.server.jid(f"{name}-{uuid.uuid4().hex[:8]}")
+        return self.server.jid(unique_name(name))
 
     async def start(self, agent: LLMAgent) -> LLMAgent:
         self.started.append(agent)
@@ -85,7 +85,7 @@ async def world(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[World
     async with EmbeddedXMPPServer(folder=folder) as server:
 
         def jid(name: str) -> str:
-            return server.jid(f"{name}-{uuid.uuid4().hex[:8]}")
+            return server.jid(unique_name(name))
 
         names = {name: jid(name) for name in ("alice", "bob", "carol", "dan")}
 
@@ -176,6 +176,7 @@ async def test_agent_not_on_any_allow_list_is_refused(world: World) -> None:
         await world.carol.sharing.ask(bare(world.bob), "Lisbon keys")
 
 
+@pytest.mark.slow
 async def test_unknown_agent_times_out_with_a_clear_error(world: World) -> None:
     nobody = world.jid("nobody")
     with pytest.raises(SharingTimeout, match=r"did not answer within 0\.5 s: it may not exist"):

@@ -99,6 +99,7 @@ def _register_many(root: str, worker: int, count: int) -> None:
         registry.register(AgentIdentity.of(f"agent{worker}-{i}@example.org"))
 
 
+@pytest.mark.slow
 def test_concurrent_registration_from_processes_loses_nothing(tmp_path: Path) -> None:
     context = multiprocessing.get_context("spawn")
     workers = [

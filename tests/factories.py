@@ -1,0 +1,96 @@
+"""Builders the tests share: memory configurations, filled memories, agent doubles,
+unique JIDs, and repository scripts run in a process of their own.
+
+Imported as ``from factories import ...`` (the tests folder is on ``sys.path``); the
+fixtures that use them live in ``conftest.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from slixmpp import JID
+
+from spade_memory.config import MemoryConfig, StorageConfig
+from spade_memory.manager import MemoryManager
+from spade_memory.models import Memory
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLES = REPO / "examples"
+
+# The memory tools every agent gets, in the order they are registered.
+MEMORY_TOOL_NAMES = (
+    "store_memory",
+    "search_memories",
+    "list_memories",
+    "remember_interaction_info",
+    "forget_memory",
+)
+
+
+def hashing_config(root: Path | None = None, **storage: Any) -> MemoryConfig:
+    """A memory under ``root`` (in memory when None) with the offline hashing embedder.
+
+    Keyword arguments are :class:`StorageConfig` fields.
+    """
+    extra: dict[str, Any] = {"storage": StorageConfig(**storage)} if storage else {}
+    if root is None:
+        return MemoryConfig(in_memory=True, embedder="hashing", **extra)
+    return MemoryConfig(root=root, embedder="hashing", **extra)
+
+
+async def fill(memory: MemoryManager, texts: Iterable[str], **fields: Any) -> list[Memory]:
+    """Store each text as one memory in a single batch; ``fields`` apply to every one."""
+    return await memory.store_many([{"content": text, **fields} for text in texts])
+
+
+def unique_name(name: str) -> str:
+    """``name`` with a random suffix, so agents of one run never meet a stale account."""
+    return f"{name}-{uuid.uuid4().hex[:8]}"
+
+
+class AgentDouble:
+    """What a behaviour needs of an agent, without XMPP: a JID, a memory and a loop."""
+
+    def __init__(self, manager: MemoryManager, jid: str) -> None:
+        self.jid = JID(jid)
+        self.memory = manager
+        self.loop = asyncio.get_running_loop()
+        self.presence = None
+        self.web = None
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    """This environment for a child Python: the repository importable, no XMPP override."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    for name in ("SPADE_MEMORY_XMPP_HOST", "SPADE_MEMORY_XMPP_PORT"):
+        env.pop(name, None)
+    env.update(extra)
+    return env
+
+
+def run_python(
+    *args: str,
+    cwd: Path,
+    timeout: float = 90,
+    prefix: Sequence[str] = (),
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Run ``python ARGS`` (after ``prefix``, e.g. ``unshare``) in ``cwd``; output as text."""
+    return subprocess.run(
+        [*prefix, sys.executable, *args],
+        cwd=cwd,
+        env=child_env() if env is None else env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
