@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 import re
 import reprlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, ClassVar, TypeVar
 
 from pydantic import (
@@ -58,6 +58,8 @@ __all__ = [
     "ToolArguments",
     "check_schema",
     "check_shape",
+    "inline_schema",
+    "json_depth",
     "parse_arguments",
     "problems",
     "tool_schema",
@@ -173,24 +175,24 @@ class ToolArguments(BaseModel):
 # -- schemas -----------------------------------------------------------------------
 
 
-def _inline(node: Any, defs: Mapping[str, Any]) -> Any:
+def inline_schema(node: Any, defs: Mapping[str, Any]) -> Any:
     """The schema ``node`` with ``$ref`` resolved, ``title`` dropped and ``T | None``
     turned into ``T`` (``null`` is never accepted)."""
     if isinstance(node, list):
-        return [_inline(item, defs) for item in node]
+        return [inline_schema(item, defs) for item in node]
     if not isinstance(node, Mapping):
         return node
     if "$ref" in node:
         resolved = dict(defs[node["$ref"].rsplit("/", 1)[-1]])
         resolved.update({k: v for k, v in node.items() if k != "$ref"})
-        return _inline(resolved, defs)
+        return inline_schema(resolved, defs)
     options = node.get("anyOf")
     if isinstance(options, list):
         kept = [option for option in options if option != {"type": "null"}]
         if len(kept) == 1:
             merged = {k: v for k, v in node.items() if k != "anyOf"}
             merged.update(kept[0])
-            return _inline(merged, defs)
+            return inline_schema(merged, defs)
     cleaned: dict[str, Any] = {}
     for key, value in node.items():
         if key == "title" and isinstance(value, str):
@@ -198,9 +200,9 @@ def _inline(node: Any, defs: Mapping[str, Any]) -> Any:
         if key == "default" and value is None:
             continue
         if key == "properties" and isinstance(value, Mapping):
-            cleaned[key] = {name: _inline(spec, defs) for name, spec in value.items()}
+            cleaned[key] = {name: inline_schema(spec, defs) for name, spec in value.items()}
         else:
-            cleaned[key] = _inline(value, defs)
+            cleaned[key] = inline_schema(value, defs)
     return cleaned
 
 
@@ -214,7 +216,7 @@ def tool_schema(
     ``categories`` as their ``enum``.
     """
     raw = model.model_json_schema()
-    schema: dict[str, Any] = _inline(
+    schema: dict[str, Any] = inline_schema(
         {k: v for k, v in raw.items() if k != "$defs"}, raw.get("$defs", {})
     )
     schema.pop("description", None)
@@ -320,7 +322,7 @@ _STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
 _BRACKETS = re.compile(r"[\[\]{}]")
 
 
-def _text_depth(text: str) -> int:
+def json_depth(text: str) -> int:
     """The deepest nesting of brackets in a JSON text, outside strings (no recursion)."""
     depth = deepest = 0
     for match in _BRACKETS.finditer(_STRING.sub('""', text)):
@@ -385,7 +387,7 @@ def parse_arguments(arguments: object) -> dict[str, Any]:
                 f"arguments are too long ({len(arguments)} characters); "
                 f"at most {MAX_ARGUMENT_TEXT_CHARS} are accepted"
             )
-        if _text_depth(arguments) > LIMITS.argument_depth:
+        if json_depth(arguments) > LIMITS.argument_depth:
             raise InvalidToolInput("arguments are nested too deeply")
         try:
             arguments = loads_strict(arguments)
