@@ -18,11 +18,11 @@ its JSON schema (OpenAI function ``parameters``) is generated from the model by
 Every problem becomes one line naming the argument, what was wrong and what is
 accepted (:func:`problems`); no pydantic text or traceback reaches the LLM.
 
-Cost of checking one ``store_memory`` call (``benchmarks/tool_validation.py``,
-median of 20,000 calls of a valid call with entities and relations, one core):
-the hand-written validator this module replaced 23 µs, pydantic 14 µs
-(including the raw checks), msgspec 3 µs (measured only; its errors and strict
-rules would need the same wrapping).
+Cost of checking one call from its JSON text (``python benchmarks/tool_validation.py
+--baseline <the previous validation.py>``, 20,000 calls, median µs, a loaded 2-core
+machine): ``store_memory`` with entities and relations 19 with pydantic here, 47
+with the hand-written validator it replaced, 0.8 with msgspec (measured only; its
+errors and rules would need the same wrapping); ``search_memories`` 8, 10 and 0.2.
 """
 
 from __future__ import annotations
@@ -318,17 +318,39 @@ def _check_scalar(name: str, spec: object) -> None:
 
 # -- raw input ---------------------------------------------------------------------
 
-_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
-_BRACKETS = re.compile(r"[\[\]{}]")
+_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{},]', re.DOTALL)
 
 
 def json_depth(text: str) -> int:
     """The deepest nesting of brackets in a JSON text, outside strings (no recursion)."""
-    depth = deepest = 0
-    for match in _BRACKETS.finditer(_STRING.sub('""', text)):
-        depth += 1 if match.group() in "[{" else -1
-        deepest = max(deepest, depth)
-    return deepest
+    return _scan(text)[0]
+
+
+def _scan(text: str) -> tuple[int, int]:
+    """Bounds on the nesting of a JSON text and on how many values it holds.
+
+    Counting brackets and commas anywhere (strings included) bounds both from above;
+    only when those counts pass a limit is the text scanned token by token.
+    """
+    opens = text.count("[") + text.count("{")
+    commas = text.count(",")
+    if opens <= LIMITS.argument_depth and opens + commas < LIMITS.argument_items:
+        return opens, opens + commas + 1
+    depth = deepest = values = 0
+    for match in _TOKENS.finditer(text):
+        token = match.group()
+        if token in "[{":
+            depth += 1
+            values += 1
+            deepest = max(deepest, depth)
+        elif token in "]}":
+            depth -= 1
+        elif token == ",":
+            values += 1
+    return deepest, values + 1
+
+
+_CONTAINERS = (Mapping, list, tuple)
 
 
 def check_shape(value: object, what: str = "arguments") -> None:
@@ -338,28 +360,28 @@ def check_shape(value: object, what: str = "arguments") -> None:
     Raises:
         InvalidToolInput: naming the top-level field at fault and the limit passed.
     """
-    stack: list[tuple[object, int, str | None]] = [(value, 0, None)]
+    stack: list[tuple[Any, int, str | None]] = [(value, 0, None)]
     count = 0
     while stack:
         node, depth, top = stack.pop()
-        count += 1
-        if count > LIMITS.argument_items:
-            where = f"{top} holds" if top is not None else f"{what} hold"
-            raise InvalidToolInput(f"{where} more than {LIMITS.argument_items} values; send fewer")
-        if isinstance(node, Mapping):
-            items: list[tuple[object, object]] = list(node.items())
-        elif isinstance(node, list | tuple):
-            items = [(top, child) for child in node]
-        else:
-            continue
         if depth >= LIMITS.argument_depth:
             where = f"{top} is" if top is not None else f"{what} are"
             raise InvalidToolInput(
                 f"{where} nested too deeply (more than {LIMITS.argument_depth} levels)"
             )
-        for key, child in items:
-            name = top if top is not None or depth else (key if isinstance(key, str) else None)
-            stack.append((child, depth + 1, name))
+        count += len(node)
+        if count > LIMITS.argument_items:
+            where = f"{top} holds" if top is not None else f"{what} hold"
+            raise InvalidToolInput(f"{where} more than {LIMITS.argument_items} values; send fewer")
+        if isinstance(node, Mapping):
+            for key, child in node.items():
+                if isinstance(child, _CONTAINERS):
+                    name = top if depth else (key if isinstance(key, str) else None)
+                    stack.append((child, depth + 1, name))
+        else:
+            for child in node:
+                if isinstance(child, _CONTAINERS):
+                    stack.append((child, depth + 1, top))
 
 
 def parse_arguments(arguments: object) -> dict[str, Any]:
@@ -387,17 +409,28 @@ def parse_arguments(arguments: object) -> dict[str, Any]:
                 f"arguments are too long ({len(arguments)} characters); "
                 f"at most {MAX_ARGUMENT_TEXT_CHARS} are accepted"
             )
-        if json_depth(arguments) > LIMITS.argument_depth:
-            raise InvalidToolInput("arguments are nested too deeply")
+        depth, values = _scan(arguments)
+        if depth > LIMITS.argument_depth:
+            raise InvalidToolInput(
+                f"arguments are nested too deeply (more than {LIMITS.argument_depth} levels)"
+            )
+        if values > LIMITS.argument_items:
+            raise InvalidToolInput(
+                f"arguments hold more than {LIMITS.argument_items} values; send fewer"
+            )
         try:
             arguments = loads_strict(arguments)
         except JSONRejected as exc:
             raise InvalidToolInput(_rejection(exc)) from None
+        checked = True
+    else:
+        checked = False
     if not isinstance(arguments, Mapping):
         raise InvalidToolInput(
             f"arguments must be a JSON object of named arguments, got {_json_type(arguments)}"
         )
-    check_shape(arguments)
+    if not checked:
+        check_shape(arguments)
     result: dict[str, Any] = {}
     for key, value in arguments.items():
         if not isinstance(key, str):
