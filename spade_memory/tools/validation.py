@@ -27,6 +27,7 @@ errors and rules would need the same wrapping); ``search_memories`` 8, 10 and 0.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import reprlib
@@ -241,8 +242,6 @@ _REGISTRY: dict[str, tuple[type[ToolArguments], tuple[str, ...]]] = {}
 
 
 def _key(schema: Mapping[str, Any]) -> str:
-    import json
-
     return json.dumps(schema, sort_keys=True, ensure_ascii=True)
 
 
