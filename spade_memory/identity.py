@@ -18,6 +18,7 @@ from typing import Any
 from slixmpp.jid import JID, InvalidJID
 
 from .errors import InvalidAgentId, PathEscapeError
+from .limits import LIMITS
 
 __all__ = [
     "MAX_JID_CHARS",
@@ -28,7 +29,7 @@ __all__ = [
     "storage_stem",
 ]
 
-MAX_JID_CHARS = 3071
+MAX_JID_CHARS = LIMITS.jid_chars
 """The longest JID text accepted: three parts of at most 1,023 each and two separators."""
 
 _SLUG_KEEP = re.compile(r"[^a-z0-9]+")

@@ -27,6 +27,7 @@ from .engine import Engine, graph_outdated, open_engine
 from .engine.indexer import VectorIndexer
 from .errors import InvalidToolInput, MemoryNotFound
 from .identity import AgentIdentity
+from .limits import LIMITS
 from .maintenance.consistency import ConsistencyReport
 from .maintenance.service import Maintenance, MaintenanceStatus
 from .maintenance.transfer import EXPORT_FORMAT, export_memory, import_memory
@@ -42,9 +43,9 @@ __all__ = ["EXPORT_FORMAT", "MemoryManager"]
 
 logger = logging.getLogger(__name__)
 
-_MAX_QUERY_CHARS = 2_000
-_MAX_SEARCH_LIMIT = 100
-_MAX_LIST_LIMIT = 1_000
+_MAX_QUERY_CHARS = LIMITS.query_chars
+_MAX_SEARCH_LIMIT = LIMITS.search_limit
+_MAX_LIST_LIMIT = LIMITS.list_limit
 
 
 class MemoryManager:
@@ -257,7 +258,7 @@ class MemoryManager:
 
         Args:
             query: natural-language text, in any language.
-            limit: how many results at most (1 to 100).
+            limit: how many results at most (1 to ``LIMITS.search_limit``, 100).
             category: only memories of this category.
             categories: only memories of these categories (ranked in one search, so
                 their scores compare); not together with ``category``.

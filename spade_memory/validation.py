@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .errors import InvalidToolInput
+from .limits import LIMITS
 
 __all__ = [
     "JSONRejected",
@@ -90,14 +91,14 @@ def check_metadata(value: Any) -> dict[str, Any]:
         return {}
     if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
         raise InvalidToolInput("metadata must be a mapping with string keys")
-    import json
-
     try:
         text = json.dumps(dict(value), ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise InvalidToolInput(f"metadata must be JSON-serialisable: {exc}") from None
-    if len(text) > 64_000:
-        raise InvalidToolInput("metadata is larger than 64,000 characters of JSON")
+    if len(text) > LIMITS.metadata_chars:
+        raise InvalidToolInput(
+            f"metadata is larger than {LIMITS.metadata_chars:,} characters of JSON"
+        )
     return dict(value)
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from ..config import MemoryConfig
 from ..errors import InvalidToolInput
 from ..identity import MAX_JID_CHARS
+from ..limits import LIMITS
 from ..models import Memory
 from ..storage.base import IndexedText, NewMemory
 from ..text.atoms import memory_graph
@@ -31,7 +32,7 @@ from ..validation import (
 
 __all__ = ["MemoryInput"]
 
-_MAX_CONTEXT_CHARS = 2_000
+_MAX_CONTEXT_CHARS = LIMITS.context_chars
 _EXTRACT_IN_THREAD = 8  # store_many batches larger than this extract in a worker thread
 _STORE_FIELDS = frozenset(
     {
@@ -90,7 +91,7 @@ class MemoryInput:
             importance=check_unit("importance", importance),
             created_at=now,
             source_conversation=check_optional_text(
-                "source_conversation", source_conversation, max_chars=512
+                "source_conversation", source_conversation, max_chars=LIMITS.conversation_id_chars
             ),
             source_sender=check_optional_text(
                 "source_sender", source_sender, max_chars=MAX_JID_CHARS

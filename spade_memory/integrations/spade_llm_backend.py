@@ -66,6 +66,7 @@ from ..errors import (
     StoreClosedError,
 )
 from ..identity import AgentIdentity, normalize_jid
+from ..limits import LIMITS
 from ..manager import EXPORT_FORMAT, MemoryManager
 from ..models import Memory
 from ..validation import (
@@ -82,10 +83,10 @@ __all__ = ["SpadeMemoryBackend", "SpadeMemoryEntry"]
 logger = logging.getLogger(__name__)
 
 _IMPORT_VERSION = 1  # the version of spade_memory's export format this module writes
-_MAX_SEARCH = 100
-_MAX_LIST = 1000
-_MAX_CONTEXT_CHARS = 2_000
-_MAX_QUERY_CHARS = 2_000
+_MAX_SEARCH = LIMITS.search_limit
+_MAX_LIST = LIMITS.list_limit
+_MAX_CONTEXT_CHARS = LIMITS.context_chars
+_MAX_QUERY_CHARS = LIMITS.query_chars
 
 _EntryBase: Any
 _BackendBase: Any

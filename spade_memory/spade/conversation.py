@@ -32,6 +32,7 @@ from spade.message import Message
 from ..context import build_memory_context
 from ..errors import InvalidAgentId
 from ..identity import conversation_id_for
+from ..limits import LIMITS
 from ..llm import ChatMessage, LLMClient, ToolCall
 from ..models import InteractionNote, SearchResult
 from ..tools import RequestBudget, ToolContext, ToolResult
@@ -53,7 +54,7 @@ IN_REPLY_TO = "in-reply-to"
 REPLY_WITH = "reply-with"
 FALLBACK_ANSWER = "I have nothing to add."
 FAILURE_ANSWER = "Sorry, I could not handle that message ({reason}). Please try again later."
-_MAX_QUERY_CHARS = 1_000
+_MAX_QUERY_CHARS = LIMITS.query_chars
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are {name}, an agent in a multi-agent system, with a long-term memory. "

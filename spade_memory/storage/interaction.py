@@ -34,6 +34,7 @@ from typing import Any
 
 from ..errors import InvalidToolInput, StorageError, StoreClosedError
 from ..identity import MAX_JID_CHARS, normalize_jid
+from ..limits import LIMITS
 from ..models import InteractionNote
 from ..validation import check_text
 from .interaction_file import (
@@ -59,7 +60,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-MAX_CONVERSATION_ID_CHARS = 512
+MAX_CONVERSATION_ID_CHARS = LIMITS.conversation_id_chars
 MAX_AUTHOR_CHARS = MAX_JID_CHARS
 
 
@@ -119,7 +120,7 @@ class InteractionStore:
         *,
         agent: str,
         clock: Callable[[], float] = time.time,
-        max_note_chars: int = 4000,
+        max_note_chars: int = LIMITS.note_chars,
     ) -> InteractionStore:
         """Open the interaction memory of ``agent``.
 

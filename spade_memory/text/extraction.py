@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..errors import InvalidToolInput
+from ..limits import LIMITS
 from .graph import Entity, Relation
 from .mentions import (
     Mention,
@@ -54,7 +55,7 @@ GRAPH_VERSION = 2
 MAX_ENTITIES = 32
 """At most this many entities are kept per memory (the first ones found), plus its speaker."""
 
-MAX_EXPLICIT = 32
+MAX_EXPLICIT = LIMITS.explicit_entities
 """At most this many explicit entities, and as many relations, per memory."""
 
 _COOCCURRENCE_WINDOW = 3
@@ -229,8 +230,10 @@ def get_extractor() -> EntityExtractor:
 def _name(label: str, value: object) -> str:
     if not isinstance(value, str) or not value.strip():
         raise InvalidToolInput(f"{label} must be a non-empty string, got {value!r}")
-    if len(value) > 200 or "\x00" in value:
-        raise InvalidToolInput(f"{label} must be at most 200 characters without NUL bytes")
+    if len(value) > LIMITS.entity_chars or "\x00" in value:
+        raise InvalidToolInput(
+            f"{label} must be at most {LIMITS.entity_chars} characters without NUL bytes"
+        )
     return value.strip()
 
 

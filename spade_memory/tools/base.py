@@ -21,7 +21,7 @@ from ..config import MemoryConfig
 from ..errors import BudgetExceeded, InvalidToolInput, SpadeMemoryError
 from ..models import InteractionNote, Memory, SearchResult
 from .budget import RequestBudget
-from .validation import check_schema, validate_arguments
+from .validation import ToolArguments, tool_schema, validate_model
 
 __all__ = ["MemoryBackend", "MemoryTool", "ToolContext", "ToolResult"]
 
@@ -99,19 +99,28 @@ class MemoryTool(abc.ABC):
     Args:
         name: the function name the LLM calls.
         description: what the tool does and when to use it, written for an LLM.
-        parameters: the JSON Schema of the arguments (a supported subset, see
-            :mod:`spade_memory.tools.validation`).
+        arguments: the model of its arguments; the JSON schema is generated from it
+            (see :mod:`spade_memory.tools.validation`).
+        categories: the memory's categories, the ``enum`` of the model's category
+            fields.
         read_only: the tool changes nothing, so it may be cut off when the
             request's time budget runs out.
     """
 
     def __init__(
-        self, *, name: str, description: str, parameters: Mapping[str, Any], read_only: bool
+        self,
+        *,
+        name: str,
+        description: str,
+        arguments: type[ToolArguments],
+        categories: Sequence[str] = (),
+        read_only: bool,
     ) -> None:
-        check_schema(parameters)
         self._name = name
         self._description = description
-        self._parameters: dict[str, Any] = copy.deepcopy(dict(parameters))
+        self._arguments = arguments
+        self._categories = tuple(categories)
+        self._parameters: dict[str, Any] = tool_schema(arguments, self._categories)
         self._read_only = read_only
 
     @property
@@ -126,6 +135,11 @@ class MemoryTool(abc.ABC):
     def parameters(self) -> dict[str, Any]:
         """A copy of the argument schema (OpenAI function ``parameters``)."""
         return copy.deepcopy(self._parameters)
+
+    @property
+    def arguments(self) -> type[ToolArguments]:
+        """The model of the tool's arguments."""
+        return self._arguments
 
     @property
     def read_only(self) -> bool:
@@ -150,8 +164,11 @@ class MemoryTool(abc.ABC):
         return {}
 
     @abc.abstractmethod
-    async def run(self, arguments: dict[str, Any], context: ToolContext) -> str:
+    async def run(self, arguments: Any, context: ToolContext) -> str:
         """Do the work with validated arguments and return the text for the LLM.
+
+        ``arguments`` is an instance of the tool's :attr:`arguments` model (each tool
+        annotates it with its own model).
 
         Raises:
             SpadeMemoryError: reported to the LLM as a failed call.
@@ -174,8 +191,12 @@ class MemoryTool(abc.ABC):
             except BudgetExceeded as exc:
                 return ToolResult(ok=False, text=str(exc))
         try:
-            cleaned = validate_arguments(
-                self._parameters, arguments, max_lengths=self.max_lengths(context.manager)
+            cleaned = validate_model(
+                self._arguments,
+                arguments,
+                schema=self._parameters,
+                categories=self._categories,
+                max_lengths=self.max_lengths(context.manager),
             )
         except InvalidToolInput as exc:
             logger.debug("refused %s call: %s", self._name, exc)
@@ -183,6 +204,13 @@ class MemoryTool(abc.ABC):
                 ok=False,
                 text=f"invalid arguments for {self._name}: {exc}. Nothing was changed; "
                 "fix the arguments and call again",
+            )
+        except Exception:  # arguments no check foresaw (e.g. an object whose repr fails)
+            logger.exception("could not check the arguments of a %s call", self._name)
+            return ToolResult(
+                ok=False,
+                text=f"invalid arguments for {self._name}: they could not be read. Nothing "
+                "was changed; send a JSON object of named arguments",
             )
         try:
             text = await self._run_within_budget(cleaned, context)
@@ -205,7 +233,7 @@ class MemoryTool(abc.ABC):
             text = budget.take_output(text)
         return ToolResult(ok=True, text=text)
 
-    async def _run_within_budget(self, arguments: dict[str, Any], context: ToolContext) -> str:
+    async def _run_within_budget(self, arguments: ToolArguments, context: ToolContext) -> str:
         budget = context.budget
         if budget is None:
             return await self.run(arguments, context)

@@ -12,6 +12,13 @@ from typing import Any
 
 from ..errors import ConfigError, InvalidToolInput, MemoryNotFound
 from ..models import Memory
+from .arguments import (
+    ForgetMemoryArguments,
+    ListMemoriesArguments,
+    RememberInteractionInfoArguments,
+    SearchMemoriesArguments,
+    StoreMemoryArguments,
+)
 from .base import MemoryBackend, MemoryTool, ToolContext
 
 __all__ = [
@@ -27,7 +34,7 @@ __all__ = [
 ]
 
 LINE_CHARS = 300
-MAX_QUERY_CHARS = 1000
+_LEAVE_OUT = "Leave out an optional argument you do not use; never send it as null."
 
 
 def clip(text: str, limit: int = LINE_CHARS) -> str:
@@ -39,10 +46,6 @@ def clip(text: str, limit: int = LINE_CHARS) -> str:
 def format_memory_line(memory: Memory) -> str:
     """``- [category] content (id N)``, the content cut to one short line."""
     return f"- [{memory.category}] {clip(memory.content)} (id {memory.id})"
-
-
-def _category(categories: tuple[str, ...], purpose: str) -> dict[str, Any]:
-    return {"type": "string", "enum": list(categories), "description": purpose}
 
 
 def _count(number: int, adjective: str = "") -> str:
@@ -68,79 +71,28 @@ class StoreMemoryTool(MemoryTool):
                 "sense without this conversation, e.g. 'Bob's deadline for the report is "
                 "Friday'. Do not store greetings, small talk or things you already stored. "
                 "Names, places and relations in the text are found automatically; pass "
-                "entities or relations only for ones the text does not make plain."
+                "entities or relations only for ones the text does not make plain. " + _LEAVE_OUT
             ),
-            parameters={
-                "type": "object",
-                "properties": {
-                    "category": _category(
-                        categories, "The kind of knowledge: " + ", ".join(categories) + "."
-                    ),
-                    "content": {
-                        "type": "string",
-                        "minLength": 1,
-                        "description": "The knowledge itself, one clear self-contained statement.",
-                    },
-                    "context": {
-                        "type": "string",
-                        "description": "Optional: where or why you learned it.",
-                    },
-                    "confidence": {
-                        "type": "number",
-                        "minimum": 0,
-                        "maximum": 1,
-                        "default": 1.0,
-                        "description": "How sure you are, 0 to 1 (default 1).",
-                    },
-                    "importance": {
-                        "type": "number",
-                        "minimum": 0,
-                        "maximum": 1,
-                        "default": 0.5,
-                        "description": "How much it matters later, 0 to 1 (default 0.5).",
-                    },
-                    "entities": {
-                        "type": "array",
-                        "maxItems": 32,
-                        "items": {"type": "string", "minLength": 1, "maxLength": 200},
-                        "description": "Optional: names of people, places, organisations or "
-                        "things this memory is about, e.g. ['Alice', 'Acme'].",
-                    },
-                    "relations": {
-                        "type": "array",
-                        "maxItems": 32,
-                        "items": {
-                            "type": "object",
-                            "properties": {
-                                "source": {"type": "string", "minLength": 1, "maxLength": 200},
-                                "relation": {"type": "string", "minLength": 1, "maxLength": 200},
-                                "target": {"type": "string", "minLength": 1, "maxLength": 200},
-                            },
-                            "required": ["source", "relation", "target"],
-                            "additionalProperties": False,
-                        },
-                        "description": "Optional: how entities relate, e.g. [{'source': "
-                        "'Alice', 'relation': 'works at', 'target': 'Acme'}].",
-                    },
-                },
-                "required": ["category", "content"],
-                "additionalProperties": False,
-            },
+            arguments=StoreMemoryArguments,
+            categories=categories,
             read_only=False,
         )
 
     def max_lengths(self, manager: MemoryBackend) -> dict[str, int]:
-        limit = manager.config.max_content_chars
-        return {"content": limit, "context": limit}
+        return {"content": manager.config.max_content_chars}
 
-    async def run(self, arguments: dict[str, Any], context: ToolContext) -> str:
-        graph = {k: arguments[k] for k in ("entities", "relations") if arguments.get(k)}
+    async def run(self, arguments: StoreMemoryArguments, context: ToolContext) -> str:
+        graph: dict[str, Any] = {}
+        if arguments.entities:
+            graph["entities"] = list(arguments.entities)
+        if arguments.relations:
+            graph["relations"] = [relation.model_dump() for relation in arguments.relations]
         memory = await context.manager.store(
-            arguments["content"],
-            category=arguments["category"],
-            context=_blank_to_none(arguments.get("context")),
-            confidence=arguments["confidence"],
-            importance=arguments["importance"],
+            arguments.content,
+            category=arguments.category,
+            context=_blank_to_none(arguments.context),
+            confidence=arguments.confidence,
+            importance=arguments.importance,
             source_conversation=context.conversation_id,
             source_sender=context.sender,
             **graph,
@@ -159,38 +111,16 @@ class SearchMemoriesTool(MemoryTool):
                 "Use it before answering when earlier conversations may hold the answer, or "
                 "before storing something to check it is not already known. Pass a short "
                 "query with the key words (names, topics); any language works. Returns the "
-                "best matches, one per line, as '- [category] content (id N)'."
+                "best matches, one per line, as '- [category] content (id N)'. " + _LEAVE_OUT
             ),
-            parameters={
-                "type": "object",
-                "properties": {
-                    "query": {
-                        "type": "string",
-                        "minLength": 1,
-                        "maxLength": MAX_QUERY_CHARS,
-                        "description": "What to look for, e.g. 'Bob deadline report'.",
-                    },
-                    "limit": {
-                        "type": "integer",
-                        "minimum": 1,
-                        "maximum": 20,
-                        "default": 10,
-                        "description": "How many memories to return, 1 to 20 (default 10).",
-                    },
-                    "category": _category(
-                        categories, "Optional: only search this kind of knowledge."
-                    ),
-                },
-                "required": ["query"],
-                "additionalProperties": False,
-            },
+            arguments=SearchMemoriesArguments,
+            categories=categories,
             read_only=True,
         )
 
-    async def run(self, arguments: dict[str, Any], context: ToolContext) -> str:
-        query = arguments["query"]
-        category = arguments.get("category")
-        results = await context.manager.search(query, limit=arguments["limit"], category=category)
+    async def run(self, arguments: SearchMemoriesArguments, context: ToolContext) -> str:
+        query, category = arguments.query, arguments.category
+        results = await context.manager.search(query, limit=arguments.limit, category=category)
         scope = f" in category {category}" if category else ""
         if not results:
             return f'No memories{scope} match "{clip(query, 100)}".'
@@ -208,28 +138,16 @@ class ListMemoriesTool(MemoryTool):
             description=(
                 "List the memories you stored most recently, newest first, optionally only "
                 "one category. Use it to get an overview of what you know or to find the id "
-                "of a memory; to answer a question prefer search_memories."
+                "of a memory; to answer a question prefer search_memories. " + _LEAVE_OUT
             ),
-            parameters={
-                "type": "object",
-                "properties": {
-                    "category": _category(categories, "Optional: only list this kind."),
-                    "limit": {
-                        "type": "integer",
-                        "minimum": 1,
-                        "maximum": 50,
-                        "default": 20,
-                        "description": "How many memories to list, 1 to 50 (default 20).",
-                    },
-                },
-                "additionalProperties": False,
-            },
+            arguments=ListMemoriesArguments,
+            categories=categories,
             read_only=True,
         )
 
-    async def run(self, arguments: dict[str, Any], context: ToolContext) -> str:
-        category = arguments.get("category")
-        memories = await context.manager.list(category, limit=arguments["limit"])
+    async def run(self, arguments: ListMemoriesArguments, context: ToolContext) -> str:
+        category = arguments.category
+        memories = await context.manager.list(category, limit=arguments.limit)
         scope = f" in category {category}" if category else ""
         if not memories:
             return f"No memories{scope} stored yet."
@@ -250,32 +168,21 @@ class RememberInteractionInfoTool(MemoryTool):
                 "this conversation are shown to you again on every later turn with the same "
                 "agent. For knowledge that should outlive this conversation use store_memory."
             ),
-            parameters={
-                "type": "object",
-                "properties": {
-                    "information": {
-                        "type": "string",
-                        "minLength": 1,
-                        "description": "The note, e.g. 'Bob will send the figures on Monday'.",
-                    },
-                },
-                "required": ["information"],
-                "additionalProperties": False,
-            },
+            arguments=RememberInteractionInfoArguments,
             read_only=False,
         )
 
     def max_lengths(self, manager: MemoryBackend) -> dict[str, int]:
         return {"information": manager.config.max_note_chars}
 
-    async def run(self, arguments: dict[str, Any], context: ToolContext) -> str:
+    async def run(self, arguments: RememberInteractionInfoArguments, context: ToolContext) -> str:
         if context.conversation_id is None:
             raise InvalidToolInput(
                 "there is no current conversation with another agent to note this in; "
                 "use store_memory to keep it as lasting knowledge"
             )
         await context.manager.add_note(
-            context.conversation_id, arguments["information"], author=context.sender
+            context.conversation_id, arguments.information, author=context.sender
         )
         return "Noted for this conversation."
 
@@ -291,23 +198,12 @@ class ForgetMemoryTool(MemoryTool):
                 "forget. Pass its id, as shown by search_memories or list_memories "
                 "('(id N)'). To correct a memory, forget it and store the corrected version."
             ),
-            parameters={
-                "type": "object",
-                "properties": {
-                    "memory_id": {
-                        "type": "integer",
-                        "minimum": 1,
-                        "description": "The id of the memory to forget.",
-                    },
-                },
-                "required": ["memory_id"],
-                "additionalProperties": False,
-            },
+            arguments=ForgetMemoryArguments,
             read_only=False,
         )
 
-    async def run(self, arguments: dict[str, Any], context: ToolContext) -> str:
-        memory_id = arguments["memory_id"]
+    async def run(self, arguments: ForgetMemoryArguments, context: ToolContext) -> str:
+        memory_id = arguments.memory_id
         try:
             memory = await context.manager.get(memory_id)
             await context.manager.forget(memory_id)

@@ -10,6 +10,7 @@ import pytest
 
 from spade_memory.config import MemoryConfig
 from spade_memory.errors import ConfigError, MemoryNotFound, StoreClosedError
+from spade_memory.limits import LIMITS
 from spade_memory.models import InteractionNote, Memory, SearchResult
 from spade_memory.tools import (
     MemoryTool,
@@ -191,7 +192,11 @@ async def test_store_memory_blank_context_is_none(
     [
         ("store_memory", {"category": "facts", "content": "x"}, "category must be one of"),
         ("store_memory", {"category": "fact", "content": "x" * 201}, "at most 200"),
-        ("store_memory", {"category": "fact", "content": "x", "context": "y" * 201}, "context"),
+        (
+            "store_memory",
+            {"category": "fact", "content": "x", "context": "y" * (LIMITS.context_chars + 1)},
+            "context is too long",
+        ),
         ("store_memory", {"category": "fact", "content": "x", "confidence": 2}, "confidence"),
         ("store_memory", '{"category": "fact", "content": "x"', "not valid JSON"),
         ("store_memory", {"category": "fact", "content": "\x00"}, "NUL"),

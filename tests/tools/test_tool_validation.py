@@ -59,11 +59,19 @@ def test_defaults_are_applied_and_numbers_cleaned() -> None:
     assert type(validate_arguments(SEARCH, {"query": "q", "limit": 5.0})["limit"]) is int
 
 
-def test_null_for_an_optional_argument_means_left_out() -> None:
-    cleaned = validate_arguments(SEARCH, '{"query": "q", "category": null, "limit": null}')
-    assert cleaned == {"query": "q", "limit": 10}
-    with pytest.raises(InvalidToolInput, match="query must be a string"):
+def test_null_is_refused_for_every_argument() -> None:
+    """An optional argument is left out, never sent as null; each null is named."""
+    with pytest.raises(InvalidToolInput) as caught:
+        validate_arguments(SEARCH, '{"query": "q", "category": null, "limit": null}')
+    assert str(caught.value).splitlines() == [
+        "category must be one of fact, pattern, preference, capability; got null: leave an "
+        "optional argument out instead of sending null",
+        "limit must be an integer from 1 to 20; got null: leave an optional argument out "
+        "instead of sending null",
+    ]
+    with pytest.raises(InvalidToolInput, match="query must be a string; got null"):
         validate_arguments(SEARCH, '{"query": null}')
+    assert "never send it as null" in TOOLS[1].description
 
 
 def test_empty_text_means_no_arguments() -> None:
@@ -135,7 +143,7 @@ def test_runtime_length_limits() -> None:
         {
             "type": "object",
             "additionalProperties": False,
-            "properties": {"a": {"type": "string", "pattern": "x"}},
+            "properties": {"a": {"type": "string", "format": "email"}},
         },
         {
             "type": "object",
@@ -186,18 +194,10 @@ def _bad_text(value: str) -> bool:
 
 def expected_verdict(schema: dict[str, Any], arguments: dict[str, Any]) -> bool:
     """jsonschema's verdict, with this package's documented extra rules applied."""
-    properties, required = schema["properties"], set(schema.get("required", []))
-    effective = {
-        k: v
-        for k, v in arguments.items()
-        if not (v is None and k in properties and k not in required)
-    }
-    if not jsonschema.Draft202012Validator(schema).is_valid(effective):
+    if not jsonschema.Draft202012Validator(schema).is_valid(arguments):
         return False
-    for name, value in effective.items():
-        if isinstance(value, str) and (
-            _bad_text(value) or (name in required and not value.strip())
-        ):
+    for value in arguments.values():
+        if isinstance(value, str) and _bad_text(value):
             return False
         if isinstance(value, float) and not math.isfinite(value):
             return False

@@ -31,13 +31,16 @@ import math
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Annotated, Any, ClassVar, TypeVar
 
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic_core import PydanticCustomError
 from spade.message import Message
 from spade.template import Template
 
 from ...errors import ProtocolError
-from ...identity import MAX_JID_CHARS
+from ...limits import LIMITS
+from ...tools.validation import inline_schema, json_depth
 from ...validation import JSONRejected, loads_strict
 
 __all__ = [
@@ -84,12 +87,11 @@ REFUSE = "refuse"
 FAILURE = "failure"
 ANSWER_PERFORMATIVES = frozenset({INFORM, REFUSE, FAILURE})
 
-MAX_BODY_CHARS = 400_000
-MAX_QUERY_CHARS = 1_000
-MAX_LIMIT = 100
-MAX_REASON_CHARS = 500
-_MAX_CATEGORY_CHARS = 40
-_MIN_CLIPPED_CHARS = 20
+MAX_BODY_CHARS = LIMITS.body_chars
+MAX_QUERY_CHARS = LIMITS.query_chars
+MAX_LIMIT = LIMITS.search_limit
+MAX_REASON_CHARS = LIMITS.reason_chars
+_MIN_CLIPPED_CHARS = LIMITS.min_shared_content_chars
 
 
 # -- messages ----------------------------------------------------------------
@@ -126,27 +128,192 @@ def make_answer(request: Message, performative: str, body: str) -> Message:
     return msg
 
 
-# -- JSON helpers ----------------------------------------------------------------
+# -- body models -----------------------------------------------------------------
 
 
 def _dumps(value: object) -> str:
     return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
 
-def _load_object(body: object, what: str) -> dict[str, Any]:
+def _clean(value: str) -> str:
+    if "\x00" in value:
+        raise PydanticCustomError("text", "must not hold NUL characters")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise PydanticCustomError("text", "holds invalid Unicode (a lone surrogate)") from None
+    return value
+
+
+def _filled(value: str) -> str:
+    if not value.strip():
+        raise PydanticCustomError("text", "must not be empty")
+    return value
+
+
+def _category_name(value: str) -> str:
+    if not value.isidentifier() or value != value.lower():
+        raise PydanticCustomError(
+            "text", "must be a lower-case category name, got {value}", {"value": repr(value)}
+        )
+    return value
+
+
+def _text(limit: int) -> Any:
+    """A string of at most ``limit`` characters, without NUL or lone surrogates (may be empty)."""
+    return Annotated[str, AfterValidator(_clean), Field(max_length=limit)]
+
+
+def _filled_text(limit: int) -> Any:
+    """:func:`_text` that is not empty nor only whitespace."""
+    return Annotated[str, AfterValidator(_clean), AfterValidator(_filled), Field(max_length=limit)]
+
+
+_Id = Annotated[int, Field(ge=1, le=2**63 - 1)]
+_Category = Annotated[
+    str,
+    AfterValidator(_clean),
+    Field(max_length=LIMITS.category_chars),
+    AfterValidator(_filled),
+    AfterValidator(_category_name),
+]
+_Unit = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
+
+
+class _Body(BaseModel):
+    """A protocol body: strict JSON types, unknown fields refused."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    what: ClassVar[str] = "body"
+    nested: ClassVar[Mapping[str, str]] = {}
+
+
+class _QueryBody(_Body):
+    what = "query"
+
+    query: _filled_text(LIMITS.query_chars)  # type: ignore[valid-type]
+    category: _Category | None = None
+    limit: Annotated[int, Field(ge=1, le=LIMITS.search_limit)] | None = None
+
+
+def _provenance_value(value: object) -> str | float | None:
+    """A provenance field: ``null``, a short string or a finite number."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        if len(value) > LIMITS.jid_chars:
+            raise PydanticCustomError(
+                "text",
+                "is {chars} characters; at most {limit} are accepted",
+                {"chars": len(value), "limit": LIMITS.jid_chars},
+            )
+        return _clean(value)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise PydanticCustomError("text", "must be a number")
+    number = float(value)
+    if not math.isfinite(number) or not -1e18 <= number <= 1e18:
+        raise PydanticCustomError("text", "must be a number from -1e+18 to 1e+18")
+    return number
+
+
+_ProvenanceValue = Annotated[Any, AfterValidator(_provenance_value)]
+
+
+class _ResultBody(_Body):
+    what = "result"
+
+    id: _Id
+    category: _Category
+    content: _filled_text(LIMITS.body_chars)  # type: ignore[valid-type]
+    score: Annotated[float, Field(ge=-1e9, le=1e9, allow_inf_nan=False)]
+    truncated: bool = False
+    provenance: Annotated[
+        dict[str, _ProvenanceValue],
+        Field(max_length=LIMITS.provenance_fields),
+    ] = {}  # pydantic copies a mutable default per instance
+
+
+class _AnswerBody(_Body):
+    what = "answer"
+    nested = {"results": "result"}
+
+    results: Annotated[list[_ResultBody], Field(max_length=LIMITS.search_limit)]
+    truncated: bool = False
+    omitted: Annotated[int, Field(ge=0, le=LIMITS.omitted_results)] = 0
+
+
+class _MemoryBody(_Body):
+    what = "shared memory"
+
+    id: _Id
+    uid: _filled_text(LIMITS.uid_chars)  # type: ignore[valid-type]
+    category: _Category
+    content: _filled_text(LIMITS.body_chars)  # type: ignore[valid-type]
+    context: _text(LIMITS.body_chars) | None = None  # type: ignore[valid-type]
+    confidence: _Unit | None = None
+    importance: _Unit | None = None
+    created_at: Annotated[float, Field(ge=0, le=1e11, allow_inf_nan=False)]
+
+
+class _ShareBody(_Body):
+    what = "share"
+    nested = {"memory": "shared memory"}
+
+    memory: _MemoryBody
+
+
+class _ReceiptBody(_Body):
+    what = "receipt"
+
+    stored_id: _Id
+
+
+class _ReasonBody(_Body):
+    what = "reason"
+
+    reason: _filled_text(LIMITS.body_chars)  # type: ignore[valid-type]
+
+
+_SCHEMAS: dict[type[_Body], dict[str, Any]] = {}
+
+
+def _schema(model: type[_Body]) -> dict[str, Any]:
+    """``model``'s JSON schema, references resolved (for the words of its errors)."""
+    if model not in _SCHEMAS:
+        raw = model.model_json_schema()
+        _SCHEMAS[model] = inline_schema(raw, raw.get("$defs", {}))
+    return _SCHEMAS[model]
+
+
+_BodyT = TypeVar("_BodyT", bound=_Body)
+
+
+def _load(model: type[_BodyT], body: object) -> _BodyT:
+    """Read ``body`` as ``model``: size and depth first, then strict JSON, then the model.
+
+    Raises:
+        ProtocolError: the first problem, in words naming the field.
+    """
+    what = model.what
     if not isinstance(body, str) or not body.strip():
         raise ProtocolError(f"a {what} needs a JSON object as its body; the body is empty")
     if len(body) > MAX_BODY_CHARS:
         raise ProtocolError(
             f"the {what} body is {len(body)} characters; at most {MAX_BODY_CHARS} are accepted"
         )
+    if json_depth(body) > LIMITS.argument_depth:
+        raise ProtocolError(f"the {what} body is nested too deeply")
     try:
         parsed = loads_strict(body)
     except JSONRejected as exc:
         raise ProtocolError(_rejection(exc, what)) from None
     if not isinstance(parsed, dict):
         raise ProtocolError(f"the {what} body must be a JSON object")
-    return parsed
+    try:
+        return model.model_validate(parsed)
+    except ValidationError as exc:
+        raise ProtocolError(_problem(model, exc)) from None
 
 
 def _rejection(exc: JSONRejected, what: str) -> str:
@@ -160,60 +327,80 @@ def _rejection(exc: JSONRejected, what: str) -> str:
     return f"the {what} body is not JSON ({exc.detail} at {exc.position})"
 
 
-def _keys(data: Mapping[str, Any], what: str, required: set[str], optional: set[str]) -> None:
-    unknown = sorted(set(data) - required - optional)
-    if unknown:
-        raise ProtocolError(f"the {what} has unknown fields {unknown}")
-    missing = sorted(required - set(data))
-    if missing:
-        raise ProtocolError(f"the {what} lacks the fields {missing}")
+def _problem(model: type[_Body], exc: ValidationError) -> str:
+    """The first problem of ``exc`` in the protocol's words."""
+    errors = exc.errors(include_url=False)
+    first = errors[0]
+    loc = tuple(first["loc"])
+    kind = first["type"]
+    if kind in ("extra_forbidden", "missing"):
+        parent = loc[:-1]
+        same = sorted(
+            str(e["loc"][-1])
+            for e in errors
+            if e["type"] == kind and tuple(e["loc"][:-1]) == parent
+        )
+        what = model.nested.get(str(parent[0]), model.what) if parent else model.what
+        words = "has unknown fields" if kind == "extra_forbidden" else "lacks the fields"
+        return f"the {what} {words} {same}"
+    names = [part for part in loc if isinstance(part, str)]
+    name = names[-1] if names else "the body"
+    if loc[-1] == "provenance":
+        return f"provenance must be an object of at most {LIMITS.provenance_fields} fields"
+    if name == "results" and len(loc) == 1:
+        return f"results must be a list of at most {LIMITS.search_limit} memories"
+    if loc[:1] == ("results",) and len(loc) == 2:
+        return "each result must be an object"
+    if name == "memory" and len(loc) == 1:
+        return "memory must be an object"
+    spec = _spec(_schema(model), loc)
+    value = first.get("input")
+    if kind == "text":
+        return f"{name} {first['msg']}"
+    if kind in ("too_long", "string_too_long") and isinstance(value, str):
+        limit = (first.get("ctx") or {}).get("max_length")
+        return f"{name} is {len(value)} characters; at most {limit} are accepted"
+    kinds = {s.get("type") for s in [spec, *spec.get("anyOf", [])]}
+    if "boolean" in kinds:
+        prefix = "a result's " if loc[:1] == ("results",) else ""
+        return f"{prefix}{name} must be true or false"
+    if "integer" in kinds:
+        low, high = _bounds(spec)
+        return f"{name} must be an integer from {low:.0f} to {high:.0f}"
+    if "number" in kinds:
+        low, high = _bounds(spec)
+        if kind == "float_type" or low is None or high is None:
+            return f"{name} must be a number"
+        return f"{name} must be a number from {low:g} to {high:g}"
+    if "string" in kinds:
+        return f"{name} must be a string"
+    return f"{name} is not valid: {first['msg']}"
 
 
-def _text(data: Mapping[str, Any], key: str, *, limit: int, empty: bool = False) -> str:
-    value = data.get(key)
-    if not isinstance(value, str):
-        raise ProtocolError(f"{key} must be a string")
-    if not empty and not value.strip():
-        raise ProtocolError(f"{key} must not be empty")
-    if len(value) > limit:
-        raise ProtocolError(f"{key} is {len(value)} characters; at most {limit} are accepted")
-    if "\x00" in value:
-        raise ProtocolError(f"{key} must not hold NUL characters")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ProtocolError(f"{key} holds invalid Unicode (a lone surrogate)") from None
-    return value
+def _bounds(spec: Mapping[str, Any]) -> tuple[float | None, float | None]:
+    for option in [spec, *spec.get("anyOf", [])]:
+        if "minimum" in option or "maximum" in option:
+            return option.get("minimum"), option.get("maximum")
+    return None, None
 
 
-def _optional_text(data: Mapping[str, Any], key: str, *, limit: int) -> str | None:
-    if data.get(key) is None:
-        return None
-    return _text(data, key, limit=limit, empty=True)
+def _spec(schema: Mapping[str, Any], loc: Sequence[int | str]) -> Mapping[str, Any]:
+    node: Mapping[str, Any] = schema
+    for part in loc:
+        if isinstance(part, int):
+            node = node.get("items", {})
+        elif "properties" in node:
+            node = node["properties"].get(part, {})
+        else:
+            node = node.get("additionalProperties", {})
+            if not isinstance(node, Mapping):
+                return {}
+    return node
 
 
-def _integer(data: Mapping[str, Any], key: str, *, low: int, high: int) -> int:
-    value = data.get(key)
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise ProtocolError(f"{key} must be an integer from {low} to {high}")
-    return value
-
-
-def _number(data: Mapping[str, Any], key: str, *, low: float, high: float) -> float:
-    value = data.get(key)
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ProtocolError(f"{key} must be a number")
-    number = float(value)
-    if not math.isfinite(number) or not low <= number <= high:
-        raise ProtocolError(f"{key} must be a number from {low:g} to {high:g}")
-    return number
-
-
-def _category(data: Mapping[str, Any], key: str) -> str:
-    value = _text(data, key, limit=_MAX_CATEGORY_CHARS)
-    if not value.isidentifier() or value != value.lower():
-        raise ProtocolError(f"{key} must be a lower-case category name, got {value!r}")
-    return value
+def _longer(name: str, value: str | None, limit: int) -> None:
+    if value is not None and len(value) > limit:
+        raise ProtocolError(f"{name} is {len(value)} characters; at most {limit} are accepted")
 
 
 # -- queries ---------------------------------------------------------------------
@@ -240,12 +427,10 @@ def parse_query(body: object) -> MemoryQuery:
     Raises:
         ProtocolError: what is wrong with it.
     """
-    data = _load_object(body, "query")
-    _keys(data, "query", {"query"}, {"category", "limit"})
-    query = _text(data, "query", limit=MAX_QUERY_CHARS)
-    category = None if data.get("category") is None else _category(data, "category")
-    limit = 5 if data.get("limit") is None else _integer(data, "limit", low=1, high=MAX_LIMIT)
-    return MemoryQuery(query=query, category=category, limit=limit)
+    data = _load(_QueryBody, body)
+    return MemoryQuery(
+        query=data.query, category=data.category, limit=5 if data.limit is None else data.limit
+    )
 
 
 # -- answers ---------------------------------------------------------------------
@@ -323,52 +508,25 @@ def build_answer(results: Sequence[SharedResult], *, max_bytes: int, max_chars: 
     return _dumps({"results": kept, "truncated": cut or omitted > 0, "omitted": omitted})
 
 
-def _provenance(value: object) -> dict[str, str | float | None]:
-    if not isinstance(value, dict) or len(value) > 16:
-        raise ProtocolError("provenance must be an object of at most 16 fields")
-    cleaned: dict[str, str | float | None] = {}
-    for key, item in value.items():
-        if item is None or isinstance(item, str):
-            cleaned[key] = None if item is None else _text(value, key, limit=MAX_JID_CHARS)
-        else:
-            cleaned[key] = _number(value, key, low=-1e18, high=1e18)
-    return cleaned
-
-
 def parse_answer(body: object) -> QueryAnswer:
     """Read an ``inform`` answer to a query strictly.
 
     Raises:
         ProtocolError: what is wrong with it.
     """
-    data = _load_object(body, "answer")
-    _keys(data, "answer", {"results"}, {"truncated", "omitted"})
-    raw = data["results"]
-    if not isinstance(raw, list) or len(raw) > MAX_LIMIT:
-        raise ProtocolError(f"results must be a list of at most {MAX_LIMIT} memories")
-    results: list[SharedResult] = []
-    for item in raw:
-        if not isinstance(item, dict):
-            raise ProtocolError("each result must be an object")
-        _keys(item, "result", {"id", "category", "content", "score"}, {"truncated", "provenance"})
-        truncated = item.get("truncated", False)
-        if not isinstance(truncated, bool):
-            raise ProtocolError("a result's truncated must be true or false")
-        results.append(
-            SharedResult(
-                id=_integer(item, "id", low=1, high=2**63 - 1),
-                category=_category(item, "category"),
-                content=_text(item, "content", limit=MAX_BODY_CHARS),
-                score=_number(item, "score", low=-1e9, high=1e9),
-                provenance=_provenance(item.get("provenance", {})),
-                truncated=truncated,
-            )
+    data = _load(_AnswerBody, body)
+    results = tuple(
+        SharedResult(
+            id=item.id,
+            category=item.category,
+            content=item.content,
+            score=item.score,
+            provenance=dict(item.provenance),
+            truncated=item.truncated,
         )
-    truncated = data.get("truncated", False)
-    if not isinstance(truncated, bool):
-        raise ProtocolError("truncated must be true or false")
-    omitted = 0 if "omitted" not in data else _integer(data, "omitted", low=0, high=10**6)
-    return QueryAnswer(results=tuple(results), truncated=truncated, omitted=omitted)
+        for item in data.results
+    )
+    return QueryAnswer(results=results, truncated=data.truncated, omitted=data.omitted)
 
 
 def reason_body(reason: str) -> str:
@@ -379,8 +537,7 @@ def reason_body(reason: str) -> str:
 def parse_reason(body: object) -> str:
     """The reason of a ``refuse`` or ``failure``, or a short note when it gives none."""
     try:
-        data = _load_object(body, "reason")
-        return _text(data, "reason", limit=MAX_BODY_CHARS)[:MAX_REASON_CHARS]
+        return str(_load(_ReasonBody, body).reason)[:MAX_REASON_CHARS]
     except ProtocolError:
         return "no reason given"
 
@@ -425,33 +582,19 @@ def parse_shared_memory(body: object, *, max_content_chars: int) -> SharedMemory
     Raises:
         ProtocolError: what is wrong with it.
     """
-    data = _load_object(body, "share")
-    _keys(data, "share", {"memory"}, set())
-    memory = data["memory"]
-    if not isinstance(memory, dict):
-        raise ProtocolError("memory must be an object")
-    _keys(
-        memory,
-        "shared memory",
-        {"id", "uid", "category", "content", "created_at"},
-        {"context", "confidence", "importance"},
-    )
+    memory = _load(_ShareBody, body).memory
+    _longer("content", memory.content, max_content_chars)
+    _longer("context", memory.context, max_content_chars)
     return SharedMemory(
-        id=_integer(memory, "id", low=1, high=2**63 - 1),
-        uid=_text(memory, "uid", limit=64),
-        category=_category(memory, "category"),
-        content=_text(memory, "content", limit=max_content_chars),
-        context=_optional_text(memory, "context", limit=max_content_chars),
-        confidence=_optional_unit(memory, "confidence", 1.0),
-        importance=_optional_unit(memory, "importance", 0.5),
-        created_at=_number(memory, "created_at", low=0, high=1e11),
+        id=memory.id,
+        uid=memory.uid,
+        category=memory.category,
+        content=memory.content,
+        context=memory.context,
+        confidence=1.0 if memory.confidence is None else memory.confidence,
+        importance=0.5 if memory.importance is None else memory.importance,
+        created_at=memory.created_at,
     )
-
-
-def _optional_unit(data: Mapping[str, Any], key: str, default: float) -> float:
-    if data.get(key) is None:
-        return default
-    return _number(data, key, low=0.0, high=1.0)
 
 
 def receipt_body(stored_id: int) -> str:
@@ -465,6 +608,4 @@ def parse_receipt(body: object) -> int:
     Raises:
         ProtocolError: what is wrong with the body.
     """
-    data = _load_object(body, "receipt")
-    _keys(data, "receipt", {"stored_id"}, set())
-    return _integer(data, "stored_id", low=1, high=2**63 - 1)
+    return _load(_ReceiptBody, body).stored_id
