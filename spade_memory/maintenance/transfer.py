@@ -3,7 +3,11 @@
 :func:`export_memory` gives everything an agent remembers (its memories and its
 conversation notes) under a format tag and a version; :func:`import_memory`
 adds such an export, of any agent, to a memory. Import is idempotent: memories
-whose ``uid`` is already present are skipped. The command-line ``export`` and
+whose ``uid`` is already present are skipped. The document is described by the
+strict pydantic models :class:`ExportDocument`, :class:`ExportedMemory` and
+:class:`ExportedNote`: an import is parsed through them (a value of the wrong type
+anywhere is refused, naming it), and an export is checked by them before it is
+given out, so what is written is what import reads. The command-line ``export`` and
 ``import`` commands and the ``spade_llm`` backend are built on these.
 """
 
@@ -11,8 +15,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any, Final, Literal
 
+from pydantic import Field, ValidationError, field_validator
+
+from ..documents import Document, Text, describe
 from ..engine.memory_input import MemoryInput
 from ..errors import InvalidToolInput
 from ..storage.base import IndexedText, NewMemory
@@ -20,22 +27,97 @@ from ..storage.base import IndexedText, NewMemory
 if TYPE_CHECKING:
     from ..engine import Engine
 
-__all__ = ["EXPORT_FORMAT", "export_memory", "import_memory"]
+__all__ = [
+    "EXPORT_FORMAT",
+    "ExportDocument",
+    "ExportedMemory",
+    "ExportedNote",
+    "export_memory",
+    "import_memory",
+    "parse_export",
+]
 
-EXPORT_FORMAT = "spade_memory.export"
+EXPORT_FORMAT: Final = "spade_memory.export"
 _EXPORT_VERSION = 1
+
+
+class ExportedMemory(Document):
+    """One memory of an export: every field of :meth:`Memory.to_dict`, in its order.
+
+    Only ``content`` is required; an absent ``uid`` gets a new one, absent times
+    are the time of the import. ``id`` is the exporting memory's own and is ignored.
+    """
+
+    id: int | None = None
+    uid: Annotated[Text, Field(max_length=64)] | None = None
+    category: Text = "fact"
+    content: Text
+    context: Text | None = None
+    confidence: float = 1.0
+    importance: float = 0.5
+    status: Literal["active", "archived"] = "active"
+    source_conversation: Text | None = None
+    source_sender: Text | None = None
+    created_at: float | None = None
+    updated_at: float | None = None
+    last_accessed: float | None = None
+    access_count: Annotated[int, Field(ge=0)] = 0
+    metadata: dict[Text, Any] | None = None
+
+
+class ExportedNote(Document):
+    """One interaction note of an export."""
+
+    content: Text
+    author: Text | None = None
+    created_at: float
+
+
+class ExportDocument(Document):
+    """A whole export: format tag, version, the exporting agent, memories and notes."""
+
+    format: Literal["spade_memory.export"]
+    version: int
+    agent: Text | None = None
+    memories: list[ExportedMemory] = Field(default_factory=list)
+    notes: dict[Text, list[ExportedNote]] = Field(default_factory=dict)
+
+    @field_validator("version")
+    @classmethod
+    def _this_version(cls, version: int) -> int:
+        if version != _EXPORT_VERSION:
+            raise ValueError(f"unsupported export version (this reads {_EXPORT_VERSION})")
+        return version
+
+
+def parse_export(data: object) -> ExportDocument:
+    """Check an export (a dict as :func:`export_memory` gives, e.g. read from JSON).
+
+    Raises:
+        InvalidToolInput: it is not an export, naming what is wrong.
+    """
+    if isinstance(data, Mapping) and not isinstance(data, dict):
+        data = dict(data)
+    if not isinstance(data, dict) or data.get("format") != EXPORT_FORMAT:
+        raise InvalidToolInput(f"not a spade_memory export (format must be {EXPORT_FORMAT!r})")
+    try:
+        return ExportDocument.model_validate(data)
+    except ValidationError as exc:
+        raise InvalidToolInput(f"the export is invalid: {describe(exc)}") from None
 
 
 async def export_memory(engine: Engine) -> dict[str, Any]:
     """Everything the engine's agent remembers, as a JSON-ready dict."""
     memories = [memory.to_dict() async for memory in engine.base.iter_all()]
-    return {
+    document = {
         "format": EXPORT_FORMAT,
         "version": _EXPORT_VERSION,
         "agent": engine.jid,
         "memories": memories,
         "notes": await engine.interactions.export(),
     }
+    parse_export(document)  # what is given out is what import reads
+    return document
 
 
 async def import_memory(
@@ -53,20 +135,13 @@ async def import_memory(
     Raises:
         InvalidToolInput: the data is not an export; nothing was written.
     """
-    if not isinstance(data, Mapping) or data.get("format") != EXPORT_FORMAT:
-        raise InvalidToolInput(f"not a spade_memory export (format must be {EXPORT_FORMAT!r})")
-    if data.get("version") != _EXPORT_VERSION:
-        raise InvalidToolInput(f"unsupported export version {data.get('version')!r}")
-    raw_memories = data.get("memories", [])
-    raw_notes = data.get("notes", {})
-    if not isinstance(raw_memories, list) or not isinstance(raw_notes, Mapping):
-        raise InvalidToolInput("an export holds a list of memories and a mapping of notes")
+    document = parse_export(data)
     prepared: list[tuple[NewMemory, IndexedText]] = []
     seen: set[str] = set()
-    for position, raw in enumerate(raw_memories):
+    for position, exported in enumerate(document.memories):
         try:
-            new, text = _imported(raw, engine.input, engine.now)
-        except (InvalidToolInput, KeyError, TypeError, ValueError) as exc:
+            new, text = _imported(exported, engine.input, engine.now)
+        except (InvalidToolInput, ValueError) as exc:
             raise InvalidToolInput(f"memory {position} of the export is invalid: {exc}") from None
         if new.uid in seen or await engine.base.get_by_uid(new.uid) is not None:
             continue
@@ -80,43 +155,38 @@ async def import_memory(
     added = await engine.base.insert_many(prepared, graphs=graphs, graph_time=engine.now())
     if added:
         engine.notify_changed()
+    raw_notes = {
+        conversation: [note.model_dump() for note in notes]
+        for conversation, notes in document.notes.items()
+    }
     notes = await engine.interactions.import_notes(raw_notes) if raw_notes else 0
     return len(added), notes
 
 
 def _imported(
-    raw: Any, memory_input: MemoryInput, clock: Callable[[], float]
+    exported: ExportedMemory, memory_input: MemoryInput, clock: Callable[[], float]
 ) -> tuple[NewMemory, IndexedText]:
     """One exported memory, checked as ``store`` checks it, keeping its uid,
     status, times and access statistics."""
-    if not isinstance(raw, Mapping):
-        raise TypeError("not an object")
     new, text = memory_input.new_memory(
-        raw["content"],
-        category=raw.get("category", "fact"),
-        context=raw.get("context"),
-        confidence=raw.get("confidence", 1.0),
-        importance=raw.get("importance", 0.5),
-        source_conversation=raw.get("source_conversation"),
-        source_sender=raw.get("source_sender"),
-        metadata=raw.get("metadata") or {},
-        now=float(raw.get("created_at", clock())),
+        exported.content,
+        category=exported.category,
+        context=exported.context,
+        confidence=exported.confidence,
+        importance=exported.importance,
+        source_conversation=exported.source_conversation,
+        source_sender=exported.source_sender,
+        metadata=exported.metadata or {},
+        now=clock() if exported.created_at is None else exported.created_at,
     )
-    uid = raw.get("uid") or new.uid
-    if not isinstance(uid, str) or not 1 <= len(uid) <= 64:
-        raise ValueError("uid must be a string of 1 to 64 characters")
-    status = raw.get("status", "active")
-    if status not in ("active", "archived"):
-        raise ValueError(f"status must be active or archived, got {status!r}")
-    last_accessed = raw.get("last_accessed")
     return (
         dataclasses.replace(
             new,
-            uid=uid,
-            status=status,
-            updated_at=float(raw.get("updated_at", new.created_at)),
-            last_accessed=None if last_accessed is None else float(last_accessed),
-            access_count=int(raw.get("access_count", 0)),
+            uid=exported.uid or new.uid,
+            status=exported.status,
+            updated_at=new.created_at if exported.updated_at is None else exported.updated_at,
+            last_accessed=exported.last_accessed,
+            access_count=exported.access_count,
         ),
         text,
     )

@@ -5,8 +5,11 @@ One JSON file per agent holds every conversation's notes::
     {"format": "spade_memory.interactions", "version": 1, "agent": "alice@example.org",
      "conversations": {"<conversation id>": [{"content": ..., "author": ..., "created_at": ...}]}}
 
-A file that cannot be used is quarantined (moved aside) on load; one written by a
-newer version is refused untouched. Every save rewrites the whole file atomically
+The format is described by the strict pydantic models :class:`InteractionsDocument`
+and :class:`NoteRecord`; a file is read and written through them. A file that cannot
+be used (not JSON, not this format, another agent's, or a field of the wrong type)
+is quarantined (moved aside) on load; one written by a newer version is refused
+untouched. Every save rewrites the whole file atomically
 while holding an exclusive lock (``.<file name>.lock`` beside the file), applying
 its changes to the file as it is then, so processes sharing one agent's memory never
 overwrite each other's notes.
@@ -15,11 +18,14 @@ overwrite each other's notes.
 from __future__ import annotations
 
 import json
-import math
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Final, Literal
 
+from pydantic import ValidationError, field_validator
+
+from ..documents import Document, Text, describe
 from ..errors import StorageCorrupted, StorageError
 from ..identity import normalize_jid
 from ..models import InteractionNote
@@ -30,6 +36,8 @@ __all__ = [
     "FORMAT_VERSION",
     "Change",
     "Conversations",
+    "InteractionsDocument",
+    "NoteRecord",
     "Stamp",
     "empty_document",
     "open_file",
@@ -37,75 +45,91 @@ __all__ = [
     "save_merged",
 ]
 
-FORMAT_TAG = "spade_memory.interactions"
+FORMAT_TAG: Final = "spade_memory.interactions"
 FORMAT_VERSION = 1
 
 Conversations = dict[str, list[InteractionNote]]
 Change = Callable[[Conversations], None]
 
 
-def _encodable(value: str) -> bool:
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
+class NoteRecord(Document):
+    """One note as the file holds it (``author`` may be absent: no author)."""
+
+    content: Text
+    author: Text | None = None
+    created_at: float
+
+
+class _Header(Document):
+    """What every version of the file starts with."""
+
+    format: Literal["spade_memory.interactions"]
+    version: int
+
+
+class InteractionsDocument(_Header):
+    """The whole file: this version's format, the owner's JID, the notes by conversation."""
+
+    agent: Text
+    conversations: dict[Text, list[NoteRecord]]
+
+    @field_validator("version")
+    @classmethod
+    def _this_version(cls, version: int) -> int:
+        if version != FORMAT_VERSION:
+            raise ValueError(f"this reads format version {FORMAT_VERSION}")
+        return version
+
+
+class _Owner(Document):
+    """Just enough of any version to name the agent the file belongs to."""
+
+    format: Literal["spade_memory.interactions"]
+    agent: str
 
 
 def _encode(agent: str, conversations: Conversations) -> bytes:
-    document = {
-        "format": FORMAT_TAG,
-        "version": FORMAT_VERSION,
-        "agent": agent,
-        "conversations": {
+    document = InteractionsDocument(
+        format=FORMAT_TAG,
+        version=FORMAT_VERSION,
+        agent=agent,
+        conversations={
             conversation: [
-                {"content": n.content, "author": n.author, "created_at": n.created_at}
+                NoteRecord(content=n.content, author=n.author, created_at=n.created_at)
                 for n in notes
             ]
             for conversation, notes in conversations.items()
         },
-    }
-    return json.dumps(document, ensure_ascii=False, indent=1).encode("utf-8")
+    )
+    return json.dumps(document.model_dump(), ensure_ascii=False, indent=1).encode("utf-8")
 
 
 def _decode(raw: bytes, agent: str) -> Conversations:
     """Parse a file's bytes; raise ``ValueError`` saying what is wrong with them."""
-    document = json.loads(raw.decode("utf-8"))
-    if not isinstance(document, dict) or document.get("format") != FORMAT_TAG:
-        raise ValueError(f"not an interaction memory file (no format tag {FORMAT_TAG!r})")
-    version = document.get("version")
-    if isinstance(version, int) and not isinstance(version, bool) and version > FORMAT_VERSION:
-        raise _NewerVersion(version)
-    if version != FORMAT_VERSION:
-        raise ValueError(f"unknown format version {version!r}")
-    if document.get("agent") != agent:
-        raise ValueError(f"the file belongs to agent {document.get('agent')!r}, not {agent!r}")
-    raw_conversations = document.get("conversations")
-    if not isinstance(raw_conversations, dict):
-        raise ValueError("'conversations' is not an object")
-    conversations: Conversations = {}
-    for conversation, raw_notes in raw_conversations.items():
-        if not isinstance(raw_notes, list):
-            raise ValueError(f"conversation {conversation[:80]!r} is not a list of notes")
-        if raw_notes:
-            conversations[conversation] = [_decode_note(conversation, e) for e in raw_notes]
-    return conversations
-
-
-def _decode_note(conversation: str, entry: object) -> InteractionNote:
-    problem = f"a note of conversation {conversation[:80]!r} has"
-    if not isinstance(entry, dict) or not isinstance(entry.get("content"), str):
-        raise ValueError(f"{problem} no content")
-    author, created = entry.get("author"), entry.get("created_at")
-    if author is not None and not isinstance(author, str):
-        raise ValueError(f"{problem} a bad author")
-    if isinstance(created, bool) or not isinstance(created, int | float):
-        raise ValueError(f"{problem} a bad time")
-    if not math.isfinite(created):
-        raise ValueError(f"{problem} a bad time")
-    if not _encodable(conversation + entry["content"] + (author or "")):
-        raise ValueError(f"{problem} invalid Unicode")
-    return InteractionNote(conversation, entry["content"], author, float(created))
+    data = json.loads(raw.decode("utf-8"))
+    try:
+        header = _Header.model_validate(data)
+    except ValidationError as exc:
+        if any(e["loc"][:1] in ((), ("format",)) for e in exc.errors()):
+            raise ValueError(
+                f"not an interaction memory file (no format tag {FORMAT_TAG!r})"
+            ) from None
+        raise ValueError(f"unknown format version {data.get('version')!r}") from None
+    if header.version > FORMAT_VERSION:
+        raise _NewerVersion(header.version)
+    try:
+        document = InteractionsDocument.model_validate(data)
+    except ValidationError as exc:
+        raise ValueError(describe(exc)) from None
+    if document.agent != agent:
+        raise ValueError(f"the file belongs to agent {document.agent!r}, not {agent!r}")
+    return {
+        conversation: [
+            InteractionNote(conversation, n.content, n.author, n.created_at) for n in notes
+        ]
+        for conversation, notes in document.conversations.items()
+        if notes
+    }
 
 
 class _NewerVersion(Exception):
@@ -122,13 +146,9 @@ def empty_document(agent: str) -> bytes:
 def read_agent_of(path: Path) -> str | None:
     """The agent JID recorded inside an interaction file, or ``None`` if unreadable."""
     try:
-        document = json.loads(path.read_bytes().decode("utf-8"))
-    except (OSError, ValueError):
+        return _Owner.model_validate(json.loads(path.read_bytes().decode("utf-8"))).agent
+    except (OSError, ValueError, RecursionError):  # ValidationError is a ValueError
         return None
-    if not isinstance(document, dict) or document.get("format") != FORMAT_TAG:
-        return None
-    agent = document.get("agent")
-    return agent if isinstance(agent, str) else None
 
 
 def _load(path: Path, agent: str) -> Conversations | None:

@@ -1,0 +1,207 @@
+"""The export document and its JSON-lines form, described by pydantic models: old exports
+import, what is written reads back the same, every wrong type is refused cleanly."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from spade_memory.cli.transfer import export_lines, parse_export_lines
+from spade_memory.config import MemoryConfig
+from spade_memory.errors import InvalidToolInput
+from spade_memory.maintenance.transfer import ExportDocument, parse_export
+from spade_memory.manager import MemoryManager
+
+DATA = Path(__file__).parent / "data"
+OLD_JSON = json.loads((DATA / "export_v1.json").read_text(encoding="utf-8"))
+OLD_LINES = (DATA / "export_v1.jsonl").read_text(encoding="utf-8")
+
+
+@pytest.fixture
+async def carol(memory_config: MemoryConfig) -> Any:
+    async with await MemoryManager.open("carol@localhost", memory_config) as manager:
+        yield manager
+
+
+@pytest.mark.parametrize("form", ["json", "lines"])
+async def test_an_export_of_the_earlier_encoder_imports_every_field(
+    carol: MemoryManager, form: str
+) -> None:
+    data = OLD_JSON if form == "json" else parse_export_lines(OLD_LINES.splitlines())
+    assert await carol.import_data(data) == (4, 3)
+    exported = await carol.export()
+    strip = [{k: v for k, v in m.items() if k != "id"} for m in exported["memories"]]
+    old = [{k: v for k, v in m.items() if k != "id"} for m in OLD_JSON["memories"]]
+    assert sorted(strip, key=lambda m: m["uid"]) == sorted(old, key=lambda m: m["uid"])
+    assert exported["notes"] == OLD_JSON["notes"]
+    assert await carol.import_data(data) == (0, 0)
+
+
+def test_the_lines_are_written_byte_for_byte_as_before() -> None:
+    assert "".join(line + "\n" for line in export_lines(OLD_JSON)) == OLD_LINES
+    parsed = parse_export_lines(OLD_LINES.splitlines())
+    assert parsed == OLD_JSON
+    assert "".join(line + "\n" for line in export_lines(parsed)) == OLD_LINES
+
+
+texts = st.text(st.characters(blacklist_categories=("Cs",)), max_size=20)
+times = st.floats(min_value=0, max_value=4e9, allow_nan=False)
+memories = st.builds(
+    lambda uid, content, importance, status, created, accessed, count, metadata: {
+        "id": None,
+        "uid": uid,
+        "category": "fact",
+        "content": content,
+        "context": None,
+        "confidence": 1.0,
+        "importance": importance,
+        "status": status,
+        "source_conversation": None,
+        "source_sender": None,
+        "created_at": created,
+        "updated_at": created,
+        "last_accessed": accessed,
+        "access_count": count,
+        "metadata": metadata,
+    },
+    st.uuids().map(lambda u: u.hex),
+    texts,
+    st.floats(0, 1),
+    st.sampled_from(["active", "archived"]),
+    times,
+    st.none() | times,
+    st.integers(0, 10**6),
+    st.dictionaries(texts, st.none() | st.integers() | texts, max_size=3),
+)
+notes = st.dictionaries(
+    texts,
+    st.lists(
+        st.builds(
+            lambda content, author, created: {
+                "content": content,
+                "author": author,
+                "created_at": created,
+            },
+            texts,
+            st.none() | texts,
+            times,
+        ),
+        min_size=1,
+        max_size=3,
+    ),
+    max_size=3,
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(memories=st.lists(memories, max_size=4), notes=notes)
+def test_round_trips_through_the_models_and_the_lines(
+    memories: list[dict[str, Any]], notes: dict[str, Any]
+) -> None:
+    data = {
+        "format": "spade_memory.export",
+        "version": 1,
+        "agent": "alice@localhost",
+        "memories": memories,
+        "notes": notes,
+    }
+    assert parse_export(data).model_dump() == data
+    lines = list(export_lines(data))
+    assert parse_export_lines(lines) == data
+    assert [json.loads(line)["type"] for line in lines] == (
+        ["header"] + ["memory"] * len(memories) + ["notes"] * len(notes)
+    )
+
+
+def _document(**memory: Any) -> dict[str, Any]:
+    record = {**OLD_JSON["memories"][0], **memory}
+    return {**OLD_JSON, "memories": [OLD_JSON["memories"][1], record]}
+
+
+WRONG_MEMORY = [
+    ("uid", 7), ("uid", "x" * 65), ("category", None), ("content", None), ("content", 3),
+    ("context", 1.5), ("confidence", "0.9"), ("confidence", True), ("confidence", math.nan),
+    ("importance", [0.5]), ("status", "deleted"), ("status", 1), ("source_sender", 5),
+    ("created_at", "2024-01-01"), ("created_at", math.inf), ("updated_at", False),
+    ("last_accessed", {}), ("access_count", 1.0), ("access_count", -1),
+    ("access_count", True), ("metadata", [1]), ("metadata", "x"), ("id", "1"),
+    ("content", "\ud800"),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "value"), WRONG_MEMORY, ids=[f"{n}={v!r}" for n, v in WRONG_MEMORY]
+)
+async def test_a_wrong_type_in_a_memory_is_refused_naming_it_and_writes_nothing(
+    carol: MemoryManager, name: str, value: Any
+) -> None:
+    with pytest.raises(InvalidToolInput, match=rf"memories\[1\]\.{name}"):
+        parse_export(_document(**{name: value}))
+    with pytest.raises(InvalidToolInput):
+        await carol.import_data(_document(**{name: value}))
+    assert (await carol.stats()).total == 0
+    line = json.dumps({"type": "memory", **_document(**{name: value})["memories"][1]})
+    header = OLD_LINES.splitlines()[0]
+    with pytest.raises(InvalidToolInput, match=rf"line 2 is invalid: {name}"):
+        parse_export_lines([header, line])
+
+
+WRONG_DOCUMENT = [
+    ("format", "spade_memory.exports"), ("format", None), ("version", 2), ("version", True),
+    ("version", "1"), ("agent", 5), ("memories", {}), ("memories", [1]), ("notes", []),
+    ("notes", {"c": "a note"}), ("notes", {"c": [{"content": "x"}]}),
+    ("notes", {"c": [{"content": "x", "created_at": "now"}]}),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "value"), WRONG_DOCUMENT, ids=[f"{n}={v!r}" for n, v in WRONG_DOCUMENT]
+)
+def test_a_wrong_type_in_the_document_is_refused(name: str, value: Any) -> None:
+    with pytest.raises(InvalidToolInput, match="export"):
+        parse_export({**OLD_JSON, name: value})
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        '{"type": "notes", "conversation": 3, "notes": []}',
+        '{"type": "notes", "conversation": "c", "notes": [{"content": 1, "created_at": 1}]}',
+        '{"type": "notes", "conversation": "c"}',
+        '{"type": "memory"}',
+        "[1, 2]",
+    ],
+)
+def test_a_wrong_line_is_refused_naming_it(line: str) -> None:
+    with pytest.raises(InvalidToolInput, match="line 2"):
+        parse_export_lines([OLD_LINES.splitlines()[0], line])
+    bad_header = json.dumps({**json.loads(OLD_LINES.splitlines()[0]), "version": "1"})
+    with pytest.raises(InvalidToolInput, match="line 1 is invalid: version"):
+        parse_export_lines([bad_header])
+
+
+anything = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    name=st.sampled_from([*OLD_JSON, *OLD_JSON["memories"][0]]),
+    value=anything,
+)
+def test_any_value_anywhere_is_read_or_refused_as_invalid_input(name: str, value: Any) -> None:
+    data = {**OLD_JSON, name: value} if name in OLD_JSON else _document(**{name: value})
+    try:
+        document = parse_export(data)
+    except InvalidToolInput:
+        return
+    assert isinstance(document, ExportDocument)
