@@ -25,7 +25,6 @@ import calendar
 import contextlib
 import logging
 import re
-import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import ConfigError, StorageError
 from ..identity import AgentIdentity, resolve_inside
 from ..storage.base import BaseMemoryStore
+from ..storage.database_copies import BackupFacts, BackupFile, make_standalone
 from ..storage.files import atomic_write_bytes
 from ..storage.interaction import empty_document
 from ..storage.registry import Registry
@@ -125,7 +125,7 @@ async def backup_memory(engine: Engine) -> Path:
         serial += 1
         target = folder / f"{stem}_base_memory.{_stamp(now)}-{serial}.db"
     await engine.base.backup_to(target)
-    await asyncio.to_thread(_standalone, target)
+    await asyncio.to_thread(make_standalone, target)
     notes = resolve_inside(root, engine.identity.interactions_name)
     try:
         data = notes.read_bytes()
@@ -186,17 +186,12 @@ def prune_backups(
     return removed
 
 
-def _check_backup(source: sqlite3.Connection, backup: Path, jid: str) -> None:
-    try:
-        (status,) = source.execute("PRAGMA quick_check").fetchone()
-        (version,) = source.execute("PRAGMA user_version").fetchone()
-        owner = source.execute("SELECT value FROM meta WHERE key = 'agent'").fetchone()
-    except sqlite3.Error as exc:
-        raise StorageError(f"{backup} is not a readable memory backup: {exc}") from exc
+def _check_backup(facts: BackupFacts, backup: Path, jid: str) -> None:
+    status, version, owner = facts.status, facts.version, facts.owner
     if status != "ok":
         raise StorageError(f"{backup} is damaged ({status}); choose another backup")
-    if owner is None or owner[0] != jid:
-        whose = "no agent" if owner is None else repr(owner[0])
+    if owner is None or owner != jid:
+        whose = "no agent" if owner is None else repr(owner)
         raise StorageError(f"{backup} holds the memory of {whose}, not of {jid!r}")
     if int(version) > SCHEMA_VERSION:
         raise StorageError(
@@ -238,27 +233,15 @@ def restore_backup(root: Path, jid: str, backup: Path, *, now: float | None = No
         raise StorageError(f"there is no backup file at {backup}")
     saved = database
     when = time.time() if now is None else now
-    try:
-        source = sqlite3.connect(backup)
-    except sqlite3.Error as exc:
-        raise StorageError(f"could not open the backup {backup}: {exc}") from exc
-    try:
-        _check_backup(source, backup, identity.jid)
+    with BackupFile(backup) as source:
+        _check_backup(source.facts(), backup, identity.jid)
         root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        save_to = None
         if database.exists():
             folder = _folder(root)
             folder.mkdir(exist_ok=True, mode=0o700)
-            saved = folder / f"{identity.stem}_base_memory.{_stamp(when)}.pre-restore.db"
-            _copy(database, saved)
-        target = sqlite3.connect(database)
-        try:
-            source.backup(target)
-        finally:
-            target.close()
-    except sqlite3.Error as exc:
-        raise StorageError(f"restoring {backup} into {database} failed: {exc}") from exc
-    finally:
-        source.close()
+            saved = save_to = folder / f"{identity.stem}_base_memory.{_stamp(when)}.pre-restore.db"
+        source.restore_into(database, save_to=save_to)
     with contextlib.suppress(FileNotFoundError):
         resolve_inside(root, identity.snapshot_name).unlink()  # a cache of the old vectors
     notes = _notes_backup(backup)
@@ -267,29 +250,3 @@ def restore_backup(root: Path, jid: str, backup: Path, *, now: float | None = No
     Registry(root).register(identity)
     logger.info("restored the memory of %s from %s", identity.jid, backup)
     return saved
-
-
-def _copy(database: Path, target: Path) -> None:
-    """Copy a (closed) database with the backup API, so its WAL is included."""
-    source = sqlite3.connect(database)
-    try:
-        copy = sqlite3.connect(target)
-        try:
-            source.backup(copy)
-        finally:
-            copy.close()
-    finally:
-        source.close()
-    _standalone(target)
-
-
-def _standalone(path: Path) -> None:
-    """Switch a backup copy out of WAL mode: one self-contained file, no sidecars."""
-    try:
-        copy = sqlite3.connect(path)
-        try:
-            copy.execute("PRAGMA journal_mode = DELETE")
-        finally:
-            copy.close()
-    except sqlite3.Error as exc:
-        raise StorageError(f"could not finish the backup {path}: {exc}") from exc

@@ -32,16 +32,16 @@ import asyncio
 import builtins
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
 from ..models import Memory
 from ..storage.base import IndexedText
-from ..storage.sql import placeholders
+from ..storage.checks import GRAPH_ORPHAN_TABLES, CheckReads, ConsistencyQueries, IndexedRow
 from .rebuild import Progress, report_progress
 from .report import CHECK_KINDS, ConsistencyReport
-from .rewrite import extract_all, vectors_of, write_graphs
+from .rewrite import extract_all
 from .vector_checks import non_finite, sound, stale_index
 
 if TYPE_CHECKING:
@@ -56,30 +56,11 @@ _ROUTINE = frozenset({"vectors_missing", "vectors_wrong_fingerprint"})
 _SAMPLE = 20
 _BATCH = 500
 
-# Graph rows that belong to nothing: (table, condition), deleted in this order.
-_GRAPH_ORPHANS: tuple[tuple[str, str], ...] = (
-    (
-        "graph_edges",
-        "memory_id NOT IN (SELECT id FROM memories) "
-        "OR source_id NOT IN (SELECT id FROM graph_nodes) "
-        "OR target_id NOT IN (SELECT id FROM graph_nodes)",
-    ),
-    ("memory_atoms", "memory_id NOT IN (SELECT id FROM memories)"),
-    ("graph_entries", "memory_id NOT IN (SELECT id FROM memories)"),
-    ("graph_embeddings", "memory_id NOT IN (SELECT memory_id FROM graph_entries)"),
-    ("graph_entries_fts", "rowid NOT IN (SELECT memory_id FROM graph_entries)"),
-    (
-        "graph_entry_nodes",
-        "memory_id NOT IN (SELECT memory_id FROM graph_entries) "
-        "OR node_id NOT IN (SELECT id FROM graph_nodes)",
-    ),
-    (
-        "graph_nodes",
-        "id NOT IN (SELECT node_id FROM graph_entry_nodes) "
-        "AND id NOT IN (SELECT source_id FROM graph_edges) "
-        "AND id NOT IN (SELECT target_id FROM graph_edges)",
-    ),
-)
+_T = TypeVar("_T", builtins.list[int], builtins.list[int | None])
+
+
+def _orphans_in(table: str) -> Callable[[CheckReads], Awaitable[builtins.list[int | None]]]:
+    return lambda queries: queries.graph_orphans(table)
 
 
 class ConsistencyChecker:
@@ -103,6 +84,7 @@ class ConsistencyChecker:
     ) -> None:
         self._engine = engine
         self._base = engine.base
+        self._queries = ConsistencyQueries(engine.base)
         self._progress = progress
         self._on_phase = on_phase or (lambda phase: None)
         self._pause = pause
@@ -148,30 +130,23 @@ class ConsistencyChecker:
         text = IndexedText.of(content, context)
         return text.content_tokens, text.context_tokens
 
-    async def _detect(self, sql: str, params: Sequence[Any] = ()) -> builtins.list[Any]:
-        """Rows of a detection query, confirmed under the write lock if there are any.
+    async def _detect(self, find: Callable[[CheckReads], Awaitable[_T]]) -> _T:
+        """What ``find(queries)`` reads, confirmed under the write lock if it found anything.
 
         Reads share the connection with writes, so outside a transaction they may
         see one half done (a memory inserted, its keyword row not yet); under the
         write lock no write is under way.
         """
-        rows = await self._base.fetchall(sql, params)
-        if not rows:
-            return rows
+        found = await find(self._queries)
+        if not found:
+            return found
         await self._wait("read")
-        async with self._base.transaction() as db:
-            return list(await db.execute_fetchall(sql, params))
-
-    async def _ids(self, sql: str, params: Sequence[Any] = ()) -> builtins.list[int]:
-        return [int(row[0]) for row in await self._detect(sql, params)]
+        async with self._queries.locked() as locked:
+            return await find(locked)
 
     async def _fts(self, report: ConsistencyReport, repair: bool, deep: bool) -> None:
-        missing = await self._ids(
-            "SELECT id FROM memories WHERE id NOT IN (SELECT rowid FROM memories_fts) ORDER BY id"
-        )
-        orphaned = await self._ids(
-            "SELECT rowid FROM memories_fts WHERE rowid NOT IN (SELECT id FROM memories)"
-        )
+        missing = await self._detect(lambda q: q.memories_missing_fts())
+        orphaned = await self._detect(lambda q: q.orphan_fts_rows())
         report.add("fts_missing", missing)
         report.add("fts_orphaned", orphaned)
         stale: builtins.list[int] = []
@@ -184,33 +159,21 @@ class ConsistencyChecker:
         report.mend("fts_missing", await self._reindex(missing))
         report.mend("fts_stale", await self._reindex(stale))
         if orphaned:
-            async with self._base.transaction() as db:
+            async with self._queries.locked() as locked:
                 for start in range(0, len(orphaned), _BATCH):
                     chunk = orphaned[start : start + _BATCH]
-                    cursor = await db.execute(
-                        f"DELETE FROM memories_fts WHERE rowid IN ({placeholders(len(chunk))}) "
-                        "AND rowid NOT IN (SELECT id FROM memories)",
-                        chunk,
-                    )
-                    report.mend("fts_orphaned", cursor.rowcount)
-                    await cursor.close()
+                    report.mend("fts_orphaned", await locked.delete_orphan_fts_rows(chunk))
             self._engine.notify_changed()
 
-    def _stale_of(self, rows: Sequence[Any]) -> builtins.list[int]:
+    def _stale_of(self, rows: Sequence[IndexedRow]) -> builtins.list[int]:
         """Ids of ``(id, content, context, content tokens, context tokens)`` rows that differ."""
         return [int(r[0]) for r in rows if self._tokens(r[1], r[2]) != (r[3] or "", r[4] or "")]
 
     async def _stale_fts(self) -> builtins.list[int]:
-        select = (
-            "SELECT m.id, m.content, m.context, f.content_tokens, f.context_tokens "
-            "FROM memories AS m JOIN memories_fts AS f ON f.rowid = m.id "
-        )
         stale: builtins.list[int] = []
         last = 0
         while True:
-            rows = await self._base.fetchall(
-                f"{select} WHERE m.id > ? ORDER BY m.id LIMIT ?", (last, _BATCH)
-            )
+            rows = await self._queries.indexed_texts_after(last, _BATCH)
             if not rows:
                 break
             stale.extend(await asyncio.to_thread(self._stale_of, rows))
@@ -221,12 +184,8 @@ class ConsistencyChecker:
         confirmed: builtins.list[int] = []
         for start in range(0, len(stale), _BATCH):
             chunk = stale[start : start + _BATCH]
-            async with self._base.transaction() as db:
-                rows = list(
-                    await db.execute_fetchall(
-                        f"{select} WHERE m.id IN ({placeholders(len(chunk))}) ORDER BY m.id", chunk
-                    )
-                )
+            async with self._queries.locked() as locked:
+                rows = await locked.indexed_texts_of(chunk)
             confirmed.extend(await asyncio.to_thread(self._stale_of, rows))
         return confirmed
 
@@ -247,32 +206,15 @@ class ConsistencyChecker:
             settled += len(chunk) - len(found)  # forgotten meanwhile
             memories = list(found.values())
             tokens = await asyncio.to_thread(self._tokens_of, memories)
-            async with self._base.transaction() as db:
+            async with self._queries.locked() as locked:
                 for memory, (content_tokens, context_tokens) in zip(memories, tokens, strict=True):
-                    rows = await db.execute_fetchall(
-                        "SELECT 1 FROM memories WHERE id = ? AND content = ? AND context IS ?",
-                        (memory.id, memory.content, memory.context),
-                    )
-                    if not rows:  # changed or deleted meanwhile: its own write indexed it
+                    if not await locked.memory_unchanged(memory.id, memory.content, memory.context):
+                        settled += 1  # changed or deleted meanwhile: its own write indexed it
+                        continue
+                    if await locked.keyword_row(memory.id) == (content_tokens, context_tokens):
                         settled += 1
                         continue
-                    indexed = await db.execute_fetchall(
-                        "SELECT content_tokens, context_tokens FROM memories_fts WHERE rowid = ?",
-                        (memory.id,),
-                    )
-                    row = next(iter(indexed), None)
-                    if row is not None and (row[0] or "", row[1] or "") == (
-                        content_tokens,
-                        context_tokens,
-                    ):
-                        settled += 1
-                        continue
-                    await db.execute("DELETE FROM memories_fts WHERE rowid = ?", (memory.id,))
-                    await db.execute(
-                        "INSERT INTO memories_fts (rowid, content_tokens, context_tokens) "
-                        "VALUES (?, ?, ?)",
-                        (memory.id, content_tokens, context_tokens),
-                    )
+                    await locked.write_keyword_row(memory.id, content_tokens, context_tokens)
                     written += 1
         if written:
             self._engine.notify_changed()
@@ -282,12 +224,8 @@ class ConsistencyChecker:
 
     async def _vectors(self, report: ConsistencyReport, repair: bool, deep: bool) -> None:
         indexer = self._engine.indexer
-        orphaned = await self._ids(
-            "SELECT memory_id FROM embeddings WHERE memory_id NOT IN (SELECT id FROM memories)"
-        )
-        malformed = await self._ids(
-            "SELECT memory_id FROM embeddings WHERE dim < 1 OR length(vector) != dim * 4"
-        )
+        orphaned = await self._detect(lambda q: q.orphan_vector_ids())
+        malformed = await self._detect(lambda q: q.malformed_vector_ids())
         if deep:
             malformed = sorted(set(malformed) | set(await non_finite(self._base)))
         report.add("vectors_orphaned", orphaned)
@@ -295,15 +233,9 @@ class ConsistencyChecker:
         missing: builtins.list[int] = []
         foreign: builtins.list[int] = []
         if indexer is not None:
-            missing = await self._ids(
-                "SELECT id FROM memories WHERE id NOT IN (SELECT memory_id FROM embeddings) "
-                "ORDER BY id"
-            )
-            foreign = await self._ids(
-                "SELECT memory_id FROM embeddings WHERE fingerprint != ? OR dim != ? "
-                "ORDER BY memory_id",
-                (indexer.embedder.fingerprint, indexer.embedder.dim),
-            )
+            fingerprint, dim = indexer.embedder.fingerprint, indexer.embedder.dim
+            missing = await self._detect(lambda q: q.memories_missing_vector())
+            foreign = await self._detect(lambda q: q.foreign_vector_ids(fingerprint, dim))
             foreign = [i for i in foreign if i not in set(malformed)]
             report.add("vectors_missing", missing)
             report.add("vectors_wrong_fingerprint", foreign)
@@ -327,28 +259,16 @@ class ConsistencyChecker:
         """
         indexer = self._engine.indexer
         removed: builtins.list[int] = []
-        async with self._base.transaction() as db:
+        async with self._queries.locked() as locked:
             for start in range(0, len(orphaned), _BATCH):
                 chunk = list(orphaned[start : start + _BATCH])
-                rows = await db.execute_fetchall(
-                    f"DELETE FROM embeddings WHERE memory_id IN ({placeholders(len(chunk))}) "
-                    "AND memory_id NOT IN (SELECT id FROM memories) RETURNING memory_id",
-                    chunk,
-                )
-                removed.extend(int(row[0]) for row in rows)
+                removed.extend(await locked.delete_orphan_vectors(chunk))
             for start in range(0, len(malformed), _BATCH):
                 chunk = list(malformed[start : start + _BATCH])
-                rows = await db.execute_fetchall(
-                    f"SELECT memory_id, vector, dim FROM embeddings "
-                    f"WHERE memory_id IN ({placeholders(len(chunk))})",
-                    chunk,
-                )
-                still = [int(row[0]) for row in rows if not sound(row[1], row[2])]
+                rows = await locked.stored_vectors(chunk)
+                still = [row[0] for row in rows if not sound(row[1], row[2])]
                 if still:
-                    await db.execute(
-                        f"DELETE FROM embeddings WHERE memory_id IN ({placeholders(len(still))})",
-                        still,
-                    )
+                    await locked.delete_vectors(still)
                 removed.extend(still)
             if indexer is not None and removed:
                 indexer.remove(removed)  # under the lock: no vector of theirs lands meanwhile
@@ -363,18 +283,12 @@ class ConsistencyChecker:
         if indexer is None:
             return
         fingerprint, dim = indexer.embedder.fingerprint, indexer.embedder.dim
-        valid = (
-            "SELECT memory_id FROM embeddings WHERE fingerprint = ? AND dim = ? "
-            "AND length(vector) = dim * 4"
-        )
-        rows = await self._base.fetchall(valid, (fingerprint, dim))
-        stored_ids = np.fromiter((int(r[0]) for r in rows), dtype=np.int64, count=len(rows))
+        stored_ids = await self._queries.valid_vector_ids(fingerprint, dim)
         present = indexer.index.ids()
         if len(np.setxor1d(stored_ids, present)):  # confirm with no write under way
             await self._wait("read")
-            async with self._base.transaction() as db:
-                rows = list(await db.execute_fetchall(valid, (fingerprint, dim)))
-                stored_ids = np.fromiter((int(r[0]) for r in rows), dtype=np.int64, count=len(rows))
+            async with self._queries.locked() as locked:
+                stored_ids = await locked.valid_vector_ids(fingerprint, dim)
                 present = indexer.index.ids()
         missing = np.setdiff1d(stored_ids, present).tolist()
         extra = np.setdiff1d(present, stored_ids).tolist()
@@ -387,7 +301,7 @@ class ConsistencyChecker:
             )
             if stale:  # confirm with no write under way
                 await self._wait("read")
-                async with self._base.transaction():
+                async with self._queries.locked():
                     stale = await stale_index(self._base, indexer, stale)
             report.add("index_stale", stale)
         if not repair or not (missing or extra or stale):
@@ -395,22 +309,15 @@ class ConsistencyChecker:
         await self._repairing("index")
         # Under the write lock nothing commits meanwhile: FAISS is made to hold
         # exactly the vectors SQLite holds now.
-        async with self._base.transaction() as db:
-            rows = list(await db.execute_fetchall(valid, (fingerprint, dim)))
-            now_stored = np.fromiter((int(r[0]) for r in rows), dtype=np.int64, count=len(rows))
+        async with self._queries.locked() as locked:
+            now_stored = await locked.valid_vector_ids(fingerprint, dim)
             now_present = indexer.index.ids()
             indexer.index.remove(np.setdiff1d(now_present, now_stored))
             wanted = set(np.setdiff1d(now_stored, now_present).tolist()) | set(stale)
             suspects = sorted(wanted & set(now_stored.tolist()))
             for start in range(0, len(suspects), _BATCH):
                 chunk = suspects[start : start + _BATCH]
-                found = await db.execute_fetchall(
-                    f"{valid} AND memory_id IN ({placeholders(len(chunk))})".replace(
-                        "SELECT memory_id FROM", "SELECT memory_id, vector FROM"
-                    ),
-                    [fingerprint, dim, *chunk],
-                )
-                ids, matrix = vectors_of(found, dim)
+                ids, matrix = await locked.valid_vectors_of(fingerprint, dim, chunk)
                 finite = np.isfinite(matrix).all(axis=1)
                 indexer.index.add(ids[finite], matrix[finite])
             indexer.mark_changed(len(missing) + len(extra) + len(stale))
@@ -424,49 +331,30 @@ class ConsistencyChecker:
     async def _graph(self, report: ConsistencyReport, repair: bool, deep: bool) -> None:
         orphans = 0
         ids: set[int] = set()
-        for table, condition in _GRAPH_ORPHANS:
-            key = {"graph_entries_fts": "rowid", "graph_nodes": "NULL"}.get(table, "memory_id")
-            rows = await self._detect(f"SELECT {key} FROM {table} WHERE {condition}")
-            orphans += len(rows)
-            ids.update(int(row[0]) for row in rows if row[0] is not None)
+        for table in GRAPH_ORPHAN_TABLES:
+            keys = await self._detect(_orphans_in(table))
+            orphans += len(keys)
+            ids.update(key for key in keys if key is not None)
         report.add("graph_orphaned", sorted(ids), count=orphans)
-        missing = await self._ids(
-            "SELECT id FROM memories WHERE id NOT IN (SELECT memory_id FROM memory_atoms) "
-            "ORDER BY id"
-        )
+        missing = await self._detect(lambda q: q.memories_missing_graph())
         report.add("graph_missing", missing)
         if not repair or not (orphans or missing):
             return
         await self._repairing("graph")
         if orphans:
-            deleted = 0
-            async with self._base.transaction() as db:
-                # An atom superseded by an orphaned one is live again (its rival is gone).
-                await db.execute(
-                    "UPDATE memory_atoms SET status = 'active', superseded_by = NULL "
-                    "WHERE status = 'superseded' AND superseded_by IN (SELECT id FROM "
-                    "memory_atoms WHERE memory_id NOT IN (SELECT id FROM memories))"
-                )
-                for table, condition in _GRAPH_ORPHANS:
-                    cursor = await db.execute(f"DELETE FROM {table} WHERE {condition}")
-                    deleted += max(0, cursor.rowcount)
-                    await cursor.close()
+            async with self._queries.locked() as locked:
+                deleted = await locked.delete_graph_orphans()
             report.mend("graph_orphaned", min(deleted, orphans))
         extract = self._engine.graph_for
         for start in range(0, len(missing), _BATCH):
             found = await self._base.get_many(missing[start : start + _BATCH])
             memories = list(found.values())
             graphs = await asyncio.to_thread(extract_all, extract, memories)
-            async with self._base.transaction() as db:
-                wanted = [memory.id for memory in memories]
-                bare = await db.execute_fetchall(
-                    f"SELECT id FROM memories WHERE id IN ({placeholders(len(wanted))}) "
-                    "AND id NOT IN (SELECT memory_id FROM memory_atoms)",
-                    wanted,
-                )
-                still = {int(row[0]) for row in bare}  # a write meanwhile made the rest
+            async with self._queries.locked() as locked:
+                # a write meanwhile made the rest
+                still = await locked.graphless_among([memory.id for memory in memories])
                 items = [(m, g) for m, g in zip(memories, graphs, strict=True) if m.id in still]
-                await write_graphs(db, items, extract)
+                await locked.write_graphs(items, extract)
         report.mend("graph_missing", len(missing))
         self._engine.notify_changed()
 

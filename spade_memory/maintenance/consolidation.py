@@ -32,8 +32,7 @@ import numpy as np
 
 from ..models import Embedder, Memory
 from ..storage.base import IndexedText
-from ..storage.graph import delete_graph, write_graph
-from ..storage.sql import placeholders
+from ..storage.merges import MergedFields, active_vectors, merge_memories
 from ..text.tokenizer import get_tokenizer
 from .decay import is_protected
 
@@ -252,43 +251,25 @@ async def _apply(
         graph = engine.graph_for(dataclasses.replace(survivor, content=content))
     metadata = json.dumps(_merged_metadata(survivor, others), ensure_ascii=False)
     accessed = [m.last_accessed for m in members if m.last_accessed is not None]
-    ids = [m.id for m in members]
-    async with engine.base.transaction() as db:
-        rows = await db.execute_fetchall(
-            f"SELECT id, content, status FROM memories WHERE id IN ({placeholders(len(ids))})",
-            ids,
-        )
-        now_held = {int(r[0]): (r[1], r[2]) for r in rows}
-        if any(now_held.get(m.id) != (m.content, "active") for m in members):
-            return False
-        await db.execute(
-            "UPDATE memories SET content = ?, importance = ?, confidence = ?, access_count = ?, "
-            "last_accessed = ?, metadata = ?, updated_at = ? WHERE id = ?",
-            (
-                content,
-                max(m.importance for m in members),
-                max(m.confidence for m in members),
-                sum(m.access_count for m in members),
-                max(accessed) if accessed else None,
-                metadata,
-                now,
-                survivor.id,
-            ),
-        )
-        if tokens is not None and graph is not None:
-            await db.execute("DELETE FROM memories_fts WHERE rowid = ?", (survivor.id,))
-            await db.execute(
-                "INSERT INTO memories_fts (rowid, content_tokens, context_tokens) VALUES (?, ?, ?)",
-                (survivor.id, *tokens),
-            )
-            await db.execute("DELETE FROM embeddings WHERE memory_id = ?", (survivor.id,))
-            await delete_graph(db, survivor.id)
-            await write_graph(db, survivor.id, graph, now=now)
-        for other in others:
-            await delete_graph(db, other.id)
-            await db.execute("DELETE FROM memories WHERE id = ?", (other.id,))
-            await db.execute("DELETE FROM memories_fts WHERE rowid = ?", (other.id,))
-            await db.execute("DELETE FROM embeddings WHERE memory_id = ?", (other.id,))
+    fields = MergedFields(
+        content=content,
+        importance=max(m.importance for m in members),
+        confidence=max(m.confidence for m in members),
+        access_count=sum(m.access_count for m in members),
+        last_accessed=max(accessed) if accessed else None,
+        metadata=metadata,
+        updated_at=now,
+    )
+    merged = await merge_memories(
+        engine.base,
+        survivor.id,
+        [other.id for other in others],
+        expected={m.id: m.content for m in members},
+        fields=fields,
+        text=None if tokens is None or graph is None else (*tokens, graph),
+    )
+    if not merged:
+        return False
     if engine.indexer is not None:
         engine.indexer.remove([m.id for m in others] + ([survivor.id] if changed_text else []))
     return True
@@ -319,12 +300,7 @@ async def consolidate(
     if indexer is None:
         return ConsolidationResult()
     embedder = indexer.embedder
-    rows = await engine.base.fetchall(
-        "SELECT m.id, m.category, m.metadata, e.vector, e.seq FROM memories AS m "
-        "JOIN embeddings AS e ON e.memory_id = m.id WHERE m.status = 'active' "
-        "AND e.fingerprint = ? AND e.dim = ? AND length(e.vector) = e.dim * 4 ORDER BY m.id",
-        (embedder.fingerprint, embedder.dim),
-    )
+    rows = await active_vectors(engine.base, embedder.fingerprint, embedder.dim)
     last_seq = max([after_seq, *(int(r[4]) for r in rows)])
     rows = [r for r in rows if not is_protected(r[2])]
     chance = await asyncio.to_thread(chance_similarity, embedder)

@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..config import MaintenanceConfig
 from ..errors import MemoryNotFound
-from ..storage.sql import placeholders
+from ..storage import lifecycle
+from ..storage.lifecycle import DecayRow
 
 if TYPE_CHECKING:
     from ..engine import Engine
@@ -107,37 +108,28 @@ async def decay_importance(
     Each batch is read and written in one transaction, so a concurrent change of
     importance is never overwritten with a stale value.
     """
-    base = engine.base
     decayed = protected = 0
     longest = 0.0
-    last = 0
-    while True:
-        async with base.transaction() as db:
-            rows = list(
-                await db.execute_fetchall(
-                    "SELECT id, importance, access_count, created_at, metadata FROM memories "
-                    "WHERE status = 'active' AND id > ? ORDER BY id LIMIT ?",
-                    (last, _BATCH),
-                )
+    last: int | None = 0
+
+    def decide(rows: list[DecayRow]) -> list[tuple[float, int, int]]:
+        nonlocal decayed, protected, longest
+        updates: list[tuple[float, int, int]] = []
+        for memory_id, importance, access_count, created_at, metadata in rows:
+            if is_protected(metadata):
+                protected += 1
+                continue
+            days = max(0.0, (now - max(since, float(created_at))) / _DAY)
+            longest = max(longest, days)
+            value = decayed_importance(
+                float(importance), days=days, access_count=int(access_count), rate=rate_per_day
             )
-            if not rows:
-                break
-            last = int(rows[-1][0])
-            updates: list[tuple[float, int, int]] = []
-            for memory_id, importance, access_count, created_at, metadata in rows:
-                if is_protected(metadata):
-                    protected += 1
-                    continue
-                days = max(0.0, (now - max(since, float(created_at))) / _DAY)
-                longest = max(longest, days)
-                value = decayed_importance(
-                    float(importance), days=days, access_count=int(access_count), rate=rate_per_day
-                )
-                updates.append((value, int(access_count) // 2, int(memory_id)))
-            await db.executemany(
-                "UPDATE memories SET importance = ?, access_count = ? WHERE id = ?", updates
-            )
-            decayed += len(updates)
+            updates.append((value, int(access_count) // 2, int(memory_id)))
+        decayed += len(updates)
+        return updates
+
+    while last is not None:
+        last = await lifecycle.decay_batch(engine.base, last, _BATCH, decide)
     if decayed:
         engine.notify_changed()
     logger.info("%s: importance decayed on %d memories", engine.jid, decayed)
@@ -156,27 +148,19 @@ async def set_status(
     if status not in ("active", "archived"):
         raise ValueError(f"status must be 'active' or 'archived', got {status!r}")
     previous = "archived" if status == "active" else "active"
-    changed: list[int] = []
     wanted = list(dict.fromkeys(int(i) for i in memory_ids))
-    async with engine.base.transaction() as db:
-        for start in range(0, len(wanted), _BATCH):
-            chunk = wanted[start : start + _BATCH]
-            rows = await db.execute_fetchall(
-                f"SELECT id, metadata FROM memories WHERE status = ? "
-                f"AND id IN ({placeholders(len(chunk))})",
-                [previous, *chunk],
-            )
-            for memory_id, raw in rows:
-                metadata = _metadata(raw)
-                if status == "archived":
-                    metadata["archived_at"] = now
-                else:
-                    metadata.pop("archived_at", None)
-                await db.execute(
-                    "UPDATE memories SET status = ?, metadata = ? WHERE id = ?",
-                    (status, json.dumps(metadata, ensure_ascii=False), int(memory_id)),
-                )
-                changed.append(int(memory_id))
+
+    def edit(raw: Any) -> str:
+        metadata = _metadata(raw)
+        if status == "archived":
+            metadata["archived_at"] = now
+        else:
+            metadata.pop("archived_at", None)
+        return json.dumps(metadata, ensure_ascii=False)
+
+    changed = await lifecycle.set_status(
+        engine.base, wanted, status, previous=previous, metadata=edit
+    )
     if changed:
         engine.notify_changed()
     return changed
@@ -189,14 +173,11 @@ async def cleanup(
     policy = config.cleanup_policy
     if policy == "off":
         return CleanupResult(policy=policy)
-    rows = await engine.base.fetchall(
-        "SELECT id, metadata FROM memories WHERE status = 'active' AND importance <= ? "
-        "AND created_at <= ? AND (last_accessed IS NULL OR last_accessed <= ?) ORDER BY id",
-        (
-            config.cleanup_max_importance,
-            now - config.cleanup_min_age_days * _DAY,
-            now - config.cleanup_idle_days * _DAY,
-        ),
+    rows = await lifecycle.cleanup_candidates(
+        engine.base,
+        max_importance=config.cleanup_max_importance,
+        created_before=now - config.cleanup_min_age_days * _DAY,
+        idle_since=now - config.cleanup_idle_days * _DAY,
     )
     doomed = [int(row[0]) for row in rows if not is_protected(row[1])]
     if not doomed:

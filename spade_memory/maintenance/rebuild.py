@@ -24,22 +24,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-import aiosqlite
 import numpy as np
 
 from ..errors import ConfigError, StorageError
 from ..models import Memory
 from ..storage.base import IndexedText
-from ..storage.sql import placeholders
+from ..storage.shadow import ShadowTables, ShadowWriter
 from .graph_rebuild import GraphRebuild
-from .rewrite import (
-    bump_generation,
-    change_log_statements,
-    drop_change_log,
-    meta_put,
-    reset_vector_index,
-    vectors_of,
-)
+from .rewrite import reset_vector_index
 
 if TYPE_CHECKING:
     from ..engine import Engine
@@ -62,8 +54,6 @@ Progress = Callable[[int, int], object]
 """Called as ``progress(done, total)`` after each batch; may return an awaitable."""
 
 _MAX_REPLAY_ROUNDS = 20
-_SHADOW = {"fts": "memories_fts_shadow", "vectors": "embeddings_shadow"}
-_LIVE = {"fts": "memories_fts", "vectors": "embeddings"}
 
 
 async def report_progress(progress: Progress | None, done: int, total: int) -> None:
@@ -101,21 +91,6 @@ def _checkpoint_key(what: str) -> str:
     return f"rebuild:{what}"
 
 
-def _log_table(what: str) -> str:
-    return f"rebuild_log_{what}"
-
-
-def _log_statements(what: str) -> list[str]:
-    return change_log_statements(_log_table(what), "content, context")
-
-
-def _drop_statements(what: str) -> list[str]:
-    drops = drop_change_log(_log_table(what))
-    if what in _SHADOW:
-        drops.append(f"DROP TABLE IF EXISTS {_SHADOW[what]}")
-    return drops
-
-
 class Rebuilder:
     """Rebuilds one memory's keyword index, vectors or graph, resuming interrupted ones.
 
@@ -144,10 +119,8 @@ class Rebuilder:
         if what == "graph":
             await GraphRebuild(self._engine, batch=self._batch).abandon()
             return
-        async with self._base.transaction() as db:
-            for statement in _drop_statements(what):
-                await db.execute(statement)
-            await db.execute("DELETE FROM meta WHERE key = ?", (_checkpoint_key(what),))
+        async with self._shadow(what).transaction() as writer:
+            await writer.drop(_checkpoint_key(what))
 
     async def rebuild(
         self, what: RebuildKind, *, progress: Progress | None = None
@@ -177,24 +150,23 @@ class Rebuilder:
                 "graph", graph.processed, graph.replayed, graph.resumed, graph.generation
             )
         state, resumed = await self._begin(what)
+        shadow = self._shadow(what)
         total = await self._base.count(statuses=None)
         cursor, done = int(state["cursor"]), int(state["done"])
         processed = 0
         await report_progress(progress, min(done, total), total)
         while True:
-            rows = await self._base.fetchall(
-                "SELECT id FROM memories WHERE id > ? ORDER BY id LIMIT ?", (cursor, self._batch)
-            )
-            if not rows:
+            ids = await shadow.memory_ids_after(cursor, self._batch)
+            if not ids:
                 break
-            found = await self._base.get_many(int(row[0]) for row in rows)
+            found = await self._base.get_many(ids)
             memories = [found[i] for i in sorted(found)]
             payload = await self._prepare(what, memories)
-            cursor, done = int(rows[-1][0]), done + len(rows)
-            async with self._base.transaction() as db:
-                await self._apply(what, db, memories, payload)
+            cursor, done = ids[-1], done + len(ids)
+            async with shadow.transaction() as writer:
+                await self._apply(writer, memories, payload)
                 state.update(cursor=cursor, done=done)
-                await meta_put(db, _checkpoint_key(what), json.dumps(state))
+                await writer.put_meta(_checkpoint_key(what), json.dumps(state))
             processed += len(memories)
             await report_progress(progress, min(done, total), total)
         replayed = await self._replay(what)
@@ -215,6 +187,9 @@ class Rebuilder:
         indexer = self._engine.indexer
         return None if indexer is None else indexer.embedder.fingerprint
 
+    def _shadow(self, what: RebuildKind) -> ShadowTables:
+        return ShadowTables(self._base, what, fingerprint=self._fingerprint())
+
     async def _begin(self, what: RebuildKind) -> tuple[dict[str, Any], bool]:
         """Resume the shadow of ``what`` (fts or vectors) or start a new one."""
         raw = await self._base.meta_get(_checkpoint_key(what))
@@ -226,12 +201,8 @@ class Rebuilder:
             usable = isinstance(state, dict) and (
                 what != "vectors" or state.get("fingerprint") == self._fingerprint()
             )
-            if usable and what in _SHADOW:
-                rows = await self._base.fetchall(
-                    "SELECT count(*) FROM sqlite_master WHERE name IN (?, ?)",
-                    (_SHADOW[what], _log_table(what)),
-                )
-                usable = int(rows[0][0]) == 2
+            if usable and what != "graph":
+                usable = await self._shadow(what).exists()
             if usable:
                 logger.info("%s: resuming the %s rebuild at %s", self._base.agent, what, state)
                 return state, True
@@ -242,18 +213,8 @@ class Rebuilder:
             "started_at": self._engine.now(),
             "fingerprint": self._fingerprint(),
         }
-        async with self._base.transaction() as db:
-            for statement in _drop_statements(what):
-                await db.execute(statement)
-            if what in _SHADOW:
-                found = await db.execute_fetchall(
-                    "SELECT sql FROM sqlite_master WHERE name = ?", (_LIVE[what],)
-                )
-                sql = str(next(iter(found))[0])
-                await db.execute(sql.replace(_LIVE[what], _SHADOW[what], 1))
-                for statement in _log_statements(what):
-                    await db.execute(statement)
-            await meta_put(db, _checkpoint_key(what), json.dumps(state))
+        async with self._shadow(what).transaction() as writer:
+            await writer.start(_checkpoint_key(what), json.dumps(state))
         return state, False
 
     async def _prepare(self, what: RebuildKind, memories: Sequence[Memory]) -> list[Any]:
@@ -275,37 +236,10 @@ class Rebuilder:
         return list(np.asarray(matrix, dtype=np.float32))
 
     async def _apply(
-        self,
-        what: RebuildKind,
-        db: aiosqlite.Connection,
-        memories: Sequence[Memory],
-        payload: Sequence[Any],
+        self, writer: ShadowWriter, memories: Sequence[Memory], payload: Sequence[Any]
     ) -> None:
         for memory, item in zip(memories, payload, strict=True):
-            await self._write_shadow(what, db, memory.id, item)
-
-    async def _write_shadow(
-        self, what: RebuildKind, db: aiosqlite.Connection, memory_id: int, item: Any
-    ) -> None:
-        if what == "fts":
-            await db.execute("DELETE FROM memories_fts_shadow WHERE rowid = ?", (memory_id,))
-            if item is not None:
-                await db.execute(
-                    "INSERT INTO memories_fts_shadow (rowid, content_tokens, context_tokens) "
-                    "SELECT ?, ?, ? WHERE EXISTS (SELECT 1 FROM memories WHERE id = ?)",
-                    (memory_id, item[0], item[1], memory_id),
-                )
-            return
-        if item is None:
-            await db.execute("DELETE FROM embeddings_shadow WHERE memory_id = ?", (memory_id,))
-            return
-        vector = np.ascontiguousarray(item, dtype=np.float32)
-        await db.execute(
-            "INSERT INTO embeddings_shadow (memory_id, fingerprint, dim, vector, seq) "
-            "SELECT id, ?, ?, ?, 0 FROM memories WHERE id = ? ON CONFLICT (memory_id) DO UPDATE "
-            "SET fingerprint = excluded.fingerprint, dim = excluded.dim, vector = excluded.vector",
-            (self._fingerprint(), int(vector.shape[0]), vector.tobytes(), memory_id),
-        )
+            await writer.write(memory.id, item)
 
     async def _payloads(self, what: RebuildKind, ids: Sequence[int]) -> dict[int, Any]:
         """What to write for each of these memories that still exists."""
@@ -314,114 +248,54 @@ class Rebuilder:
         prepared = await self._prepare(what, present)
         return {memory.id: item for memory, item in zip(present, prepared, strict=True)}
 
-    async def _logged(self, what: RebuildKind, limit: int) -> tuple[int, list[int]]:
-        """The newest log position and up to ``limit`` memory ids logged up to it."""
-        table = _log_table(what)
-        rows = await self._base.fetchall(f"SELECT max(seq) FROM {table}")
-        upto = int(rows[0][0] or 0)
-        rows = await self._base.fetchall(
-            f"SELECT DISTINCT memory_id FROM {table} WHERE seq <= ? ORDER BY memory_id LIMIT ?",
-            (upto, limit),
-        )
-        return upto, [int(row[0]) for row in rows]
-
     async def _replay(self, what: RebuildKind) -> int:
         """Apply memories written since the shadow passed them (outside the write lock)."""
-        table = _log_table(what)
+        shadow = self._shadow(what)
         replayed = 0
         for _ in range(_MAX_REPLAY_ROUNDS):
-            upto, ids = await self._logged(what, self._batch)
+            upto, ids = await shadow.logged(self._batch)
             if not ids:
                 break
             payload = await self._payloads(what, ids)
-            async with self._base.transaction() as db:
-                rows = await db.execute_fetchall(
-                    f"SELECT DISTINCT memory_id FROM {table} WHERE seq > ? "
-                    f"AND memory_id IN ({placeholders(len(ids))})",
-                    [upto, *ids],
-                )
-                again = {int(row[0]) for row in rows}  # changed once more: next round
+            async with shadow.transaction() as writer:
+                again = await writer.logged_after(upto, ids)  # changed once more: next round
                 settled = [i for i in ids if i not in again]
                 for memory_id in settled:
-                    await self._write_shadow(what, db, memory_id, payload.get(memory_id))
+                    await writer.write(memory_id, payload.get(memory_id))
                 if settled:
-                    await db.execute(
-                        f"DELETE FROM {table} WHERE seq <= ? "
-                        f"AND memory_id IN ({placeholders(len(settled))})",
-                        [upto, *settled],
-                    )
+                    await writer.forget_logged(upto, settled)
             replayed += len(settled)
         return replayed
 
     async def _switch(self, what: RebuildKind) -> tuple[int, int]:
         """Apply the last logged writes, verify the shadow and swap it in; one transaction."""
-        table, shadow, live = _log_table(what), _SHADOW[what], _LIVE[what]
-        column = "rowid" if what == "fts" else "memory_id"
-        async with self._base.transaction() as db:
-            rows = await db.execute_fetchall(f"SELECT DISTINCT memory_id FROM {table}")
-            ids = [int(row[0]) for row in rows]
+        async with self._shadow(what).transaction() as writer:
+            ids = await writer.all_logged()
             payload = await self._payloads(what, ids)
             for memory_id in ids:
-                await self._write_shadow(what, db, memory_id, payload.get(memory_id))
-            checks = [
-                f"SELECT count(*) FROM memories WHERE id NOT IN (SELECT {column} FROM {shadow})",
-                f"SELECT count(*) FROM {shadow} WHERE {column} NOT IN (SELECT id FROM memories)",
-            ]
-            params: list[tuple[Any, ...]] = [(), ()]
+                await writer.write(memory_id, payload.get(memory_id))
+            dim = None
             if what == "vectors":
                 indexer = self._engine.indexer
                 assert indexer is not None
-                checks.append(f"SELECT count(*) FROM {shadow} WHERE fingerprint != ? OR dim != ?")
-                params.append((indexer.embedder.fingerprint, indexer.embedder.dim))
-            for sql, args in zip(checks, params, strict=True):
-                bad = int(next(iter(await db.execute_fetchall(sql, args)))[0])
-                if bad:
-                    raise _VerificationFailed(f"{bad} rows failed: {sql}")
-            indexes = await db.execute_fetchall(
-                "SELECT sql FROM sqlite_master WHERE type = 'index' AND tbl_name = ? "
-                "AND sql IS NOT NULL",
-                (live,),
-            )
-            if what == "vectors":
-                await self._renumber(db)
-            await db.execute(f"ALTER TABLE {live} RENAME TO {live}_retired")
-            await db.execute(f"ALTER TABLE {shadow} RENAME TO {live}")
-            await db.execute(f"DROP TABLE {live}_retired")
-            for (sql,) in indexes:
-                await db.execute(str(sql))
-            for statement in _drop_statements(what):
-                await db.execute(statement)
-            await db.execute("DELETE FROM meta WHERE key = ?", (_checkpoint_key(what),))
-            generation = await bump_generation(db, what)
+                dim = indexer.embedder.dim
+            failure = await writer.first_failure(dim=dim)
+            if failure is not None:
+                raise _VerificationFailed(failure)
+            generation = await writer.swap(_checkpoint_key(what))
         if what == "vectors":
             await self._reload_index()
         self._engine.notify_changed()
         logger.info("%s: %s rebuilt (generation %d)", self._base.agent, what, generation)
         return generation, len(ids)
 
-    async def _renumber(self, db: aiosqlite.Connection) -> None:
-        """Give the new vectors change numbers after every old one (snapshot catch-up)."""
-        rows = await db.execute_fetchall(
-            "SELECT max(coalesce((SELECT CAST(value AS INTEGER) FROM meta "
-            "WHERE key = 'embedding_seq'), 0), coalesce((SELECT max(seq) FROM embeddings), 0))"
-        )
-        base = int(next(iter(rows))[0])
-        await db.execute("UPDATE embeddings_shadow SET seq = ? + memory_id", (base,))
-        rows = await db.execute_fetchall("SELECT max(seq) FROM embeddings_shadow")
-        top = int(next(iter(rows))[0] or base)
-        await meta_put(db, "embedding_seq", str(max(top, base)))
-
     async def _reload_index(self) -> None:
         """Make the FAISS cache hold exactly the new vectors (under the write lock)."""
         indexer = self._engine.indexer
         assert indexer is not None
         fingerprint, dim = indexer.embedder.fingerprint, indexer.embedder.dim
-        async with self._base.transaction() as db:
-            rows = await db.execute_fetchall(
-                "SELECT memory_id, vector FROM embeddings WHERE fingerprint = ? AND dim = ?",
-                (fingerprint, dim),
-            )
-            ids, matrix = vectors_of(rows, dim)
+        async with self._shadow("vectors").transaction() as writer:
+            ids, matrix = await writer.live_vectors(fingerprint, dim)
             await asyncio.to_thread(reset_vector_index, indexer.index, ids, matrix)
             indexer.mark_changed(len(ids))
 

@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..storage.checks import ConsistencyQueries
+
 if TYPE_CHECKING:
     from ..engine.indexer import VectorIndexer
     from ..storage.base import BaseMemoryStore
@@ -30,21 +32,17 @@ def sound(blob: Any, dim: Any) -> bool:
 
 async def non_finite(base: BaseMemoryStore) -> list[int]:
     """Ids of stored vectors of the right length holding a NaN or an infinity."""
+    queries = ConsistencyQueries(base)
     bad: list[int] = []
     last = 0
     while True:
-        rows = await base.fetchall(
-            "SELECT memory_id, vector, dim FROM embeddings WHERE memory_id > ? "
-            "AND length(vector) = dim * 4 AND dim > 0 ORDER BY memory_id LIMIT ?",
-            (last, _BATCH),
-        )
+        rows = await queries.well_formed_vectors_after(last, _BATCH)
         if not rows:
             return bad
-        for memory_id, blob, dim in rows:
-            vector = np.frombuffer(blob, dtype=np.float32, count=int(dim))
+        for memory_id, vector in rows:
             if not np.isfinite(vector).all():
-                bad.append(int(memory_id))
-        last = int(rows[-1][0])
+                bad.append(memory_id)
+        last = rows[-1][0]
 
 
 async def stale_index(

@@ -9,6 +9,7 @@ only if the memory's ``updated_at`` still matches the one read for embedding.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -18,6 +19,7 @@ from .sql import SQL_CHUNK, placeholders
 
 __all__ = [
     "count_pending_embeddings",
+    "decode_vectors",
     "embedding_ids",
     "load_vectors",
     "pending_embeddings",
@@ -150,3 +152,13 @@ async def embedding_ids(fetch: Fetch, fingerprint: str) -> np.ndarray:
     """Ids of the memories holding a vector of ``fingerprint``."""
     rows = await fetch("SELECT memory_id FROM embeddings WHERE fingerprint = ?", (fingerprint,))
     return np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
+
+
+def decode_vectors(rows: Iterable[Any], dim: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(ids, matrix)`` of ``(memory id, vector blob)`` rows of vectors of ``dim``."""
+    pairs = list(rows)
+    ids = np.fromiter((int(row[0]) for row in pairs), dtype=np.int64, count=len(pairs))
+    matrix = np.zeros((len(pairs), dim), dtype=np.float32)
+    for position, row in enumerate(pairs):
+        matrix[position] = np.frombuffer(row[1], dtype=np.float32, count=dim)
+    return ids, matrix

@@ -1,0 +1,106 @@
+"""The reads and the write of consolidation: near-duplicate memories merged into one.
+
+:func:`active_vectors` reads what the comparison needs; :func:`merge_memories`
+writes one merge in one transaction, after checking that no member changed since
+it was read (:mod:`spade_memory.maintenance.consolidation` decides what merges).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..text.graph import MemoryGraph
+from .graph import delete_graph, write_graph
+from .sql import placeholders
+
+if TYPE_CHECKING:
+    from .base import BaseMemoryStore
+
+__all__ = ["MergedFields", "active_vectors", "merge_memories"]
+
+
+@dataclass(frozen=True, slots=True)
+class MergedFields:
+    """What the surviving memory of a merge holds afterwards."""
+
+    content: str
+    importance: float
+    confidence: float
+    access_count: int
+    last_accessed: float | None
+    metadata: str
+    updated_at: float
+
+
+async def active_vectors(base: BaseMemoryStore, fingerprint: str, dim: int) -> list[Any]:
+    """``(id, category, metadata JSON, vector blob, seq)`` of every active memory with a
+    well-formed vector of ``fingerprint`` and ``dim``, by id."""
+    return await base.fetchall(
+        "SELECT m.id, m.category, m.metadata, e.vector, e.seq FROM memories AS m "
+        "JOIN embeddings AS e ON e.memory_id = m.id WHERE m.status = 'active' "
+        "AND e.fingerprint = ? AND e.dim = ? AND length(e.vector) = e.dim * 4 ORDER BY m.id",
+        (fingerprint, dim),
+    )
+
+
+async def merge_memories(
+    base: BaseMemoryStore,
+    survivor: int,
+    others: Sequence[int],
+    *,
+    expected: dict[int, str],
+    fields: MergedFields,
+    text: tuple[str, str, MemoryGraph] | None,
+) -> bool:
+    """Merge ``others`` into ``survivor`` in one transaction; False if any member changed.
+
+    Args:
+        survivor: the memory kept.
+        others: the memories deleted (with their keyword rows, vectors and graphs).
+        expected: each member's content as read; a member whose content differs,
+            or that is no longer active, cancels the merge.
+        fields: what the survivor holds afterwards.
+        text: ``(content tokens, context tokens, graph)`` when the survivor's text
+            changed: its keyword row and graph are written again, its vector dropped.
+    """
+    ids = list(expected)
+    async with base.transaction() as db:
+        rows = await db.execute_fetchall(
+            f"SELECT id, content, status FROM memories WHERE id IN ({placeholders(len(ids))})",
+            ids,
+        )
+        now_held = {int(r[0]): (r[1], r[2]) for r in rows}
+        if any(now_held.get(i) != (content, "active") for i, content in expected.items()):
+            return False
+        await db.execute(
+            "UPDATE memories SET content = ?, importance = ?, confidence = ?, access_count = ?, "
+            "last_accessed = ?, metadata = ?, updated_at = ? WHERE id = ?",
+            (
+                fields.content,
+                fields.importance,
+                fields.confidence,
+                fields.access_count,
+                fields.last_accessed,
+                fields.metadata,
+                fields.updated_at,
+                survivor,
+            ),
+        )
+        if text is not None:
+            content_tokens, context_tokens, graph = text
+            await db.execute("DELETE FROM memories_fts WHERE rowid = ?", (survivor,))
+            await db.execute(
+                "INSERT INTO memories_fts (rowid, content_tokens, context_tokens) VALUES (?, ?, ?)",
+                (survivor, content_tokens, context_tokens),
+            )
+            await db.execute("DELETE FROM embeddings WHERE memory_id = ?", (survivor,))
+            await delete_graph(db, survivor)
+            await write_graph(db, survivor, graph, now=fields.updated_at)
+        for other in others:
+            await delete_graph(db, other)
+            await db.execute("DELETE FROM memories WHERE id = ?", (other,))
+            await db.execute("DELETE FROM memories_fts WHERE rowid = ?", (other,))
+            await db.execute("DELETE FROM embeddings WHERE memory_id = ?", (other,))
+    return True
