@@ -6,6 +6,7 @@ under ``if TYPE_CHECKING:``. The layers, top to bottom (a module imports only fr
 own package or from a lower row; packages sharing a row are independent, except for the
 pairs in ``SAME_ROW``)::
 
+    aliases     agents, sharing, xmpp_server   (deprecated paths of moved modules)
     edge        spade (agents, behaviours, sharing), cli, integrations
     facade      manager
     services    maintenance, tools, context (prompt context from notes and memories)
@@ -14,8 +15,8 @@ pairs in ``SAME_ROW``)::
     storage     storage, text          (storage may import text)
     doubles     llm, testing           (testing may import llm)
     ground      config
-                identity, models, validation
-                errors
+                identity, models, validation, documents, field_checks
+                limits, errors
 
 The package's ``__init__`` re-exports the public API and stands above every row;
 nothing inside the package imports it.
@@ -34,6 +35,7 @@ ROOT = "spade_memory"
 
 # Top to bottom; each entry names a first-level package or module of spade_memory.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("aliases", ("agents", "sharing", "xmpp_server")),
     ("edge", ("spade", "cli", "integrations")),
     ("facade", ("manager",)),
     ("services", ("maintenance", "tools", "context")),
@@ -42,8 +44,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("storage", ("storage", "text")),
     ("doubles", ("llm", "testing")),
     ("ground", ("config",)),
-    ("ground", ("identity", "models", "validation")),
-    ("ground", ("errors",)),
+    ("ground", ("identity", "models", "validation", "documents", "field_checks")),
+    ("ground", ("limits", "errors")),
 )
 
 # (importer, imported) packages of one row, the first allowed to import the second.
