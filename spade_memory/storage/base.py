@@ -40,6 +40,7 @@ from .group_commit import GroupCommit
 from .keyword_plan import KeywordPlanner
 from .memory_rows import IndexedText, NewMemory
 from .migrations import backup_database, create_database, migrate
+from .on_thread import prepare_connection
 from .sql import status_category_filter
 from .wal import check_wal
 
@@ -132,6 +133,7 @@ class BaseMemoryStore:
         store = cls(db, agent=agent, label=label)
         store._created = created
         try:
+            await prepare_connection(db)  # many statements in one hop (on_thread.py)
             await database_open.configure_connection(
                 db,
                 storage,
