@@ -33,14 +33,15 @@ from ..text.graph import MemoryGraph
 from . import (
     database_open,
     embeddings,
+    file_peek,
     memory_reads,
     memory_writes,
+    on_thread,
 )
 from .group_commit import GroupCommit
 from .keyword_plan import KeywordPlanner
 from .memory_rows import IndexedText, NewMemory
 from .migrations import backup_database, create_database, migrate
-from .on_thread import prepare_connection
 from .sql import status_category_filter
 from .wal import check_wal
 
@@ -125,7 +126,8 @@ class BaseMemoryStore:
                 rows=database_open.first_rows(agent, categories, now, initial_meta or {}),
             )
         try:
-            db = await aiosqlite.connect(
+            # Many statements in one hop (on_thread.py).
+            db = await on_thread.connect(
                 ":memory:" if path is None else str(path), isolation_level=None
             )
         except sqlite3.Error as exc:
@@ -133,7 +135,6 @@ class BaseMemoryStore:
         store = cls(db, agent=agent, label=label)
         store._created = created
         try:
-            await prepare_connection(db)  # many statements in one hop (on_thread.py)
             await database_open.configure_connection(
                 db,
                 storage,
@@ -179,6 +180,18 @@ class BaseMemoryStore:
     def is_open(path: Path) -> bool:
         """Whether a store of this process has the database file ``path`` open."""
         return path.resolve() in _OPEN_PATHS
+
+    @staticmethod
+    def count_in_file(path: Path) -> int | None:
+        """How many memories the database file ``path`` holds, read without opening
+        it as a memory; ``None`` when it cannot be read."""
+        return file_peek.count_memories(path)
+
+    @staticmethod
+    def fingerprint_in_file(path: Path) -> str | None:
+        """The embedder fingerprint of most vectors in the database file ``path``, read
+        without opening it as a memory; ``None`` when it has none or cannot be read."""
+        return file_peek.main_fingerprint(path)
 
     @property
     def path(self) -> Path | None:
@@ -393,6 +406,22 @@ class BaseMemoryStore:
             self._fetchall, categories=categories, statuses=statuses, limit=limit, offset=offset
         )
 
+    async def recent_ids(self, limit: int) -> builtins.list[int]:
+        """Ids of at most ``limit`` active memories, most recently accessed (or stored) first."""
+        return await memory_reads.recent_ids(self._fetchall, limit)
+
+    async def created_range(self) -> tuple[float | None, float | None]:
+        """When the oldest and the newest memory were stored (``None`` when there is none)."""
+        return await memory_reads.created_range(self._fetchall)
+
+    async def indexed_tokens_and_endings(
+        self, memory_ids: Iterable[int]
+    ) -> dict[int, tuple[str, str]]:
+        """Each memory's indexed content tokens (joined by spaces) and the last
+        character of its content, trailing space trimmed; memories with no keyword
+        index row are left out. Chunks of 500 ids."""
+        return await memory_reads.indexed_tokens_and_endings(self._fetchall, memory_ids)
+
     async def iter_all(self, batch: int = 1000) -> AsyncIterator[Memory]:
         """Every memory of every status, oldest id first, in batches."""
         async for memory in memory_reads.iter_all(self._fetchall, batch):
@@ -487,6 +516,10 @@ class BaseMemoryStore:
     ) -> dict[int, np.ndarray]:
         """The stored vectors of some memories (those that have one)."""
         return await embeddings.vectors_for(self._fetchall, fingerprint, dim, memory_ids)
+
+    async def vector_counts(self) -> dict[str, int]:
+        """How many vectors are stored of each embedder fingerprint."""
+        return await embeddings.counts_by_fingerprint(self._fetchall)
 
     async def embedding_ids(self, fingerprint: str) -> np.ndarray:
         return await embeddings.embedding_ids(self._fetchall, fingerprint)

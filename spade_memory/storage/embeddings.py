@@ -18,6 +18,7 @@ from .sql import SQL_CHUNK, placeholders
 
 __all__ = [
     "count_pending_embeddings",
+    "counts_by_fingerprint",
     "embedding_ids",
     "load_vectors",
     "pending_embeddings",
@@ -150,3 +151,9 @@ async def embedding_ids(fetch: Fetch, fingerprint: str) -> np.ndarray:
     """Ids of the memories holding a vector of ``fingerprint``."""
     rows = await fetch("SELECT memory_id FROM embeddings WHERE fingerprint = ?", (fingerprint,))
     return np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
+
+
+async def counts_by_fingerprint(fetch: Fetch) -> dict[str, int]:
+    """How many vectors are stored of each embedder fingerprint."""
+    rows = await fetch("SELECT fingerprint, count(*) FROM embeddings GROUP BY fingerprint", ())
+    return {str(row[0]): int(row[1]) for row in rows}

@@ -3,28 +3,34 @@
 aiosqlite runs every statement as one call handed to the connection's own
 thread; a write of many small statements (a memory's graph is about twenty)
 spends more time in those hand-overs than in SQLite. :func:`run_on_connection`
-hands a whole piece of work over at once, through aiosqlite's public API only:
+hands a whole piece of work over at once, through public API only (aiosqlite's
+and the ``sqlite3`` module's), in one of two ways:
 
-- once per connection, a SQL function is registered on it
-  (``Connection.create_function``) and its ``sqlite3.Connection`` is taken from a
-  cursor (``Cursor.connection``);
-- each call then runs one statement, ``SELECT spade_memory_run(token)``, whose
-  function calls the work with that ``sqlite3.Connection``, on the connection's
-  thread, in the statement's place in aiosqlite's queue.
+- on a connection opened with :func:`connect` (the base store's), whose
+  ``sqlite3`` connection is a :class:`HandOverConnection`: the work is given to
+  ``aiosqlite.Connection.executescript`` in place of a script, and the
+  ``sqlite3`` connection, called with it on its thread, runs it instead of
+  parsing SQL. This costs what one statement's hand-over costs (the method
+  taken over is one the work's statements never use, so they run at C speed);
+- on any other aiosqlite connection: a SQL function registered once on it
+  (``Connection.create_function``, with its ``sqlite3`` connection taken from
+  ``Cursor.connection``) runs the work from inside one
+  ``SELECT spade_memory_run(token)``. SQLite lets a function run statements of
+  its own on the connection that calls it, and that ``SELECT`` reads no table
+  (it opens no transaction, holds no lock), so the work's statements run as if
+  issued one by one. It costs more per call than the first way (the statement
+  and its function call, and the global interpreter lock let go and taken back
+  around them: some 25 to 45 microseconds more per hand-over on a busy machine),
+  and SQLite traces the work's statements with a leading ``-- `` (as those of a
+  trigger).
 
-SQLite lets a function run statements of its own on the connection that calls
-it (it must only not close the connection nor reset the calling statement), and
-the calling ``SELECT`` reads no table: it opens no transaction and holds no lock,
-so the work's statements run as if issued one by one: inside the transaction
-the caller began, or beginning and ending one of their own.
+Either way the work runs in its place in aiosqlite's queue, between the
+statements before and after it, on the thread that owns the connection.
 
-Two other ways were weighed. A thread owned by the store with its own
-``sqlite3`` connection cannot share an in-memory database with the
-aiosqlite connection every read goes through, and one connection used from two
-threads would let a read run in the middle of a write's statements; aiosqlite's
-other callbacks (progress handler, trace, authorizer) may not touch the
-database. The extra cost of the function against a bare hand-over is a few
-microseconds, within the noise of one hop (``benchmarks/write_latency``).
+A thread of the store's own, with a ``sqlite3`` connection of its own, was
+weighed too: it cannot share an in-memory database with the aiosqlite connection
+every read goes through, and one ``sqlite3`` connection used from two threads
+would let a read run in the middle of a write's statements.
 """
 
 from __future__ import annotations
@@ -34,11 +40,18 @@ import itertools
 import sqlite3
 import weakref
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from pathlib import Path
+from typing import Any, Generic, TypeVar, cast
 
 import aiosqlite
 
-__all__ = ["RUN_FUNCTION", "prepare_connection", "run_on_connection"]
+__all__ = [
+    "RUN_FUNCTION",
+    "HandOverConnection",
+    "connect",
+    "prepare_connection",
+    "run_on_connection",
+]
 
 T = TypeVar("T")
 
@@ -73,11 +86,40 @@ class _Call(Generic[T]):
         return self.result  # type: ignore[return-value]
 
 
+class HandOverConnection(sqlite3.Connection):
+    """A ``sqlite3`` connection that runs work handed to :meth:`executescript` in place of SQL.
+
+    Open it through :func:`connect`; every other statement runs as usual.
+    """
+
+    def executescript(self, sql_script: Any, /) -> sqlite3.Cursor:
+        # Not ``execute``: the work's own statements keep their unwrapped C method.
+        if type(sql_script) is _Call:  # handed over by run_on_connection, on this thread
+            sql_script.run(self)
+            return cast(sqlite3.Cursor, None)  # aiosqlite wraps it; nothing reads it
+        return super().executescript(sql_script)
+
+
+async def connect(database: str | Path, **kwargs: Any) -> aiosqlite.Connection:
+    """``aiosqlite.connect`` whose connection takes work in one hop the cheap way.
+
+    ``kwargs`` go to ``sqlite3.connect`` (as with aiosqlite), except ``factory``.
+    """
+    db = await aiosqlite.connect(database, factory=HandOverConnection, **kwargs)
+    try:
+        await prepare_connection(db)
+    except BaseException:
+        await db.close()
+        raise
+    return db
+
+
 class _Runner:
     """The function registered on one connection and the work waiting for it."""
 
     def __init__(self) -> None:
         self.connection: sqlite3.Connection | None = None
+        self.hands_over = False  # a HandOverConnection: no SQL function needed
         self.pending: dict[int, _Call[Any]] = {}
         self.tokens = itertools.count(1)
         self.ready: asyncio.Lock | None = asyncio.Lock()
@@ -107,7 +149,10 @@ async def prepare_connection(db: aiosqlite.Connection) -> None:
             runner.connection = cursor.connection
         finally:
             await cursor.close()
-        await db.create_function(RUN_FUNCTION, 1, runner)
+        if isinstance(runner.connection, HandOverConnection):
+            runner.hands_over = True
+        else:
+            await db.create_function(RUN_FUNCTION, 1, runner)
         runner.ready = None
 
 
@@ -125,6 +170,9 @@ async def run_on_connection(db: aiosqlite.Connection, work: Callable[[sqlite3.Co
         await prepare_connection(db)
         runner = _RUNNERS[db]
     call: _Call[T] = _Call(work)
+    if runner.hands_over:
+        await db.executescript(cast(str, call))  # HandOverConnection.executescript runs it
+        return call.outcome()
     token = next(runner.tokens)
     runner.pending[token] = call
     try:

@@ -13,6 +13,7 @@ import pytest
 
 import spade_memory
 from spade_memory.config import StorageConfig
+from spade_memory.storage import on_thread
 from spade_memory.storage.base import BaseMemoryStore
 from spade_memory.storage.graph import run_on_connection
 
@@ -151,3 +152,34 @@ def test_no_module_uses_private_attributes_of_aiosqlite() -> None:
         if private.search(line)
     ]
     assert offenders == []
+
+
+async def test_a_hand_over_connection_takes_work_in_place_of_a_script(tmp_path: Path) -> None:
+    db = await on_thread.connect(tmp_path / "t.db", isolation_level=None)
+    try:
+        await db.executescript("CREATE TABLE t (x INTEGER); INSERT INTO t VALUES (0);")
+        traced: list[str] = []
+        await db.set_trace_callback(traced.append)
+
+        def own(conn: sqlite3.Connection) -> tuple[int, bool]:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("INSERT INTO t VALUES (1)")
+            conn.execute("COMMIT")
+            return threading.get_ident(), conn.in_transaction
+
+        ident, in_transaction = await run_on_connection(db, own)
+        assert ident != threading.get_ident() and not in_transaction
+        assert traced == ["BEGIN IMMEDIATE", "INSERT INTO t VALUES (1)", "COMMIT"]  # not nested
+        await db.execute("BEGIN IMMEDIATE")
+        with pytest.raises(sqlite3.IntegrityError):
+            await run_on_connection(
+                db, lambda conn: conn.execute("INSERT INTO t (rowid, x) VALUES (1, 9)")
+            )
+        assert db.in_transaction  # the caller's transaction, left to the caller
+        await db.execute("ROLLBACK")
+        with pytest.raises(sqlite3.OperationalError, match="no such function"):
+            await db.execute(f"SELECT {on_thread.RUN_FUNCTION}(1)")  # no SQL function needed
+    finally:
+        await db.close()
+    with sqlite3.connect(tmp_path / "t.db") as other:
+        assert other.execute("SELECT x FROM t ORDER BY x").fetchall() == [(0,), (1,)]
