@@ -44,6 +44,7 @@ from .memory_rows import IndexedText, NewMemory
 from .migrations import backup_database, create_database, migrate
 from .sql import status_category_filter
 from .wal import check_wal
+from .writer import Writer
 
 __all__ = ["BaseMemoryStore", "IndexedText", "NewMemory"]
 
@@ -62,8 +63,10 @@ class BaseMemoryStore:
         self._db = db
         self._agent = agent
         self._label = label
-        self._write_lock = asyncio.Lock()
         self._closed = False
+        # The one write path: every transaction of this store is begun by its writer.
+        self._writer = Writer(db, label=label, check_open=self._check_open)
+        self._write_lock = self._writer.lock
         self._path: Path | None = None
         self._created = False
         # Group commit: single inserts waiting for the next transaction.
@@ -215,32 +218,8 @@ class BaseMemoryStore:
         if self._closed:
             raise StoreClosedError(f"the base memory of {self._agent} is closed")
 
-    @contextlib.asynccontextmanager
-    async def _transaction(self) -> AsyncIterator[aiosqlite.Connection]:
-        self._check_open()
-        async with self._write_lock:
-            self._check_open()
-            try:
-                await self._db.execute("BEGIN IMMEDIATE")
-            except sqlite3.Error as exc:
-                raise StorageError(f"{self._label}: could not start a write: {exc}") from exc
-            except asyncio.CancelledError:
-                # The BEGIN was queued and may still run: end it before the lock is let go.
-                with contextlib.suppress(sqlite3.Error):
-                    await asyncio.shield(self._db.execute("ROLLBACK"))
-                raise
-            try:
-                yield self._db
-            except BaseException:
-                with contextlib.suppress(sqlite3.Error):
-                    await asyncio.shield(self._db.execute("ROLLBACK"))
-                raise
-            try:
-                await self._db.execute("COMMIT")
-            except sqlite3.Error as exc:
-                with contextlib.suppress(sqlite3.Error):
-                    await asyncio.shield(self._db.execute("ROLLBACK"))
-                raise StorageError(f"{self._label}: could not commit: {exc}") from exc
+    def _transaction(self) -> contextlib.AbstractAsyncContextManager[aiosqlite.Connection]:
+        return self._writer.transaction()
 
     async def _fetchall(self, sql: str, params: Sequence[Any] = ()) -> builtins.list[Any]:
         self._check_open()
@@ -263,17 +242,13 @@ class BaseMemoryStore:
         """One write transaction (``BEGIN IMMEDIATE`` ... ``COMMIT``) behind the write lock."""
         return self._transaction()
 
-    @contextlib.asynccontextmanager
-    async def exclusive(self) -> AsyncIterator[aiosqlite.Connection]:
+    def exclusive(self) -> contextlib.AbstractAsyncContextManager[aiosqlite.Connection]:
         """The connection behind the write lock, with no transaction begun.
 
         For what SQLite refuses inside a transaction (``ATTACH``, ``DETACH``): the
         caller begins and ends its own transactions and must leave none open.
         """
-        self._check_open()
-        async with self._write_lock:
-            self._check_open()
-            yield self._db
+        return self._writer.exclusive()
 
     # -- meta ------------------------------------------------------------
 
@@ -321,9 +296,7 @@ class BaseMemoryStore:
         if graphs is not None and len(graphs) != len(items):
             raise ValueError("graphs must hold one entry per item")
         write = memory_writes.InsertTransaction.of(items, self._agent, graphs, graph_time)
-        ids = await memory_writes.run_insert(
-            self._db, self._write_lock, self._check_open, self._label, write
-        )
+        ids = await memory_writes.run_insert(self._writer, self._label, write)
         return write.memories(ids)
 
     async def update(
