@@ -2,14 +2,16 @@
 
 One long-lived connection per agent (so ``:memory:`` works and nothing is
 re-opened per call), WAL journal, a busy timeout, ``synchronous`` as configured.
-Every write is one ``BEGIN IMMEDIATE`` transaction behind an asyncio lock; a
-write is acknowledged once its transaction commits. SQLite is the single source
-of truth: rows, FTS rows and embedding vectors all live here.
+Every write is one ``BEGIN IMMEDIATE`` transaction begun by the store's writer
+(``writer``: one asyncio lock, one write path); a write is acknowledged once its
+transaction commits. SQLite is the single source of truth: rows, FTS rows and
+embedding vectors all live here.
 
-:class:`BaseMemoryStore` owns the connection, its write lock and transactions;
-its queries live beside it: the row layout in ``memory_rows``, the write path in
-``memory_writes``, reads in ``memory_reads``, vectors in ``embeddings`` and the
-checks made while opening in ``database_open``.
+:class:`BaseMemoryStore` owns the connection and its writer; its queries live
+beside it: the row layout in ``memory_rows``, the write statements in
+``memory_writes``, reads in ``memory_reads``, vectors in ``embeddings``, reads of
+a file not opened in ``file_peek`` and the checks made while opening in
+``database_open``.
 """
 
 from __future__ import annotations
