@@ -129,7 +129,7 @@ async def test_a_closed_connection_is_refused() -> None:
         await run_on_connection(db, lambda conn: 2)
 
 
-async def test_the_work_runs_alone_on_the_connection_of_a_store(tmp_path: Path) -> None:
+async def test_the_work_runs_inside_a_transaction_of_a_store(tmp_path: Path) -> None:
     store = await BaseMemoryStore.open(
         tmp_path / "a.db", agent="a@x", storage=StorageConfig(), categories=("fact",)
     )
