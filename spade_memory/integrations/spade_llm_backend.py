@@ -313,7 +313,7 @@ class SpadeMemoryBackend(_BackendBase):  # type: ignore[misc]
             }
         )
         if not added:
-            existing = await manager.base_store.get_by_uid(record["uid"])
+            existing = await manager.engine.base.get_by_uid(record["uid"])
             if existing is not None:
                 await manager.update(
                     existing.id,
@@ -330,7 +330,7 @@ class SpadeMemoryBackend(_BackendBase):  # type: ignore[misc]
         """Delete a memory by id; ``False`` when there is none."""
         manager = await self._open()
         self._counted.discard(memory_id)
-        memory = await manager.base_store.get_by_uid(memory_id) if memory_id else None
+        memory = await manager.engine.base.get_by_uid(memory_id) if memory_id else None
         if memory is None:
             return False
         await manager.forget(memory.id)
@@ -342,9 +342,9 @@ class SpadeMemoryBackend(_BackendBase):  # type: ignore[misc]
         if memory_id in self._counted:
             self._counted.discard(memory_id)
             return
-        memory = await manager.base_store.get_by_uid(memory_id) if memory_id else None
+        memory = await manager.engine.base.get_by_uid(memory_id) if memory_id else None
         if memory is not None:
-            await manager.base_store.touch([memory.id], manager.now())
+            await manager.engine.base.touch([memory.id], manager.now())
 
     # -- reads -------------------------------------------------------------------
 
@@ -380,13 +380,9 @@ class SpadeMemoryBackend(_BackendBase):  # type: ignore[misc]
         manager = await self._open()
         if not self._is_mine(agent_id) or limit < 1:
             return []
-        rows = await manager.base_store.fetchall(
-            "SELECT id FROM memories WHERE status = 'active' "
-            "ORDER BY COALESCE(last_accessed, created_at) DESC, id DESC LIMIT ?",
-            (min(int(limit), _MAX_LIST),),
-        )
-        ids = [int(row[0]) for row in rows]
-        found = await manager.base_store.get_many(ids)
+        base = manager.engine.base
+        ids = await base.recent_ids(min(int(limit), _MAX_LIST))
+        found = await base.get_many(ids)
         return [self._entry(found[i], agent_id) for i in ids if i in found]
 
     async def get_memory_stats(self, agent_id: str) -> dict[str, Any]:
@@ -401,10 +397,7 @@ class SpadeMemoryBackend(_BackendBase):  # type: ignore[misc]
                 "newest_memory": None,
             }
         stats = await manager.stats()
-        rows = await manager.base_store.fetchall(
-            "SELECT MIN(created_at), MAX(created_at) FROM memories"
-        )
-        oldest, newest = rows[0] if rows else (None, None)
+        oldest, newest = await manager.engine.base.created_range()
         return {
             "total_memories": stats.total,
             "category_counts": dict(stats.by_category),

@@ -38,7 +38,6 @@ from dataclasses import dataclass
 
 from ..config import RetrievalConfig
 from ..storage.base import BaseMemoryStore
-from ..storage.sql import chunks, placeholders
 from ..text.tokenizer import Tokenizer
 
 __all__ = [
@@ -329,18 +328,11 @@ class LexicalReranker:
 
     async def _tokens(self, candidates: Sequence[int]) -> dict[int, tuple[list[str], bool]]:
         """Each candidate's indexed content tokens, and whether its text ends with a question."""
-        found: dict[int, tuple[list[str], bool]] = {}
-        wanted = list(dict.fromkeys(candidates))
-        for chunk in chunks(wanted):
-            rows = await self._base.fetchall(
-                "SELECT f.rowid, f.content_tokens, substr(rtrim(m.content), -1) "
-                "FROM memories_fts AS f JOIN memories AS m ON m.id = f.rowid "
-                f"WHERE f.rowid IN ({placeholders(len(chunk))})",
-                chunk,
-            )
-            for row in rows:
-                found[int(row[0])] = (str(row[1] or "").split(), row[2] in _QUESTION_MARKS)
-        return found
+        rows = await self._base.indexed_tokens_and_endings(candidates)
+        return {
+            memory_id: (tokens.split(), ending in _QUESTION_MARKS)
+            for memory_id, (tokens, ending) in rows.items()
+        }
 
     async def _idf(self, terms: Sequence[str]) -> dict[str, float]:
         """Each term's IDF over the whole memory; terms no memory holds are left out

@@ -96,6 +96,14 @@ class AtomBook:
             hidden.update(int(row[0]) for row in rows)
         return hidden
 
+    async def counts_by_status(self) -> dict[str, int]:
+        """How many atoms are stored with each recorded status (lapsed lifetimes are
+        recorded by :meth:`refresh`)."""
+        rows = await self._base.fetchall(
+            "SELECT status, count(*) FROM memory_atoms GROUP BY status"
+        )
+        return {str(row[0]): int(row[1]) for row in rows}
+
     async def refresh(self, now: float) -> dict[str, int]:
         """Record lapsed lifetimes: active -> dormant -> expired. Returns counts changed."""
         fraction = self._config.dormant_fraction

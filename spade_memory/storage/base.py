@@ -2,14 +2,16 @@
 
 One long-lived connection per agent (so ``:memory:`` works and nothing is
 re-opened per call), WAL journal, a busy timeout, ``synchronous`` as configured.
-Every write is one ``BEGIN IMMEDIATE`` transaction behind an asyncio lock; a
-write is acknowledged once its transaction commits. SQLite is the single source
-of truth: rows, FTS rows and embedding vectors all live here.
+Every write is one ``BEGIN IMMEDIATE`` transaction begun by the store's writer
+(``writer``: one asyncio lock, one write path); a write is acknowledged once its
+transaction commits. SQLite is the single source of truth: rows, FTS rows and
+embedding vectors all live here.
 
-:class:`BaseMemoryStore` owns the connection, its write lock and transactions;
-its queries live beside it: the row layout in ``memory_rows``, the write path in
-``memory_writes``, reads in ``memory_reads``, vectors in ``embeddings`` and the
-checks made while opening in ``database_open``.
+:class:`BaseMemoryStore` owns the connection and its writer; its queries live
+beside it: the row layout in ``memory_rows``, the write statements in
+``memory_writes``, reads in ``memory_reads``, vectors in ``embeddings``, reads of
+a file not opened in ``file_peek`` and the checks made while opening in
+``database_open``.
 """
 
 from __future__ import annotations
@@ -33,8 +35,10 @@ from ..text.graph import MemoryGraph
 from . import (
     database_open,
     embeddings,
+    file_peek,
     memory_reads,
     memory_writes,
+    on_thread,
 )
 from .group_commit import GroupCommit
 from .keyword_plan import KeywordPlanner
@@ -42,6 +46,7 @@ from .memory_rows import IndexedText, NewMemory
 from .migrations import backup_database, create_database, migrate
 from .sql import status_category_filter
 from .wal import check_wal
+from .writer import Writer
 
 __all__ = ["BaseMemoryStore", "IndexedText", "NewMemory"]
 
@@ -60,8 +65,10 @@ class BaseMemoryStore:
         self._db = db
         self._agent = agent
         self._label = label
-        self._write_lock = asyncio.Lock()
         self._closed = False
+        # The one write path: every transaction of this store is begun by its writer.
+        self._writer = Writer(db, label=label, check_open=self._check_open)
+        self._write_lock = self._writer.lock
         self._path: Path | None = None
         self._created = False
         # Group commit: single inserts waiting for the next transaction.
@@ -124,7 +131,8 @@ class BaseMemoryStore:
                 rows=database_open.first_rows(agent, categories, now, initial_meta or {}),
             )
         try:
-            db = await aiosqlite.connect(
+            # Many statements in one hop (on_thread.py).
+            db = await on_thread.connect(
                 ":memory:" if path is None else str(path), isolation_level=None
             )
         except sqlite3.Error as exc:
@@ -178,6 +186,18 @@ class BaseMemoryStore:
         """Whether a store of this process has the database file ``path`` open."""
         return path.resolve() in _OPEN_PATHS
 
+    @staticmethod
+    def count_in_file(path: Path) -> int | None:
+        """How many memories the database file ``path`` holds, read without opening
+        it as a memory; ``None`` when it cannot be read."""
+        return file_peek.count_memories(path)
+
+    @staticmethod
+    def fingerprint_in_file(path: Path) -> str | None:
+        """The embedder fingerprint of most vectors in the database file ``path``, read
+        without opening it as a memory; ``None`` when it has none or cannot be read."""
+        return file_peek.main_fingerprint(path)
+
     @property
     def path(self) -> Path | None:
         """The database file, or ``None`` for an in-memory database."""
@@ -200,32 +220,8 @@ class BaseMemoryStore:
         if self._closed:
             raise StoreClosedError(f"the base memory of {self._agent} is closed")
 
-    @contextlib.asynccontextmanager
-    async def _transaction(self) -> AsyncIterator[aiosqlite.Connection]:
-        self._check_open()
-        async with self._write_lock:
-            self._check_open()
-            try:
-                await self._db.execute("BEGIN IMMEDIATE")
-            except sqlite3.Error as exc:
-                raise StorageError(f"{self._label}: could not start a write: {exc}") from exc
-            except asyncio.CancelledError:
-                # The BEGIN was queued and may still run: end it before the lock is let go.
-                with contextlib.suppress(sqlite3.Error):
-                    await asyncio.shield(self._db.execute("ROLLBACK"))
-                raise
-            try:
-                yield self._db
-            except BaseException:
-                with contextlib.suppress(sqlite3.Error):
-                    await asyncio.shield(self._db.execute("ROLLBACK"))
-                raise
-            try:
-                await self._db.execute("COMMIT")
-            except sqlite3.Error as exc:
-                with contextlib.suppress(sqlite3.Error):
-                    await asyncio.shield(self._db.execute("ROLLBACK"))
-                raise StorageError(f"{self._label}: could not commit: {exc}") from exc
+    def _transaction(self) -> contextlib.AbstractAsyncContextManager[aiosqlite.Connection]:
+        return self._writer.transaction()
 
     async def _fetchall(self, sql: str, params: Sequence[Any] = ()) -> builtins.list[Any]:
         self._check_open()
@@ -248,17 +244,13 @@ class BaseMemoryStore:
         """One write transaction (``BEGIN IMMEDIATE`` ... ``COMMIT``) behind the write lock."""
         return self._transaction()
 
-    @contextlib.asynccontextmanager
-    async def exclusive(self) -> AsyncIterator[aiosqlite.Connection]:
+    def exclusive(self) -> contextlib.AbstractAsyncContextManager[aiosqlite.Connection]:
         """The connection behind the write lock, with no transaction begun.
 
         For what SQLite refuses inside a transaction (``ATTACH``, ``DETACH``): the
         caller begins and ends its own transactions and must leave none open.
         """
-        self._check_open()
-        async with self._write_lock:
-            self._check_open()
-            yield self._db
+        return self._writer.exclusive()
 
     # -- meta ------------------------------------------------------------
 
@@ -306,9 +298,7 @@ class BaseMemoryStore:
         if graphs is not None and len(graphs) != len(items):
             raise ValueError("graphs must hold one entry per item")
         write = memory_writes.InsertTransaction.of(items, self._agent, graphs, graph_time)
-        ids = await memory_writes.run_insert(
-            self._db, self._write_lock, self._check_open, self._label, write
-        )
+        ids = await memory_writes.run_insert(self._writer, self._label, write)
         return write.memories(ids)
 
     async def update(
@@ -392,6 +382,22 @@ class BaseMemoryStore:
         return await memory_reads.list_memories(
             self._fetchall, categories=categories, statuses=statuses, limit=limit, offset=offset
         )
+
+    async def recent_ids(self, limit: int) -> builtins.list[int]:
+        """Ids of at most ``limit`` active memories, most recently accessed (or stored) first."""
+        return await memory_reads.recent_ids(self._fetchall, limit)
+
+    async def created_range(self) -> tuple[float | None, float | None]:
+        """When the oldest and the newest memory were stored (``None`` when there is none)."""
+        return await memory_reads.created_range(self._fetchall)
+
+    async def indexed_tokens_and_endings(
+        self, memory_ids: Iterable[int]
+    ) -> dict[int, tuple[str, str]]:
+        """Each memory's indexed content tokens (joined by spaces) and the last
+        character of its content, trailing space trimmed; memories with no keyword
+        index row are left out. Chunks of 500 ids."""
+        return await memory_reads.indexed_tokens_and_endings(self._fetchall, memory_ids)
 
     async def iter_all(self, batch: int = 1000) -> AsyncIterator[Memory]:
         """Every memory of every status, oldest id first, in batches."""
@@ -487,6 +493,10 @@ class BaseMemoryStore:
     ) -> dict[int, np.ndarray]:
         """The stored vectors of some memories (those that have one)."""
         return await embeddings.vectors_for(self._fetchall, fingerprint, dim, memory_ids)
+
+    async def vector_counts(self) -> dict[str, int]:
+        """How many vectors are stored of each embedder fingerprint."""
+        return await embeddings.counts_by_fingerprint(self._fetchall)
 
     async def embedding_ids(self, fingerprint: str) -> np.ndarray:
         return await embeddings.embedding_ids(self._fetchall, fingerprint)

@@ -19,6 +19,7 @@ from .sql import SQL_CHUNK, placeholders
 
 __all__ = [
     "count_pending_embeddings",
+    "counts_by_fingerprint",
     "decode_vectors",
     "embedding_ids",
     "load_vectors",
@@ -162,3 +163,9 @@ def decode_vectors(rows: Iterable[Any], dim: int) -> tuple[np.ndarray, np.ndarra
     for position, row in enumerate(pairs):
         matrix[position] = np.frombuffer(row[1], dtype=np.float32, count=dim)
     return ids, matrix
+
+
+async def counts_by_fingerprint(fetch: Fetch) -> dict[str, int]:
+    """How many vectors are stored of each embedder fingerprint."""
+    rows = await fetch("SELECT fingerprint, count(*) FROM embeddings GROUP BY fingerprint", ())
+    return {str(row[0]): int(row[1]) for row in rows}

@@ -18,13 +18,13 @@ memory itself, so a memory and its graph are never seen apart. Reads go through
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Awaitable, Callable
 from functools import partial
-from typing import Any, TypeVar, cast
+from typing import Any
 
 import aiosqlite
 
 from ..text.graph import MemoryGraph
+from .on_thread import run_on_connection
 from .sql import SQL_CHUNK, chunks, placeholders
 
 __all__ = [
@@ -33,8 +33,6 @@ __all__ = [
     "write_graph",
     "write_graph_rows",
 ]
-
-T = TypeVar("T")
 
 
 async def write_graph(
@@ -48,19 +46,6 @@ async def write_graph(
     """
     if graph.entities or graph.atoms:
         await run_on_connection(db, partial(write_graph_rows, memory_id, graph, now))
-
-
-async def run_on_connection(db: aiosqlite.Connection, work: Callable[[sqlite3.Connection], T]) -> T:
-    """Run ``work`` on the thread that owns ``db``'s connection, in one hop.
-
-    aiosqlite runs each statement as one call on its thread; a write of many small
-    statements spends more time handing them over than running them. ``work``
-    either runs inside a transaction the caller began (and must not commit or roll
-    back), or begins and ends a whole transaction of its own (and must leave none
-    open, whatever it raises).
-    """
-    execute = cast(Callable[..., Awaitable[T]], db._execute)
-    return await execute(work, db._conn)
 
 
 _UPSERT_NODE = (

@@ -18,19 +18,22 @@ from .memory_rows import (
     Fetch,
     row_to_memory,
 )
-from .sql import SQL_CHUNK, placeholders, status_category_filter
+from .sql import SQL_CHUNK, chunks, placeholders, status_category_filter
 
 __all__ = [
     "agent_stats",
     "count_memories",
     "counts_by",
+    "created_range",
     "filtered_ids",
     "get_by_uid",
     "get_many",
     "get_many_indexed",
     "get_memory",
+    "indexed_tokens_and_endings",
     "iter_all",
     "list_memories",
+    "recent_ids",
 ]
 
 
@@ -160,3 +163,39 @@ async def agent_stats(fetch: Fetch, agent: str) -> dict[str, Any]:
     )
     keys = ("stores", "updates", "forgets", "searches", "last_store_at", "last_search_at")
     return dict(zip(keys, rows[0], strict=True)) if rows else dict.fromkeys(keys, 0)
+
+
+async def recent_ids(fetch: Fetch, limit: int) -> list[int]:
+    """Ids of active memories, most recently accessed (or stored) first."""
+    rows = await fetch(
+        "SELECT id FROM memories WHERE status = 'active' "
+        "ORDER BY COALESCE(last_accessed, created_at) DESC, id DESC LIMIT ?",
+        (limit,),
+    )
+    return [int(row[0]) for row in rows]
+
+
+async def created_range(fetch: Fetch) -> tuple[float | None, float | None]:
+    """The ``created_at`` of the oldest and the newest memory (``None`` when empty)."""
+    rows = await fetch("SELECT MIN(created_at), MAX(created_at) FROM memories", ())
+    return (rows[0][0], rows[0][1]) if rows else (None, None)
+
+
+async def indexed_tokens_and_endings(
+    fetch: Fetch, memory_ids: Iterable[int]
+) -> dict[int, tuple[str, str]]:
+    """Each memory's indexed content tokens (as the keyword index holds them) and the
+    last character of its content with trailing space trimmed; memories with an
+    index row only."""
+    wanted = list(dict.fromkeys(memory_ids))
+    found: dict[int, tuple[str, str]] = {}
+    for chunk in chunks(wanted):
+        rows = await fetch(
+            "SELECT f.rowid, f.content_tokens, substr(rtrim(m.content), -1) "
+            "FROM memories_fts AS f JOIN memories AS m ON m.id = f.rowid "
+            f"WHERE f.rowid IN ({placeholders(len(chunk))})",
+            chunk,
+        )
+        for row in rows:
+            found[int(row[0])] = (str(row[1] or ""), str(row[2] or ""))
+    return found

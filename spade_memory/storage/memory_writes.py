@@ -1,29 +1,26 @@
 """The write path of the base memory: inserts, updates, deletes.
 
-An insert runs whole on the connection's thread (:class:`InsertTransaction`:
-``BEGIN IMMEDIATE``, the memory rows with their FTS rows, the stats, the graphs,
-``COMMIT`` in one hop). Single inserts arriving while a transaction runs are
+Every transaction is begun by the store's writer (:mod:`spade_memory.storage.writer`).
+An insert runs whole on the connection's thread (the writer's ``BEGIN IMMEDIATE``,
+the memory rows of :class:`InsertTransaction` with their FTS rows, the stats, the
+graphs, ``COMMIT`` in one hop). Single inserts arriving while a transaction runs are
 committed together in the next one (:mod:`spade_memory.storage.group_commit`).
-Updates, deletes and access counts run in the store's ordinary write transaction.
+Updates, deletes and access counts run in the writer's transaction statement by
+statement.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import sqlite3
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
-
-import aiosqlite
 
 from ..errors import StorageError
 from ..models import Memory
 from ..text.graph import MemoryGraph
 from .graph import (
     delete_graph,
-    run_on_connection,
     write_graph,
     write_graph_rows,
 )
@@ -33,6 +30,7 @@ from .memory_rows import (
     Transaction,
     new_to_memory,
 )
+from .writer import WriteFailed, Writer
 
 __all__ = [
     "UPDATABLE",
@@ -118,21 +116,9 @@ def insert_rows(
     return ids
 
 
-class WriteFailed(sqlite3.Error):
-    """A write transaction could not begin or commit (``what`` says which)."""
-
-    def __init__(self, what: str) -> None:
-        super().__init__(what)
-        self.what = what
-
-
 class InsertTransaction:
-    """One insert transaction, run whole on the connection's thread (see ``insert_many``).
-
-    ``abandoned`` is set by the waiting caller when it is cancelled: a transaction
-    not yet committing then rolls back instead, so nothing its caller gave up on is
-    written (as when each statement was a hop of its own).
-    """
+    """The statements of one insert transaction, run whole on the connection's thread
+    by the store's writer (see ``insert_many``); it begins and commits it."""
 
     def __init__(
         self,
@@ -147,7 +133,6 @@ class InsertTransaction:
         self.last = last
         self.graphs = graphs
         self.graph_time = graph_time
-        self.abandoned = False
 
     @classmethod
     def of(
@@ -172,61 +157,34 @@ class InsertTransaction:
         ]
 
     def __call__(self, db: sqlite3.Connection) -> list[int]:
-        if self.abandoned:
-            raise WriteFailed("the write was cancelled before it began")
-        try:
-            db.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as exc:
-            raise WriteFailed("could not start a write") from exc
-        try:
-            ids = insert_rows(self.rows, self.agent, self.last, db)
-            if self.graphs is not None:
-                for (new, _, _), memory_id, graph in zip(self.rows, ids, self.graphs, strict=True):
-                    if graph is not None:
-                        when = new.created_at if self.graph_time is None else self.graph_time
-                        write_graph_rows(memory_id, graph, when, db)
-            if self.abandoned:
-                raise WriteFailed("the write was cancelled before it committed")
-        except BaseException:
-            with contextlib.suppress(sqlite3.Error):
-                db.execute("ROLLBACK")
-            raise
-        try:
-            db.execute("COMMIT")
-        except sqlite3.Error as exc:
-            with contextlib.suppress(sqlite3.Error):
-                db.execute("ROLLBACK")
-            raise WriteFailed("could not commit") from exc
+        """The rows, FTS rows, stats and graphs; inside the writer's transaction."""
+        ids = insert_rows(self.rows, self.agent, self.last, db)
+        if self.graphs is not None:
+            for (new, _, _), memory_id, graph in zip(self.rows, ids, self.graphs, strict=True):
+                if graph is not None:
+                    when = new.created_at if self.graph_time is None else self.graph_time
+                    write_graph_rows(memory_id, graph, when, db)
         return ids
 
 
-async def run_insert(
-    db: aiosqlite.Connection,
-    write_lock: asyncio.Lock,
-    check_open: Callable[[], None],
-    label: str,
-    write: InsertTransaction,
-) -> list[int]:
-    """Run ``write`` behind the write lock; its memory ids, or a :class:`StorageError`."""
-    check_open()
-    async with write_lock:
-        check_open()
-        try:
-            # The whole transaction (BEGIN, the rows with their FTS rows, the
-            # stats, the graphs, COMMIT) in one hop to the connection's thread:
-            # a hop cost more in handing over than its statements in running.
-            ids = await run_on_connection(db, write)
-        except asyncio.CancelledError:
-            write.abandoned = True  # rolled back unless its COMMIT has begun
-            raise
-        except WriteFailed as exc:
-            cause = f": {exc.__cause__}" if exc.__cause__ is not None else ""
-            raise StorageError(f"{label}: {exc.what}{cause}") from exc
-        except sqlite3.IntegrityError as exc:
-            raise StorageError(f"{label}: insert refused: {exc}") from exc
-        except sqlite3.Error as exc:
-            raise StorageError(f"{label}: insert failed: {exc}") from exc
-    return ids
+async def run_insert(writer: Writer, label: str, write: InsertTransaction) -> list[int]:
+    """Run ``write`` as one whole transaction of ``writer``; its memory ids.
+
+    Raises:
+        StorageError: the transaction failed (nothing of it was written).
+    """
+    try:
+        # The whole transaction (BEGIN, the rows with their FTS rows, the
+        # stats, the graphs, COMMIT) in one hop to the connection's thread:
+        # a hop cost more in handing over than its statements in running.
+        return await writer.run(write)
+    except WriteFailed as exc:
+        cause = f": {exc.__cause__}" if exc.__cause__ is not None else ""
+        raise StorageError(f"{label}: {exc.what}{cause}") from exc
+    except sqlite3.IntegrityError as exc:
+        raise StorageError(f"{label}: insert refused: {exc}") from exc
+    except sqlite3.Error as exc:
+        raise StorageError(f"{label}: insert failed: {exc}") from exc
 
 
 async def update_memory(

@@ -1,0 +1,44 @@
+"""Facts read from a base memory file without opening the memory.
+
+For listings and for choosing an embedder before a memory is opened: a plain
+``sqlite3`` connection reads one figure and is closed. A file that cannot be
+read gives ``None``; the caller checks the file exists (connecting creates it).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+__all__ = ["count_memories", "main_fingerprint"]
+
+_TIMEOUT = 10.0  # seconds to wait for a writer holding the database
+
+
+def _one(path: Path, sql: str) -> Any:
+    """The first column of the first row of ``sql`` on ``path``; ``None`` when unreadable."""
+    try:
+        connection = sqlite3.connect(path, timeout=_TIMEOUT)
+        try:
+            row = connection.execute(sql).fetchone()
+        finally:
+            connection.close()
+    except sqlite3.Error:
+        return None
+    return None if row is None else row[0]
+
+
+def count_memories(path: Path) -> int | None:
+    """How many memories (of any status) the database file holds."""
+    value = _one(path, "SELECT count(*) FROM memories")
+    return None if value is None else int(value)
+
+
+def main_fingerprint(path: Path) -> str | None:
+    """The embedder fingerprint of most stored vectors (``None`` when there are none)."""
+    value = _one(
+        path,
+        "SELECT fingerprint FROM embeddings GROUP BY fingerprint ORDER BY count(*) DESC LIMIT 1",
+    )
+    return None if value is None else str(value)

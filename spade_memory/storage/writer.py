@@ -1,0 +1,160 @@
+"""The one write path of the base memory: its write lock and its transactions.
+
+Every write of the base memory is a ``BEGIN IMMEDIATE`` transaction begun here,
+behind the store's write lock, in one of two forms:
+
+- :meth:`Writer.transaction`: statement by statement from async code (each
+  statement one hop to the connection's thread), rolled back if the block raises;
+- :meth:`Writer.run`: the whole transaction (``BEGIN IMMEDIATE``, the work,
+  ``COMMIT``) in one hop (:mod:`spade_memory.storage.on_thread`), for writes of
+  many small statements such as an insert with its graph.
+
+:meth:`Writer.exclusive` hands over the connection behind the lock with no
+transaction begun, for what SQLite refuses inside one (``ATTACH``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sqlite3
+from collections.abc import AsyncIterator, Callable
+from typing import Generic, TypeVar
+
+import aiosqlite
+
+from ..errors import StorageError
+from .on_thread import run_on_connection
+
+__all__ = ["WriteFailed", "Writer"]
+
+T = TypeVar("T")
+
+
+class WriteFailed(sqlite3.Error):
+    """A write transaction could not begin or commit (``what`` says which)."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(what)
+        self.what = what
+
+
+class _Whole(Generic[T]):
+    """One transaction run whole on the connection's thread.
+
+    ``abandoned`` is set by the waiting caller when it is cancelled: a transaction
+    not yet committing then rolls back instead, so nothing its caller gave up on is
+    written (as when each statement was a hop of its own).
+    """
+
+    def __init__(self, work: Callable[[sqlite3.Connection], T]) -> None:
+        self.work = work
+        self.abandoned = False
+
+    def __call__(self, db: sqlite3.Connection) -> T:
+        if self.abandoned:
+            raise WriteFailed("the write was cancelled before it began")
+        try:
+            db.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            raise WriteFailed("could not start a write") from exc
+        try:
+            result = self.work(db)
+            if self.abandoned:
+                raise WriteFailed("the write was cancelled before it committed")
+        except BaseException:
+            with contextlib.suppress(sqlite3.Error):
+                db.execute("ROLLBACK")
+            raise
+        try:
+            db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            with contextlib.suppress(sqlite3.Error):
+                db.execute("ROLLBACK")
+            raise WriteFailed("could not commit") from exc
+        return result
+
+
+class Writer:
+    """The write lock of one connection and the transactions begun behind it.
+
+    Args:
+        db: the store's connection.
+        label: names the database in error messages.
+        check_open: raises when the store is closed.
+    """
+
+    def __init__(
+        self, db: aiosqlite.Connection, *, label: str, check_open: Callable[[], None]
+    ) -> None:
+        self._db = db
+        self._label = label
+        self._check_open = check_open
+        self.lock = asyncio.Lock()
+
+    @contextlib.asynccontextmanager
+    async def transaction(self) -> AsyncIterator[aiosqlite.Connection]:
+        """One write transaction (``BEGIN IMMEDIATE`` ... ``COMMIT``) behind the lock.
+
+        Raises:
+            StorageError: the transaction could not begin or commit.
+        """
+        self._check_open()
+        async with self.lock:
+            self._check_open()
+            try:
+                await self._db.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                raise StorageError(f"{self._label}: could not start a write: {exc}") from exc
+            except asyncio.CancelledError:
+                # The BEGIN was queued and may still run: end it before the lock is let go.
+                with contextlib.suppress(sqlite3.Error):
+                    await asyncio.shield(self._db.execute("ROLLBACK"))
+                raise
+            try:
+                yield self._db
+            except BaseException:
+                with contextlib.suppress(sqlite3.Error):
+                    await asyncio.shield(self._db.execute("ROLLBACK"))
+                raise
+            try:
+                await self._db.execute("COMMIT")
+            except sqlite3.Error as exc:
+                with contextlib.suppress(sqlite3.Error):
+                    await asyncio.shield(self._db.execute("ROLLBACK"))
+                raise StorageError(f"{self._label}: could not commit: {exc}") from exc
+
+    async def run(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``work`` as one whole transaction in one hop, behind the lock.
+
+        ``work`` runs between ``BEGIN IMMEDIATE`` and ``COMMIT`` on the connection's
+        thread and must neither commit nor roll back; if it raises, the transaction
+        is rolled back and its error reaches the caller. A caller cancelled before
+        the ``COMMIT`` began leaves nothing written.
+
+        Raises:
+            WriteFailed: the transaction could not begin or commit, or its caller
+                was cancelled before it committed.
+            sqlite3.Error: a statement of ``work`` failed (rolled back).
+        """
+        self._check_open()
+        async with self.lock:
+            self._check_open()
+            whole = _Whole(work)
+            try:
+                return await run_on_connection(self._db, whole)
+            except asyncio.CancelledError:
+                whole.abandoned = True  # rolled back unless its COMMIT has begun
+                raise
+
+    @contextlib.asynccontextmanager
+    async def exclusive(self) -> AsyncIterator[aiosqlite.Connection]:
+        """The connection behind the lock, with no transaction begun.
+
+        For what SQLite refuses inside a transaction (``ATTACH``, ``DETACH``): the
+        caller begins and ends its own transactions and must leave none open.
+        """
+        self._check_open()
+        async with self.lock:
+            self._check_open()
+            yield self._db
