@@ -9,7 +9,7 @@ JID it was derived from::
 
 A stem is a one-way function of the JID, so this file is the only way back from the
 files in the root to their agents (for listing, export and the command line). Every
-change is a read-modify-write under an exclusive ``flock`` on
+change is a read-modify-write under an exclusive lock on
 ``.memory_metadata.lock``, written atomically, so agents in several processes may
 register at once. Registrations that arrive together in one process are written
 together (group commit): one rewrite and one pair of disk syncs for the batch, and
@@ -22,7 +22,6 @@ the ``*_interactions.json`` files and the ``*_base_memory.db`` databases.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import functools
 import json
 import logging
@@ -31,7 +30,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -198,18 +197,8 @@ class Registry:
                 f"identity {identity!r} is not normalised; build it with AgentIdentity.of(jid)"
             )
 
-    @contextlib.contextmanager
-    def _locked(self) -> Iterator[None]:
-        lock_path = resolve_inside(self._root, LOCK_NAME)
-        try:
-            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
-        except OSError as exc:
-            raise StorageError(f"could not open the registry lock {lock_path}: {exc}") from exc
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)
+    def _locked(self) -> contextlib.AbstractContextManager[None]:
+        return files.exclusive_lock(resolve_inside(self._root, LOCK_NAME), what="the registry lock")
 
     def _read_unlocked(self) -> Entries:
         """Read the registry; raise ``_Damaged`` if it is damaged (caller takes the lock)."""
