@@ -236,7 +236,8 @@ class Batcher(Generic[T, R]):
         # loop share its flush.
         batch = self._take()
         try:
-            await self._run(batch, own)
+            if batch:  # empty if its leader was cancelled before it began
+                await self._run(batch, own)
         except BaseException as exc:  # the task itself was cancelled (the loop is closing)
             _fail_all(batch, StorageError(f"{self._name} was interrupted: {exc!r}"), None)
             raise
