@@ -51,19 +51,16 @@ _UNSET = object()
 class Pending(Generic[T, R]):
     """One caller's item in a batch, and what became of it."""
 
-    __slots__ = ("_error", "_result", "_waiter", "abandoned", "item", "taken")
+    __slots__ = ("_error", "_result", "_waiter", "abandoned", "item", "settled", "taken")
 
     def __init__(self, item: T) -> None:
         self.item = item
         self.taken = False  # out of the queue, into a flush
         self.abandoned = False  # its caller gave up waiting
+        self.settled = False  # a result or an error was given
         self._result: object = _UNSET
         self._error: BaseException | None = None
         self._waiter: asyncio.Future[None] | None = None
-
-    @property
-    def settled(self) -> bool:
-        return self._error is not None or self._result is not _UNSET
 
     @property
     def wanted(self) -> bool:
@@ -74,19 +71,23 @@ class Pending(Generic[T, R]):
         """Settle the item with its result (once: later calls do nothing)."""
         if not self.settled:
             self._result = result
-            self._wake()
+            self.settled = True
+            if self._waiter is not None:
+                self._wake()
 
     def fail(self, error: BaseException) -> None:
         """Settle the item with an error its caller raises (once)."""
         if not self.settled:
             self._error = error
-            self._wake()
+            self.settled = True
+            if self._waiter is not None:
+                self._wake()
 
     def outcome(self) -> R:
         """The result, or raise the error, of a settled item."""
         if self._error is not None:
             raise self._error
-        if self._result is _UNSET:
+        if not self.settled:
             raise RuntimeError("the item is not settled yet")
         return self._result  # type: ignore[return-value]
 
