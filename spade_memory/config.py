@@ -17,6 +17,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Annotated, Literal
 
+import platformdirs
+
 from .errors import ConfigError, SpadeMemoryError
 from .field_checks import check_fields, knob
 from .limits import LIMITS
@@ -481,15 +483,17 @@ def _jid_set(name: str, values: Iterable[object]) -> frozenset[str]:
 def default_root() -> Path:
     """The per-user data folder used when no root is given.
 
-    ``$SPADE_MEMORY_ROOT`` if set, else ``$XDG_DATA_HOME/spade_memory``, else
-    ``~/.local/share/spade_memory``. Never the working directory, never /tmp.
+    ``$SPADE_MEMORY_ROOT`` if set, else the per-user data folder of ``spade_memory``
+    that ``platformdirs.user_data_dir`` gives: on Linux ``$XDG_DATA_HOME/spade_memory``
+    or ``~/.local/share/spade_memory`` (``$XDG_DATA_HOME`` honoured as platformdirs
+    does), ``~/Library/Application Support/spade_memory`` on macOS,
+    ``%LOCALAPPDATA%\\spade_memory`` on Windows.
+    Never the working directory, never /tmp. Nothing is created here.
     """
     env = os.environ.get("SPADE_MEMORY_ROOT")
     if env:
         return Path(env).expanduser()
-    xdg = os.environ.get("XDG_DATA_HOME")
-    base = Path(xdg).expanduser() if xdg else Path.home() / ".local" / "share"
-    return base / "spade_memory"
+    return Path(platformdirs.user_data_dir("spade_memory", appauthor=False))
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -9,13 +9,14 @@ a power loss.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import logging
 import os
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+
+import filelock
 
 from ..errors import StorageError
 
@@ -31,6 +32,8 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 TEMP_SUFFIX = ".tmp"
+LOCK_POLL_SECONDS = 0.005
+"""How often a lock held by another process (or thread) is tried again."""
 
 _TEMP_LISTINGS: dict[str, set[str]] = {}  # folder -> temporary files found at its listing
 _TEMP_LISTINGS_LOCK = threading.Lock()
@@ -120,24 +123,33 @@ def atomic_write_bytes(path: Path, data: bytes, *, locked: bool = False) -> None
 
 
 @contextlib.contextmanager
-def exclusive_lock(path: Path) -> Iterator[None]:
-    """Hold an exclusive ``flock`` on the lock file ``path`` (created if missing).
+def exclusive_lock(path: Path, *, what: str = "the lock file") -> Iterator[None]:
+    """Hold an exclusive lock on the lock file ``path`` (created if missing).
 
-    Serialises read-modify-write cycles of one file across threads and processes.
-    A symlink at ``path`` is refused.
+    Serialises read-modify-write cycles of one file across threads and processes,
+    on every platform (``filelock``: ``flock`` on POSIX, ``LockFileEx`` on
+    Windows). Waits as long as another holder keeps it, trying again every
+    :data:`LOCK_POLL_SECONDS`. The file is left in place on POSIX. A symlink at
+    ``path`` is refused.
+
+    Args:
+        path: the lock file.
+        what: how an error names the lock file.
 
     Raises:
         StorageError: the lock file could not be opened.
     """
+    if os.path.islink(path):
+        raise StorageError(f"could not open {what} {path}: it is a symbolic link")
+    lock = filelock.FileLock(os.fspath(path), mode=0o600)
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        lock.acquire(poll_interval=LOCK_POLL_SECONDS)
     except OSError as exc:
-        raise StorageError(f"could not open the lock file {path}: {exc.strerror or exc}") from exc
+        raise StorageError(f"could not open {what} {path}: {exc.strerror or exc}") from exc
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
         yield
     finally:
-        os.close(fd)
+        lock.release()
 
 
 def quarantine(path: Path, reason: str) -> Path:

@@ -10,7 +10,8 @@ is written. A caller cancelled while its group's transaction is under way cannot
 know whether that transaction committed: its COMMIT may have begun on the
 connection's thread. The others' inserts are then settled from what the database
 holds once that transaction has ended: read back when it committed, inserted
-again when it did not, so none is lost and none is written twice.
+again when it did not, so none is lost and none is written twice. The queue, the
+gate and the cancellation rules are :class:`spade_memory.storage.batching.Batcher`'s.
 """
 
 from __future__ import annotations
@@ -18,12 +19,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 from ..errors import StorageError
 from ..models import Memory
 from ..text.graph import MemoryGraph
+from .batching import Batcher, Pending
 from .memory_rows import IndexedText, NewMemory
 
 __all__ = ["GroupCommit", "InsertMany"]
@@ -46,15 +48,14 @@ FindByUid = Callable[[str], Awaitable[Memory | None]]
 """The store's ``get_by_uid``: a memory as committed, read after the writes before it."""
 
 
-@dataclass(eq=False, slots=True)
-class _Queued:
+@dataclass(frozen=True, slots=True)
+class _Insert:
     new: NewMemory
     text: IndexedText
     graph: MemoryGraph | None
-    done: asyncio.Future[Memory] = field(
-        default_factory=lambda: asyncio.get_running_loop().create_future()
-    )
-    taken: bool = False  # out of the queue, into a group's transaction
+
+
+_Queued = Pending[_Insert, Memory]
 
 
 class GroupCommit:
@@ -63,85 +64,63 @@ class GroupCommit:
     def __init__(self, insert_many: InsertMany, find: FindByUid) -> None:
         self._insert_many = insert_many
         self._find = find
-        self.queue: list[_Queued] = []
-        self.gate = asyncio.Lock()
-        self._settling: set[asyncio.Task[None]] = set()
+        self._batcher: Batcher[_Insert, Memory] = Batcher(
+            self._commit, settle=self._settle, name="spade_memory group commit"
+        )
+
+    @property
+    def queue(self) -> list[_Queued]:
+        """The inserts waiting for the next transaction."""
+        return self._batcher.queue
+
+    @property
+    def gate(self) -> asyncio.Lock:
+        """Held while a group's transaction runs."""
+        return self._batcher.gate
 
     async def insert(self, new: NewMemory, text: IndexedText, graph: MemoryGraph | None) -> Memory:
         """Queue one insert; returns once the transaction holding it committed."""
-        item = _Queued(new, text, graph)
-        self.queue.append(item)
-        try:
-            async with self.gate:
-                if not item.taken:
-                    batch, self.queue = self.queue, []
-                    for queued in batch:
-                        queued.taken = True
-                    await self._lead(batch, item)
-            if not item.done.done():  # its group's leader was cancelled: being settled
-                await asyncio.shield(item.done)
-        except asyncio.CancelledError:
-            if not item.taken:
-                self.queue = [queued for queued in self.queue if queued is not item]
-            if not item.done.done():
-                item.done.cancel()  # given up: not inserted again if its group is retried
-            raise
-        return item.done.result()
+        return await self._batcher.submit(_Insert(new, text, graph))
 
     async def wait_settled(self) -> None:
         """Wait until inserts of cancelled callers' groups are settled (for closing)."""
-        while self._settling:
-            await asyncio.gather(*self._settling, return_exceptions=True)
+        await self._batcher.wait_background()
 
-    async def _lead(self, batch: list[_Queued], own: _Queued) -> None:
-        try:
-            await self._commit(batch, alone_raises=True)
-        except BaseException:
-            # Cancelled (or interrupted) with the group's transaction maybe under way:
-            # the others are settled once it has ended, whatever it did.
-            others = [queued for queued in batch if queued is not own and not queued.done.done()]
-            if others:
-                task = asyncio.ensure_future(self._settle(others))
-                self._settling.add(task)
-                task.add_done_callback(self._settling.discard)
-            raise
+    async def _commit(self, batch: Sequence[_Queued]) -> None:
+        """Commit ``batch`` in one transaction and settle its items.
 
-    async def _commit(self, batch: Sequence[_Queued], *, alone_raises: bool = False) -> None:
-        """Commit ``batch`` in one transaction and settle its futures.
-
-        A failed shared transaction is retried one insert at a time. A batch of
-        one that fails raises (``alone_raises``: its caller is the one waiting)
-        or settles its future with the error.
+        A failed shared transaction is retried one insert at a time, skipping the
+        inserts whose callers gave up meanwhile.
         """
-        live = [queued for queued in batch if not queued.done.done()]
+        live = [queued for queued in batch if queued.wanted]
         if not live:
             return
         try:
             memories = await self._insert_many(
-                [(queued.new, queued.text) for queued in live],
-                graphs=[queued.graph for queued in live],
+                [(queued.item.new, queued.item.text) for queued in live],
+                graphs=[queued.item.graph for queued in live],
             )
         except Exception as exc:
             if len(live) == 1:
-                if alone_raises:
-                    raise
-                _settle_error(live[0], exc)
+                live[0].fail(exc)
                 return
         else:
             for queued, memory in zip(live, memories, strict=True):
-                _settle_result(queued, memory)
+                queued.resolve(memory)
             return
         for queued in live:  # the shared transaction failed
-            if queued.done.done():
+            if not queued.wanted:
                 continue
             try:
-                alone = await self._insert_many([(queued.new, queued.text)], graphs=[queued.graph])
+                alone = await self._insert_many(
+                    [(queued.item.new, queued.item.text)], graphs=[queued.item.graph]
+                )
             except Exception as exc:
-                _settle_error(queued, exc)
+                queued.fail(exc)
             else:
-                _settle_result(queued, alone[0])
+                queued.resolve(alone[0])
 
-    async def _settle(self, items: Sequence[_Queued]) -> None:
+    async def _settle(self, items: list[_Queued]) -> None:
         """Settle inserts whose transaction's outcome its cancelled caller never saw.
 
         Reads go to the connection's thread after the writes queued before them,
@@ -149,14 +128,13 @@ class GroupCommit:
         """
         try:
             for queued in items:
-                found = await self._find(queued.new.uid)
-                if found is not None and _same(found, queued.new):
-                    _settle_result(queued, found)
+                found = await self._find(queued.item.new.uid)
+                if found is not None and _same(found, queued.item.new):
+                    queued.resolve(found)
             await self._commit(items)
         except BaseException as exc:
             for queued in items:
-                if not queued.done.done():
-                    queued.done.set_exception(exc if isinstance(exc, Exception) else _gone())
+                queued.fail(exc if isinstance(exc, Exception) else _gone())
             if not isinstance(exc, Exception):
                 raise
             logger.exception("inserts of a cancelled group could not be settled")
@@ -165,16 +143,6 @@ class GroupCommit:
 def _same(found: Memory, new: NewMemory) -> bool:
     """Whether ``found`` is the memory ``new`` inserted (not another of the same uid)."""
     return found.content == new.content and found.created_at == new.created_at
-
-
-def _settle_result(queued: _Queued, memory: Memory) -> None:
-    if not queued.done.done():
-        queued.done.set_result(memory)
-
-
-def _settle_error(queued: _Queued, exc: Exception) -> None:
-    if not queued.done.done():
-        queued.done.set_exception(exc)
 
 
 def _gone() -> Exception:

@@ -6,9 +6,11 @@ is read and written under its lock, are in :mod:`spade_memory.storage.interactio
 Every change rewrites the whole file atomically (temporary file, fsync, rename,
 folder fsync) in a worker thread, and a call returns only once its change is on
 disk. Changes that arrive while a write is running are written together by the next
-write (group commit). A write that fails raises :class:`StorageError` to every
-caller whose change was in it, and those changes are undone in memory, so the store
-always shows its last durable state plus the changes still waiting to be written.
+write (group commit, :class:`spade_memory.storage.batching.Batcher`). A write that
+fails raises :class:`StorageError` to every caller whose change was in it, and those
+changes are undone in memory, so the store always shows its last durable state plus
+the changes still waiting to be written. A caller cancelled while its change waits
+takes it back (it is never written); once its write began, the change is written.
 
 Each write holds an exclusive lock (``.<file name>.lock`` beside the file) and
 applies its changes to the file as it is then, so processes sharing one agent's
@@ -22,13 +24,11 @@ its memory root, not from this file).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import logging
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,7 @@ from ..identity import MAX_JID_CHARS, normalize_jid
 from ..limits import LIMITS
 from ..models import InteractionNote
 from ..validation import check_text
+from .batching import Batcher, Pending
 from .interaction_file import (
     FORMAT_TAG,
     FORMAT_VERSION,
@@ -76,18 +77,6 @@ def _check_time(value: object) -> float:
     return float(value)
 
 
-@dataclass(eq=False)
-class _Pending:
-    change: Change
-    future: asyncio.Future[None]
-
-
-@dataclass
-class _Queue:
-    waiting: list[_Pending] = field(default_factory=list)
-    writer: asyncio.Task[None] | None = None
-
-
 class InteractionStore:
     """The interaction notes of one agent, in a JSON file or only in memory.
 
@@ -109,7 +98,10 @@ class InteractionStore:
         self._max_note_chars = max_note_chars
         self._durable: Conversations = {k: list(v) for k, v in conversations.items()}
         self._view: Conversations = {k: list(v) for k, v in conversations.items()}
-        self._queue = _Queue()
+        self._batcher: Batcher[Change, None] = Batcher(
+            self._write, name=f"spade_memory interactions {agent}"
+        )
+        self._writing: list[Change] = []  # the changes of the write under way
         self._closed = False
         self._stamp: Stamp | None = None  # of the file as last read or written here
 
@@ -308,72 +300,61 @@ class InteractionStore:
         change(self._view)
         if self._path is None:
             return
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._queue.waiting.append(_Pending(change, future))
-        if self._queue.writer is None or self._queue.writer.done():
-            self._queue.writer = asyncio.create_task(
-                self._write_loop(), name=f"spade_memory interactions {self._agent}"
-            )
-        await future
+        try:
+            await self._batcher.submit(change)
+        except asyncio.CancelledError:
+            self._show()  # without the change if it was taken back before its write
+            raise
 
-    async def _write_loop(self) -> None:
+    def _show(self) -> None:
+        """Show the durable state plus the changes being written and still waiting."""
+        view = {k: list(v) for k, v in self._durable.items()}
+        for change in self._writing:
+            change(view)
+        for pending in self._batcher.queue:
+            pending.item(view)
+        self._view = {k: v for k, v in view.items() if v}
+
+    async def _write(self, batch: list[Pending[Change, None]]) -> None:
+        """Write the changes of ``batch`` (one file rewrite for all of them)."""
         assert self._path is not None
         path = self._path
-        while self._queue.waiting:
-            batch, self._queue.waiting = self._queue.waiting, []
-            changes = [pending.change for pending in batch]
-            try:
-                target, self._stamp = await asyncio.to_thread(
-                    functools.partial(
-                        save_merged,
-                        path,
-                        self._agent,
-                        self._durable,
-                        self._stamp,
-                        changes,
-                    )
+        self._writing = [pending.item for pending in batch]
+        try:
+            target, self._stamp = await asyncio.to_thread(
+                functools.partial(
+                    save_merged,
+                    path,
+                    self._agent,
+                    self._durable,
+                    self._stamp,
+                    self._writing,
                 )
-            except Exception as exc:
-                self._fail(batch, path, exc)
-                continue
-            self._durable = target
-            # Show what the file holds now (other processes' notes too), plus the
-            # changes still waiting to be written.
-            self._view = {k: list(v) for k, v in target.items()}
-            for pending in self._queue.waiting:
-                pending.change(self._view)
-            self._view = {k: v for k, v in self._view.items() if v}
-            for pending in batch:
-                if not pending.future.done():
-                    pending.future.set_result(None)
-
-    def _fail(self, batch: list[_Pending], path: Path, exc: Exception) -> None:
-        cause = exc.__cause__ if isinstance(exc, StorageError) and exc.__cause__ else exc
-        reason = getattr(cause, "strerror", None) or str(cause) or type(cause).__name__
-        logger.error("could not save interaction memory %s: %s", path, reason)
-        self._view = {k: list(v) for k, v in self._durable.items()}
-        for pending in self._queue.waiting:
-            pending.change(self._view)
-        self._view = {k: v for k, v in self._view.items() if v}
-        for pending in batch:
-            if pending.future.done():
-                continue
-            error = StorageError(
+            )
+        except Exception as exc:
+            self._writing = []
+            self._show()
+            cause = exc.__cause__ if isinstance(exc, StorageError) and exc.__cause__ else exc
+            reason = getattr(cause, "strerror", None) or str(cause) or type(cause).__name__
+            logger.error("could not save interaction memory %s: %s", path, reason)
+            raise StorageError(
                 f"could not save interaction memory {path}: {reason}; the change was not "
                 "kept. Check free disk space and permissions, then retry"
-            )
-            error.__cause__ = exc
-            pending.future.set_exception(error)
+            ) from exc
+        self._writing = []
+        self._durable = target
+        # Show what the file holds now (other processes' notes too), plus the
+        # changes still waiting to be written.
+        self._show()
+        for pending in batch:
+            pending.resolve(None)
 
     async def aclose(self) -> None:
         """Wait for pending writes, then close. Calling it again does nothing."""
         if self._closed:
             return
         self._closed = True
-        writer = self._queue.writer
-        if writer is not None and not writer.done():
-            with contextlib.suppress(Exception):
-                await asyncio.shield(writer)
+        await self._batcher.drain()
 
     async def __aenter__(self) -> InteractionStore:
         return self

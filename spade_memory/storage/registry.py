@@ -9,7 +9,7 @@ JID it was derived from::
 
 A stem is a one-way function of the JID, so this file is the only way back from the
 files in the root to their agents (for listing, export and the command line). Every
-change is a read-modify-write under an exclusive ``flock`` on
+change is a read-modify-write under an exclusive lock on
 ``.memory_metadata.lock``, written atomically, so agents in several processes may
 register at once. Registrations that arrive together in one process are written
 together (group commit): one rewrite and one pair of disk syncs for the batch, and
@@ -22,7 +22,6 @@ the ``*_interactions.json`` files and the ``*_base_memory.db`` databases.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import functools
 import json
 import logging
@@ -31,8 +30,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +42,7 @@ from ..identity import (
     storage_stem,
 )
 from . import files
+from .batching import Pending, ThreadBatcher
 from .interaction import read_agent_of
 
 __all__ = ["LOCK_NAME", "REGISTRY_FORMAT", "REGISTRY_NAME", "REGISTRY_VERSION", "Registry"]
@@ -105,7 +104,7 @@ class Registry:
         with contextlib.suppress(_Damaged):
             if self._known(self._read_unlocked(), identity):
                 return
-        _committer(self._root).register(self, identity)
+        _committer(self._root).submit((self, identity))
 
     def registered(self, identity: AgentIdentity) -> bool:
         """Whether ``identity`` is registered; reads only, unless the registry is damaged.
@@ -198,18 +197,8 @@ class Registry:
                 f"identity {identity!r} is not normalised; build it with AgentIdentity.of(jid)"
             )
 
-    @contextlib.contextmanager
-    def _locked(self) -> Iterator[None]:
-        lock_path = resolve_inside(self._root, LOCK_NAME)
-        try:
-            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
-        except OSError as exc:
-            raise StorageError(f"could not open the registry lock {lock_path}: {exc}") from exc
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)
+    def _locked(self) -> contextlib.AbstractContextManager[None]:
+        return files.exclusive_lock(resolve_inside(self._root, LOCK_NAME), what="the registry lock")
 
     def _read_unlocked(self) -> Entries:
         """Read the registry; raise ``_Damaged`` if it is damaged (caller takes the lock)."""
@@ -344,74 +333,35 @@ def _owner_of_database(path: Path) -> str | None:
         return None
 
 
-@dataclass(eq=False)
-class _Batch:
-    """Registrations written together; ``done`` once their write finished or failed."""
-
-    callers: list[tuple[Registry, AgentIdentity]] = field(default_factory=list)
-    done: bool = False
-    error: StorageError | None = None
-    refused: dict[str, StorageError] = field(default_factory=dict)
+_Registration = tuple[Registry, AgentIdentity]
 
 
-class _Committer:
-    """Group commit of the registrations of one memory root in this process.
-
-    A caller joins the open batch; the first caller to find no write running takes
-    the batch and writes it while later callers gather in the next one. Each caller
-    waits for the write of its own batch.
-    """
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._open: _Batch | None = None
-        self._writing = False
-
-    def register(self, registry: Registry, identity: AgentIdentity) -> None:
-        with self._cond:
-            batch = self._open
-            if batch is None:
-                batch = self._open = _Batch()
-            batch.callers.append((registry, identity))
-            self._cond.notify_all()  # the batch grew (for anyone watching it)
-            while not batch.done and (self._writing or self._open is not batch):
-                self._cond.wait()
-            lead = not batch.done
-            if lead:
-                self._writing = True
-                self._open = None
-        if lead:
-            try:
-                # The registry that joined first writes (its clock stamps the batch).
-                batch.refused = batch.callers[0][0]._add_all([i for _, i in batch.callers])
-            except StorageError as exc:
-                batch.error = exc
-            except BaseException as exc:
-                batch.error = StorageError(f"could not register agents: {exc}")
-                batch.error.__cause__ = exc
-                raise
-            finally:
-                with self._cond:
-                    batch.done = True
-                    self._writing = False
-                    self._cond.notify_all()
-        failure = batch.error or batch.refused.get(identity.jid)
-        if failure is not None:
-            if lead:
-                raise failure
-            raise StorageError(str(failure)) from failure  # one exception per caller
+def _write_registrations(batch: list[Pending[_Registration, None]]) -> None:
+    """Write a batch of registrations; the registry that joined first writes (its
+    clock stamps the batch). A refusal fails only its own caller."""
+    registry = batch[0].item[0]
+    refused = registry._add_all([identity for _, identity in (p.item for p in batch)])
+    for pending in batch:
+        refusal = refused.get(pending.item[1].jid)
+        if refusal is None:
+            pending.resolve(None)
+        else:
+            pending.fail(StorageError(str(refusal)))  # one exception per caller
 
 
-_COMMITTERS: dict[str, _Committer] = {}
+_COMMITTERS: dict[str, ThreadBatcher[_Registration, None]] = {}
 _COMMITTERS_LOCK = threading.Lock()
 
 
-def _committer(root: Path) -> _Committer:
+def _committer(root: Path) -> ThreadBatcher[_Registration, None]:
+    """Group commit of the registrations of one memory root in this process."""
     key = os.path.abspath(root)
     with _COMMITTERS_LOCK:
         committer = _COMMITTERS.get(key)
         if committer is None:
-            committer = _COMMITTERS[key] = _Committer()
+            committer = _COMMITTERS[key] = ThreadBatcher(
+                _write_registrations, what="register agents"
+            )
         return committer
 
 

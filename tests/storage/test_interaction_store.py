@@ -508,3 +508,23 @@ def test_any_valid_text_survives_the_file(notes: list[tuple[str, str]]) -> None:
 
     with tempfile.TemporaryDirectory() as folder:
         asyncio.run(scenario(Path(folder)))
+
+
+async def test_an_add_cancelled_while_queued_is_taken_back(path: Path, spy: WriteSpy) -> None:
+    store = await InteractionStore.open(path, agent=AGENT)
+    spy.started.clear()
+    spy.gate = threading.Event()
+    first = asyncio.create_task(store.add("c", "first"))
+    await asyncio.to_thread(spy.started.wait, 10)
+    given_up = asyncio.create_task(store.add("c", "given up"))
+    kept = asyncio.create_task(store.add("c", "kept"))
+    await asyncio.sleep(0)
+    assert [n.content for n in await store.get("c")] == ["first", "given up", "kept"]
+    given_up.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await given_up
+    assert [n.content for n in await store.get("c")] == ["first", "kept"]
+    spy.gate.set()
+    await asyncio.gather(first, kept)
+    assert file_notes(path) == {"c": ["first", "kept"]}
+    await store.aclose()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -37,13 +38,10 @@ class HeldWrites:
             self.writes.append(set(json.loads(data)["agents"]))
         if first:
             committer = registry_module._committer(self.root)
-            with committer._cond:
-                assert committer._cond.wait_for(
-                    lambda: (
-                        committer._open is not None and len(committer._open.callers) == self.waiting
-                    ),
-                    timeout=30,
-                ), "the other callers never joined the next batch"
+            deadline = time.monotonic() + 30
+            while len(committer.queue) < self.waiting:  # queued for the next write
+                assert time.monotonic() < deadline, "the other callers never joined the next batch"
+                time.sleep(0.001)
         elif self.fail is not None:
             raise StorageError(f"could not write {path}: {self.fail}") from self.fail
         self.real(path, data, **options)
