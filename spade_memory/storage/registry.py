@@ -25,15 +25,17 @@ import contextlib
 import functools
 import json
 import logging
-import math
 import os
 import sqlite3
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+from pydantic import ValidationError
+
+from ..documents import Document, Text, describe
 from ..errors import InvalidAgentId, PathEscapeError, StorageError
 from ..identity import (
     AgentIdentity,
@@ -429,22 +431,28 @@ def _decode(raw: bytes, path: Path) -> Entries:
         )
     if version != REGISTRY_VERSION:
         raise _Damaged(f"unknown format version {version!r}")
-    agents = document.get("agents")
-    if not isinstance(agents, dict):
-        raise _Damaged("'agents' is not an object")
+    try:
+        parsed = RegistryDocument.model_validate(document)
+    except ValidationError as exc:
+        raise _Damaged(describe(exc)) from None
     entries: Entries = {}
-    for stem, entry in agents.items():
-        if not isinstance(entry, dict) or not isinstance(entry.get("jid"), str):
-            raise _Damaged(f"entry {stem[:80]!r} has no jid")
-        created = entry.get("created_at")
-        if (
-            isinstance(created, bool)
-            or not isinstance(created, int | float)
-            or not math.isfinite(created)
-        ):
-            raise _Damaged(f"entry {stem[:80]!r} has a bad created_at")
-        jid = entry["jid"]
-        if not _entry_is_valid(stem, jid):
-            raise _Damaged(f"entry {stem[:80]!r} does not match its jid {jid[:80]!r}")
-        entries[stem] = {"jid": jid, "created_at": float(created)}
+    for stem, entry in parsed.agents.items():
+        if not _entry_is_valid(stem, entry.jid):
+            raise _Damaged(f"entry {stem[:80]!r} does not match its jid {entry.jid[:80]!r}")
+        entries[stem] = {"jid": entry.jid, "created_at": float(entry.created_at)}
     return entries
+
+
+class RegistryEntry(Document):
+    """One agent of the registry: its normalised bare JID and when it was registered."""
+
+    jid: Text
+    created_at: float
+
+
+class RegistryDocument(Document):
+    """``.memory_metadata.json``: the format tag, its version and the agents by file stem."""
+
+    format: Literal["spade_memory.registry"]
+    version: Literal[1]
+    agents: dict[Text, RegistryEntry]

@@ -228,3 +228,31 @@ def test_a_database_named_for_another_agent_is_not_trusted(tmp_path: Path) -> No
     db.close()
     (tmp_path / REGISTRY_NAME).write_bytes(b"broken")
     assert Registry(tmp_path).agents() == {}
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        {"jid": 7, "created_at": 1.0},
+        {"jid": ["alice@example.org"], "created_at": 1.0},
+        {"jid": "alice@example.org", "created_at": "yesterday"},
+        {"jid": "alice@example.org", "created_at": True},
+        {"jid": "alice@example.org", "created_at": None},
+        {"jid": "alice@example.org"},
+        {"jid": "\ud800@example.org", "created_at": 1.0},
+        "alice@example.org",
+    ],
+)
+def test_a_wrong_type_in_an_entry_is_damage_never_an_exception(
+    tmp_path: Path, entry: object
+) -> None:
+    document = {
+        "format": REGISTRY_FORMAT,
+        "version": REGISTRY_VERSION,
+        "agents": {ALICE.stem: entry},
+    }
+    (tmp_path / REGISTRY_NAME).write_text(json.dumps(document), "utf-8")
+    assert Registry(tmp_path).agents() == {}  # nothing that proves alice is there: rebuilt empty
+    assert len(list(tmp_path.glob(f"{REGISTRY_NAME}.corrupt-*"))) == 1
+    Registry(tmp_path).register(ALICE)
+    assert Registry(tmp_path).agents() == {ALICE.stem: ALICE.jid}
