@@ -6,20 +6,6 @@ This alias warns, and goes away in a later version.
 
 from __future__ import annotations
 
-import warnings
+from ._moved import reexport
 
-from spade_memory.spade import (
-    LLMAgent,
-    MemoryMixin,
-)
-
-__all__ = [
-    "LLMAgent",
-    "MemoryMixin",
-]
-
-warnings.warn(
-    f"{__name__} moved to spade_memory.spade; import it from there",
-    DeprecationWarning,
-    stacklevel=2,
-)
+reexport(globals(), "spade_memory.spade")

@@ -6,18 +6,6 @@ This alias warns, and goes away in a later version.
 
 from __future__ import annotations
 
-import warnings
+from ._moved import reexport
 
-from spade_memory.testing.xmpp_server import (
-    EmbeddedXMPPServer,
-)
-
-__all__ = [
-    "EmbeddedXMPPServer",
-]
-
-warnings.warn(
-    f"{__name__} moved to spade_memory.testing.xmpp_server; import it from there",
-    DeprecationWarning,
-    stacklevel=2,
-)
+reexport(globals(), "spade_memory.testing.xmpp_server")

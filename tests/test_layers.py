@@ -16,7 +16,7 @@ pairs in ``SAME_ROW``)::
     doubles     llm, testing           (testing may import llm)
     ground      config
                 identity, models, validation, documents, field_checks
-                limits, errors
+                limits, errors, _moved (re-exports a moved module by name)
 
 The package's ``__init__`` re-exports the public API and stands above every row;
 nothing inside the package imports it.
@@ -45,7 +45,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("doubles", ("llm", "testing")),
     ("ground", ("config",)),
     ("ground", ("identity", "models", "validation", "documents", "field_checks")),
-    ("ground", ("limits", "errors")),
+    ("ground", ("limits", "errors", "_moved")),
 )
 
 # (importer, imported) packages of one row, the first allowed to import the second.
