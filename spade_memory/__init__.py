@@ -23,6 +23,7 @@ from .errors import (
     MigrationError,
     PathEscapeError,
     ProtocolError,
+    ScopeDenied,
     SharingError,
     SharingRefused,
     SharingTimeout,
@@ -45,8 +46,10 @@ from .models import (
     InteractionNote,
     Memory,
     MemoryStats,
+    Scope,
     ScoreExplanation,
     SearchResult,
+    Viewer,
 )
 from .spade.conversation import ConversationBehaviour
 from .spade.llm_agent import LLMAgent
@@ -96,6 +99,8 @@ __all__ = [
     "RequestBudget",
     "RetrievalConfig",
     "RetrievalTuning",
+    "Scope",
+    "ScopeDenied",
     "ScoreExplanation",
     "ScriptedLLM",
     "SearchResult",
@@ -112,6 +117,7 @@ __all__ = [
     "ToolCall",
     "ToolContext",
     "ToolResult",
+    "Viewer",
     "XMPPServerError",
     "conversation_id_for",
     "normalize_jid",

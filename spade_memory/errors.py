@@ -7,6 +7,7 @@ SpadeMemoryError
 ├── PathEscapeError             a path would leave the memory root (e.g. a symlink out)
 ├── InvalidToolInput            a tool or API call with bad arguments; nothing was written
 ├── MemoryNotFound              no memory with that id (or uid) for this agent
+├── ScopeDenied                 the memory is visible to the asker, but not theirs to change
 ├── StoreClosedError            the store or manager was closed and refuses further use
 ├── StorageError                the storage layer failed (I/O, SQLite, FAISS)
 │   ├── StorageCorrupted        a file failed to load; it was quarantined, not replaced
@@ -37,6 +38,7 @@ __all__ = [
     "MigrationError",
     "PathEscapeError",
     "ProtocolError",
+    "ScopeDenied",
     "SharingError",
     "SharingRefused",
     "SharingTimeout",
@@ -70,6 +72,10 @@ class InvalidToolInput(SpadeMemoryError, ValueError):
 
 class MemoryNotFound(SpadeMemoryError, LookupError):
     """No memory with the given id exists for this agent."""
+
+
+class ScopeDenied(SpadeMemoryError, PermissionError):
+    """A conversation partner asked to change a memory it may see but does not own."""
 
 
 class StoreClosedError(SpadeMemoryError):

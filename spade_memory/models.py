@@ -1,10 +1,11 @@
-"""Typed values of the memory: memories, search hits, notes, stats, and the embedder protocol."""
+"""Typed values of the memory: memories and their scopes, search hits, notes, stats, and
+the embedder protocol."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, get_args, runtime_checkable
 
 import numpy as np
 from numpy.typing import NDArray
@@ -14,9 +15,74 @@ __all__ = [
     "InteractionNote",
     "Memory",
     "MemoryStats",
+    "Scope",
     "ScoreExplanation",
     "SearchResult",
+    "Viewer",
+    "Visibility",
 ]
+
+Visibility = Literal["global", "private", "shared", "conversation"]
+"""Who may see a memory besides the agent itself (see :class:`Scope`)."""
+
+VISIBILITIES: tuple[str, ...] = get_args(Visibility)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Scope:
+    """Where a memory belongs: who told it, and who may see it besides the agent.
+
+    The agent itself (its own code, maintenance, a caller passing no viewer) sees
+    every memory. A conversation partner sees what :meth:`Viewer.sees` allows.
+
+    Attributes:
+        owner: the normalised bare JID of the one who told it (the server-given
+            sender of the message, never a name from its body); ``None`` for what
+            the agent's own code stored.
+        visibility: ``"global"`` — anyone the agent talks with; ``"private"`` — only
+            ``owner``; ``"shared"`` — ``owner`` and the bare JIDs in ``shared_with``;
+            ``"conversation"`` — only within the conversation the memory came from
+            (its ``source_conversation``).
+        shared_with: the readers of a ``"shared"`` memory besides its owner.
+
+    JIDs here must already be normalised bare JIDs (``identity.normalize_jid``);
+    the memory's input checks refuse a scope that is not.
+    """
+
+    owner: str | None = None
+    visibility: Visibility = "global"
+    shared_with: frozenset[str] = frozenset()
+
+    @classmethod
+    def agent(cls) -> Scope:
+        """The agent's own memory, seen by everyone it talks with."""
+        return cls()
+
+    @classmethod
+    def private(cls, owner: str) -> Scope:
+        """Only ``owner`` (and the agent) may see it."""
+        return cls(owner=owner, visibility="private")
+
+    @classmethod
+    def shared(cls, owner: str | None, readers: Sequence[str]) -> Scope:
+        """``owner`` and ``readers`` (and the agent) may see it."""
+        return cls(owner=owner, visibility="shared", shared_with=frozenset(readers))
+
+    @classmethod
+    def conversation(cls, owner: str | None = None) -> Scope:
+        """Only within the conversation it came from (its ``source_conversation``)."""
+        return cls(owner=owner, visibility="conversation")
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (readers sorted)."""
+        return {
+            "owner": self.owner,
+            "visibility": self.visibility,
+            "shared_with": sorted(self.shared_with),
+        }
+
+
+GLOBAL_SCOPE = Scope()
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +108,7 @@ class Memory:
     last_accessed: float | None
     access_count: int
     metadata: dict[str, Any] = field(default_factory=dict)
+    scope: Scope = GLOBAL_SCOPE
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict of every field."""
@@ -61,7 +128,56 @@ class Memory:
             "last_accessed": self.last_accessed,
             "access_count": self.access_count,
             "metadata": dict(self.metadata),
+            "scope": self.scope.to_dict(),
         }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Viewer:
+    """Who is looking at the memory: a conversation partner of the agent.
+
+    Reads given a viewer (search, recall, list, get) return only what it
+    :meth:`sees`; changes given a viewer (forget, update) act only on what it
+    :meth:`may_change`. Passing no viewer means the agent itself, which sees
+    and may change everything.
+
+    Attributes:
+        jid: the partner's normalised bare JID (server-given, never from a body).
+        conversation_id: the conversation the look happens in, if any.
+        categories: the categories this viewer may see of memories it does not
+            own; ``None`` for all. A viewer always sees what it told the agent.
+        may_change_global: whether it may forget or update global memories
+            (never those of another owner).
+    """
+
+    jid: str
+    conversation_id: str | None = None
+    categories: frozenset[str] | None = None
+    may_change_global: bool = False
+
+    def sees(self, memory: Memory) -> bool:
+        """Whether ``memory`` is visible to this viewer (the rule the SQL filters apply)."""
+        scope = memory.scope
+        if scope.visibility == "conversation" and (
+            memory.source_conversation is None
+            or memory.source_conversation != self.conversation_id
+        ):
+            return False
+        if scope.owner is not None and scope.owner == self.jid:
+            return True
+        if self.categories is not None and memory.category not in self.categories:
+            return False
+        if scope.visibility == "shared":
+            return self.jid in scope.shared_with
+        return scope.visibility in ("global", "conversation")
+
+    def may_change(self, memory: Memory) -> bool:
+        """Whether this viewer may forget or update ``memory``."""
+        if not self.sees(memory):
+            return False
+        if memory.scope.owner is not None and memory.scope.owner == self.jid:
+            return True
+        return self.may_change_global and memory.scope.visibility == "global"
 
 
 @dataclass(frozen=True, slots=True)
