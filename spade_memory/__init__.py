@@ -56,7 +56,7 @@ from .spade.llm_agent import LLMAgent
 from .spade.maintenance_behaviour import MaintenanceBehaviour
 from .spade.mixin import MemoryMixin
 from .testing.scripted_llm import ScriptedLLM
-from .testing.xmpp_server import EmbeddedXMPPServer
+from .testing.xmpp_server import EmbeddedXMPPServer, XMPPEndpoint, xmpp_endpoint
 from .text.atoms import Atom
 from .tools import (
     MemoryTool,
@@ -118,7 +118,9 @@ __all__ = [
     "ToolContext",
     "ToolResult",
     "Viewer",
+    "XMPPEndpoint",
     "XMPPServerError",
     "conversation_id_for",
     "normalize_jid",
+    "xmpp_endpoint",
 ]
