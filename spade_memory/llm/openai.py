@@ -2,7 +2,9 @@
 
 Works with OpenAI, Ollama (``http://localhost:11434/v1``), vLLM, LM Studio and the
 llama.cpp server. Transient failures (HTTP 429, 5xx, connection errors, timeouts)
-are retried with exponential backoff and jitter; other client errors are not.
+are retried with exponential backoff and jitter, within one overall deadline per
+request; other client errors are not retried. :meth:`OpenAICompatibleLLM.check`
+asks the server once, up front, whether it is there and serves the model.
 """
 
 from __future__ import annotations
@@ -62,6 +64,10 @@ class OpenAICompatibleLLM:
         api_key: the bearer token; defaults to ``$OPENAI_API_KEY``; without one no
             ``Authorization`` header is sent (Ollama needs none).
         timeout: seconds allowed for each HTTP attempt.
+        deadline: seconds allowed for one request, every attempt and wait between
+            them included: an attempt gets at most what is left of it, and no retry
+            starts once it has passed (a hung server holds a caller this long, not
+            ``timeout`` times the attempts).
         max_retries: further attempts after a transient failure.
         backoff: the first retry waits about this many seconds; each next one twice as long.
         temperature: sampling temperature, sent only when given.
@@ -79,6 +85,7 @@ class OpenAICompatibleLLM:
         model: str,
         api_key: str | None = None,
         timeout: float = 60.0,
+        deadline: float = 60.0,
         max_retries: int = 3,
         backoff: float = 0.5,
         temperature: float | None = None,
@@ -94,6 +101,8 @@ class OpenAICompatibleLLM:
             raise ConfigError("model must be a non-empty model name")
         if not timeout > 0:
             raise ConfigError(f"timeout must be > 0 seconds, got {timeout!r}")
+        if not deadline > 0:
+            raise ConfigError(f"deadline must be > 0 seconds, got {deadline!r}")
         if not isinstance(max_retries, int) or max_retries < 0:
             raise ConfigError(f"max_retries must be an integer >= 0, got {max_retries!r}")
         if not backoff >= 0:
@@ -104,6 +113,7 @@ class OpenAICompatibleLLM:
         self.url = f"{self.base_url}/chat/completions"
         self.model = model
         self.timeout = float(timeout)
+        self.deadline = float(deadline)
         self.max_retries = max_retries
         self.backoff = float(backoff)
         self.temperature = temperature
@@ -181,19 +191,25 @@ class OpenAICompatibleLLM:
                 attempt failed, or the answer was malformed.
         """
         self._check_open()
-        if self._session is None:
-            self._session = aiohttp.ClientSession()
         body = json.dumps(self._payload(messages, tools), ensure_ascii=False).encode("utf-8")
+        ends = time.monotonic() + self.deadline
         attempts = self.max_retries + 1
+        made = 0
         last_reason = "no attempt made"
         for attempt in range(attempts):
+            left = ends - time.monotonic()
+            if left <= 0:
+                break
+            made += 1
             try:
-                return await self._attempt(body)
+                return await self._attempt(body, min(self.timeout, left))
             except _Retryable as failure:
                 last_reason = failure.reason
                 if attempt + 1 >= attempts:
                     break
                 delay = self._delay(attempt, failure.retry_after)
+                if time.monotonic() + delay >= ends:
+                    break  # the next attempt could not start before the deadline
                 logger.warning(
                     "LLM request to %s failed (%s); retry %d/%d in %.2f s",
                     self.url,
@@ -204,9 +220,57 @@ class OpenAICompatibleLLM:
                 )
                 await asyncio.sleep(delay)
         raise LLMError(
-            f"LLM request to {self.url} failed after {attempts} attempt(s): {last_reason}. "
-            "Check that the server is running and reachable, or raise timeout/max_retries."
+            f"LLM request to {self.url} failed after {made} attempt(s): {last_reason} "
+            f"(deadline {self.deadline:g} s). Check that the server is running and "
+            "reachable, or raise timeout/deadline/max_retries."
         )
+
+    async def check(self, *, timeout: float = 5.0) -> None:
+        """Ask the server once whether it answers and serves :attr:`model`.
+
+        Sends ``GET {base_url}/models``. A server that answers without a model list
+        (some do not implement it) passes; one whose list lacks the model does not.
+
+        Raises:
+            LLMError: the server cannot be reached within ``timeout`` seconds,
+                refuses the key, or does not serve the model (the message names
+                what it serves).
+        """
+        self._check_open()
+        url = f"{self.base_url}/models"
+        try:
+            async with self._http().get(
+                url, headers=self._headers(), timeout=aiohttp.ClientTimeout(total=timeout)
+            ) as response:
+                status = response.status
+                text = await response.text(errors="replace")
+        except TimeoutError:
+            raise LLMError(
+                f"the LLM server at {self.base_url} did not answer in {timeout:g} s"
+            ) from None
+        except aiohttp.ClientError as exc:
+            raise LLMError(
+                f"cannot reach the LLM server at {self.base_url} ({type(exc).__name__}: {exc})"
+            ) from None
+        if status in (401, 403):
+            raise LLMError(
+                f"the LLM server at {self.base_url} refused the request (HTTP {status})."
+                + _HINTS[status]
+            )
+        if status != 200:
+            return  # reachable; it just has no model list
+        served = _model_ids(text)
+        if served is not None and self.model not in served:
+            shown = ", ".join(sorted(served)[:10]) or "none"
+            raise LLMError(
+                f"the LLM server at {self.base_url} does not serve model {self.model!r} "
+                f"(it serves: {shown})"
+            )
+
+    def _http(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            self._session = aiohttp.ClientSession()
+        return self._session
 
     def _delay(self, attempt: int, retry_after: float | None) -> float:
         if retry_after is not None:
@@ -214,19 +278,18 @@ class OpenAICompatibleLLM:
         base: float = self.backoff * 2.0**attempt
         return base * (0.5 + random.random() / 2)
 
-    async def _attempt(self, body: bytes) -> LLMResponse:
-        assert self._session is not None
-        timeout = aiohttp.ClientTimeout(total=self.timeout)
+    async def _attempt(self, body: bytes, seconds: float) -> LLMResponse:
+        timeout = aiohttp.ClientTimeout(total=seconds)
         logger.debug("POST %s (model %s, %d bytes)", self.url, self.model, len(body))
         try:
-            async with self._session.post(
+            async with self._http().post(
                 self.url, data=body, headers=self._headers(), timeout=timeout
             ) as response:
                 status = response.status
                 text = await response.text(errors="replace")
                 retry_after = _retry_after(response.headers.get("Retry-After"))
         except TimeoutError:
-            raise _Retryable(f"no answer within {self.timeout:g} s") from None
+            raise _Retryable(f"no answer within {seconds:.3g} s") from None
         except aiohttp.ClientError as exc:
             raise _Retryable(f"{type(exc).__name__}: {exc}") from None
         if status == 429:
@@ -256,6 +319,20 @@ def _retry_after(value: str | None) -> float | None:
     except (TypeError, ValueError):
         return None
     return max(when.timestamp() - time.time(), 0.0)
+
+
+def _model_ids(body: str) -> set[str] | None:
+    """The model ids of a ``/models`` answer (``{"data": [{"id": ...}]}``), or ``None``
+    when it is not such a list."""
+    try:
+        data = json.loads(body)
+    except json.JSONDecodeError:
+        return None
+    items = data.get("data") if isinstance(data, Mapping) else None
+    if not isinstance(items, list):
+        return None
+    ids = {item.get("id") for item in items if isinstance(item, Mapping)}
+    return {model for model in ids if isinstance(model, str)}
 
 
 def _excerpt(text: str) -> str:

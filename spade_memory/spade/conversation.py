@@ -10,7 +10,8 @@ For each incoming message with a body, :class:`ConversationBehaviour`:
 3. runs the LLM with the tools, executing its tool calls (bounded by
    ``max_tool_rounds``, then one last request without tools);
 4. replies in the same thread with performative ``inform`` (``failure`` when the
-   turn failed). A failing turn is logged and answered; the behaviour keeps running.
+   turn failed, or did not finish within ``turn_timeout``). A failing turn is logged
+   and answered; the behaviour keeps running.
 
 Replies carry the metadata ``in-reply-to``. A message carrying it is an answer,
 never answered again (so two LLM agents never answer each other forever); it
@@ -54,6 +55,10 @@ IN_REPLY_TO = "in-reply-to"
 REPLY_WITH = "reply-with"
 FALLBACK_ANSWER = "I have nothing to add."
 FAILURE_ANSWER = "Sorry, I could not handle that message ({reason}). Please try again later."
+TIMEOUT_ANSWER = (
+    "Sorry, I could not answer within {seconds:g} s (my language model is slow or not "
+    "answering). Please try again later."
+)
 _MAX_QUERY_CHARS = LIMITS.query_chars
 
 DEFAULT_SYSTEM_PROMPT = (
@@ -100,6 +105,9 @@ class ConversationBehaviour(CyclicBehaviour):  # type: ignore[misc]
         history_turns: earlier exchanges per conversation replayed to the model
             (kept in RAM only, for at most ``max_conversations`` conversations).
         receive_timeout: seconds each wait for a message lasts before looping.
+        turn_timeout: seconds one message may take, recall, every LLM request and
+            tool call included; past it the sender gets a ``failure`` saying so.
+            ``None`` for no limit.
     """
 
     def __init__(
@@ -112,10 +120,13 @@ class ConversationBehaviour(CyclicBehaviour):  # type: ignore[misc]
         history_turns: int = 3,
         max_conversations: int = 64,
         receive_timeout: float = 1.0,
+        turn_timeout: float | None = 60.0,
     ) -> None:
         super().__init__()
         if max_tool_rounds < 0:
             raise ValueError(f"max_tool_rounds must be >= 0, got {max_tool_rounds}")
+        if turn_timeout is not None and not turn_timeout > 0:
+            raise ValueError(f"turn_timeout must be > 0 seconds or None, got {turn_timeout}")
         if history_turns < 0:
             raise ValueError(f"history_turns must be >= 0, got {history_turns}")
         self.llm = llm
@@ -129,6 +140,7 @@ class ConversationBehaviour(CyclicBehaviour):  # type: ignore[misc]
         self.history_turns = history_turns
         self.max_conversations = max_conversations
         self.receive_timeout = receive_timeout
+        self.turn_timeout = turn_timeout
         self._history: OrderedDict[str, deque[ChatMessage]] = OrderedDict()
         self._waiting: dict[str, asyncio.Future[Message]] = {}
 
@@ -146,8 +158,15 @@ class ConversationBehaviour(CyclicBehaviour):  # type: ignore[misc]
             )
             return
         try:
-            text = await self.answer(msg)
+            async with asyncio.timeout(self.turn_timeout):
+                text = await self.answer(msg)
             performative = "inform"
+        except TimeoutError:
+            logger.warning(
+                "%s: no answer to %s within %s s", self.agent.jid, msg.sender, self.turn_timeout
+            )
+            text = TIMEOUT_ANSWER.format(seconds=self.turn_timeout)
+            performative = "failure"
         except Exception as exc:
             logger.exception("%s: failed to answer a message from %s", self.agent.jid, msg.sender)
             text = FAILURE_ANSWER.format(reason=type(exc).__name__)

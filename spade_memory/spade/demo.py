@@ -31,6 +31,7 @@ from spade.container import Container
 from spade.message import Message
 
 from ..config import MemoryConfig
+from ..errors import LLMError
 from ..llm import (
     ChatMessage,
     LLMClient,
@@ -249,6 +250,8 @@ def _section(title: str) -> None:
 async def run_demo(options: DemoOptions) -> int:
     """Run the demo, print its transcript, and return the exit status."""
     began = time.monotonic()
+    if options.llm_url and not await _llm_answers(options):
+        return 1
     temporary = options.root is None and not options.in_memory
     if options.root is not None:
         root = options.root.expanduser().resolve()
@@ -262,6 +265,25 @@ async def run_demo(options: DemoOptions) -> int:
     finally:
         if temporary:
             shutil.rmtree(root, ignore_errors=True)
+
+
+async def _llm_answers(options: DemoOptions) -> bool:
+    """Whether the ``--llm-url`` server answers and serves ``--model``; if not, one line
+    on stderr says why (before any agent starts)."""
+    assert options.llm_url is not None
+    async with OpenAICompatibleLLM(
+        base_url=options.llm_url, model=options.model or "", api_key=options.api_key
+    ) as llm:
+        try:
+            await llm.check()
+        except LLMError as exc:
+            print(
+                f"spade-memory demo: {exc}; start it, or leave out --llm-url to run "
+                "the demo with the offline scripted LLM",
+                file=sys.stderr,
+            )
+            return False
+    return True
 
 
 async def _run(

@@ -59,6 +59,9 @@ class LLMAgent(MemoryMixin, Agent):  # type: ignore[misc]
         template: only messages matching it reach the LLM.
         max_tool_rounds: rounds of tool calls per message.
         history_turns: earlier exchanges per conversation replayed to the model.
+        turn_timeout: seconds one incoming message may take to answer (every LLM
+            request and tool call included); past it the sender is told so.
+            ``None`` for no limit.
         **agent_kwargs: passed to ``spade.agent.Agent`` (``port``, ``verify_security``).
 
     Raises:
@@ -79,6 +82,7 @@ class LLMAgent(MemoryMixin, Agent):  # type: ignore[misc]
         template: Template | None = None,
         max_tool_rounds: int = 4,
         history_turns: int = 3,
+        turn_timeout: float | None = 60.0,
         **agent_kwargs: Any,
     ) -> None:
         if max_tool_rounds < 0:
@@ -102,6 +106,7 @@ class LLMAgent(MemoryMixin, Agent):  # type: ignore[misc]
         self.template = template
         self.max_tool_rounds = max_tool_rounds
         self.history_turns = history_turns
+        self.turn_timeout = turn_timeout
         self._extra_tools = extra
         self._tools: tuple[AgentTool, ...] = ()
         self._conversation: ConversationBehaviour | None = None
@@ -161,6 +166,7 @@ class LLMAgent(MemoryMixin, Agent):  # type: ignore[misc]
             system_prompt=self.system_prompt,
             max_tool_rounds=self.max_tool_rounds,
             history_turns=self.history_turns,
+            turn_timeout=self.turn_timeout,
         )
         self.add_behaviour(self._conversation, self.template)
 

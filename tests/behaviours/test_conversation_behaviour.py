@@ -249,6 +249,34 @@ async def test_failing_llm_gives_a_failure_reply_and_the_behaviour_goes_on(
     assert (reply.body, reply.get_metadata("performative")) == ("back again", "inform")
 
 
+class HungLLM(FakeLLM):
+    """Never answers its first request; answers the later ones."""
+
+    async def complete(
+        self, messages: Sequence[ChatMessage], tools: Sequence[Mapping[str, Any]] = ()
+    ) -> LLMResponse:
+        if not self.requests:
+            self.requests.append((list(messages), []))
+            await asyncio.Event().wait()
+        return await super().complete(messages, tools)
+
+
+async def test_a_turn_past_its_deadline_is_answered_and_the_next_goes_on(
+    manager: MemoryManager, caplog: pytest.LogCaptureFixture
+) -> None:
+    behaviour = await make(manager, llm=HungLLM(LLMResponse(text="back again")), turn_timeout=0.3)
+    began = asyncio.get_running_loop().time()
+    reply = await turn(behaviour, incoming("hello", thread="t1"))
+    assert asyncio.get_running_loop().time() - began < 3
+    assert reply is not None and reply.thread == "t1"
+    assert reply.get_metadata("performative") == "failure"
+    assert "could not answer within 0.3 s" in reply.body
+    assert "no answer to alice@localhost within 0.3 s" in caplog.text
+    reply = await turn(behaviour, incoming("again"))
+    assert reply is not None
+    assert (reply.body, reply.get_metadata("performative")) == ("back again", "inform")
+
+
 async def test_raising_extra_tool_becomes_a_failed_tool_result(manager: MemoryManager) -> None:
     class Broken:
         name = "broken"
@@ -362,6 +390,8 @@ def test_invalid_construction_is_refused() -> None:
         ConversationBehaviour(llm=ScriptedLLM(), max_tool_rounds=-1)
     with pytest.raises(ValueError, match="distinct"):
         ConversationBehaviour(llm=ScriptedLLM(), tools=[Named(), Named()])
+    with pytest.raises(ValueError, match="turn_timeout"):
+        ConversationBehaviour(llm=ScriptedLLM(), turn_timeout=0)
 
 
 async def test_sender_without_a_valid_jid_gets_a_failure_and_the_loop_survives(

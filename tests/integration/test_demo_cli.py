@@ -8,6 +8,7 @@ HTTP server on 127.0.0.1 answering with the scripted model.
 from __future__ import annotations
 
 import asyncio
+import socket
 import subprocess
 import sys
 import time
@@ -145,3 +146,22 @@ def test_cli_lists_demo_and_refuses_bad_options(capsys: pytest.CaptureFixture[st
     with pytest.raises(SystemExit):
         main(["no-such-command"])
     assert "invalid choice" in capsys.readouterr().err
+
+
+def test_demo_with_an_unreachable_endpoint_says_so_in_one_line(tmp_path: Path) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    began = time.monotonic()
+    done = run(
+        "-m", "spade_memory.cli", "demo", "--llm-url", f"http://127.0.0.1:{port}/v1",
+        "--model", "qwen2.5", "--embedder", "hashing", cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert time.monotonic() - began < 20
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert f"cannot reach the LLM server at http://127.0.0.1:{port}/v1" in lines[0]
+    assert "leave out --llm-url" in lines[0]
+    assert "XMPP" not in done.stdout  # nothing started
+    assert list(tmp_path.iterdir()) == []

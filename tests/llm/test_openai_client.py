@@ -75,6 +75,11 @@ class FakeOpenAI:
         await self.release.wait()
         return web.Response(text="{}")
 
+    async def models(self, request: web.Request) -> web.StreamResponse:
+        self.headers.append(dict(request.headers))
+        assert self.script, "the test server received more requests than scripted"
+        return await self.script.pop(0)(request)
+
     async def handle(self, request: web.Request) -> web.StreamResponse:
         self.headers.append(dict(request.headers))
         self.bodies.append(await request.json())
@@ -87,6 +92,7 @@ async def fake() -> AsyncIterator[FakeOpenAI]:
     server_state = FakeOpenAI()
     app = web.Application()
     app.router.add_post("/v1/chat/completions", server_state.handle)
+    app.router.add_get("/v1/models", server_state.models)
     server = TestServer(app, host="127.0.0.1", port=0, handler_cancellation=True)
     await server.start_server()
     server_state.base_url = str(server.make_url("/v1"))
@@ -374,6 +380,7 @@ def test_retry_after_is_capped() -> None:
         {"base_url": "localhost:11434/v1"},
         {"model": " "},
         {"timeout": 0},
+        {"deadline": 0},
         {"max_retries": -1},
         {"backoff": -1.0},
         {"max_tokens": 0},
@@ -394,3 +401,60 @@ def test_retry_after_header_forms() -> None:
     in_a_minute = email.utils.formatdate(time.time() + 60, usegmt=True)
     assert 55.0 <= (_retry_after(in_a_minute) or 0.0) <= 60.0
     assert _retry_after("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0
+
+
+async def test_one_deadline_holds_across_retries(
+    fake: FakeOpenAI, make_client: Callable[..., OpenAICompatibleLLM]
+) -> None:
+    fake.script.extend([fake.hang] * 4)
+    client = make_client(base_url=fake.base_url, timeout=30, deadline=0.5, max_retries=3)
+    began = time.monotonic()
+    with pytest.raises(LLMError, match=r"after 1 attempt\(s\): no answer within 0.5 s"):
+        await client.complete(USER)
+    assert time.monotonic() - began < 3
+    assert len(fake.bodies) == 1
+
+
+async def test_no_retry_starts_when_its_wait_passes_the_deadline(
+    fake: FakeOpenAI, make_client: Callable[..., OpenAICompatibleLLM]
+) -> None:
+    fake.script.extend([reply("busy", status=503, headers={"Retry-After": "20"})] * 2)
+    client = make_client(base_url=fake.base_url, deadline=2, max_retries=1)
+    began = time.monotonic()
+    with pytest.raises(LLMError, match=r"after 1 attempt\(s\): HTTP 503"):
+        await client.complete(USER)
+    assert time.monotonic() - began < 2
+    assert len(fake.bodies) == 1
+
+
+async def test_check_passes_when_the_model_is_served(
+    fake: FakeOpenAI, make_client: Callable[..., OpenAICompatibleLLM]
+) -> None:
+    fake.script.append(reply({"object": "list", "data": [{"id": "test-model"}]}))
+    await make_client(base_url=fake.base_url).check()
+    fake.script.append(reply("not found", status=404))  # no model list: reachable is enough
+    await make_client(base_url=fake.base_url).check()
+
+
+async def test_check_names_the_models_a_server_serves(
+    fake: FakeOpenAI, make_client: Callable[..., OpenAICompatibleLLM]
+) -> None:
+    fake.script.append(reply({"data": [{"id": "qwen2.5"}, {"id": "llama3"}]}))
+    with pytest.raises(LLMError, match=r"does not serve model 'test-model' .*llama3, qwen2.5"):
+        await make_client(base_url=fake.base_url).check()
+
+
+async def test_check_reports_a_refused_key_and_an_unreachable_server(
+    fake: FakeOpenAI, make_client: Callable[..., OpenAICompatibleLLM]
+) -> None:
+    fake.script.append(reply({"error": "no"}, status=401))
+    with pytest.raises(LLMError, match=r"HTTP 401.*API key"):
+        await make_client(base_url=fake.base_url).check()
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with pytest.raises(LLMError, match=r"cannot reach the LLM server at http://127.0.0.1"):
+        await make_client(base_url=f"http://127.0.0.1:{port}/v1").check(timeout=2)
+    fake.script.append(fake.hang)
+    with pytest.raises(LLMError, match=r"did not answer in 0.3 s"):
+        await make_client(base_url=fake.base_url).check(timeout=0.3)
