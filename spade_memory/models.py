@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from pathlib import Path
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 from numpy.typing import NDArray
@@ -13,6 +14,7 @@ __all__ = [
     "Embedder",
     "InteractionNote",
     "Memory",
+    "MemoryRecovery",
     "MemoryStats",
     "ScoreExplanation",
     "SearchResult",
@@ -126,6 +128,30 @@ class MemoryStats:
     conversations: int
     notes: int
     in_memory: bool
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryRecovery:
+    """What opening a memory did about a lost database or notes file.
+
+    ``action`` is ``"restored"`` (from ``backup``) or ``"started_empty"`` (asked
+    for with ``start_empty``). What changed after ``lost_since`` (the backup's
+    time) is not in the restored memory; ``memories_before`` is how many
+    memories the lost database counted, as far as its damaged copy can still be
+    read (``None``: unknown), against ``memories_restored``. ``message`` says it
+    all in one paragraph, as logged.
+    """
+
+    action: Literal["restored", "started_empty"]
+    file: Literal["database", "notes"]
+    path: Path
+    backup: Path | None
+    lost_since: float | None
+    quarantined: tuple[Path, ...]
+    memories_restored: int | None
+    memories_before: int | None
+    notes_restored: bool
+    message: str
 
 
 @runtime_checkable
