@@ -40,10 +40,12 @@ async def contents(manager: MemoryManager) -> set[str]:
     return {memory.content async for memory in manager.base_store.iter_all()}
 
 
-async def build(root: Path, *, backups: int = 1, notes: bool = True) -> tuple[Path, set[str]]:
+async def build(
+    root: Path, *, backups: int = 1, notes: bool = True, jid: str = JID
+) -> tuple[Path, set[str]]:
     """A memory with ``backups`` backups (the last one of BACKED_UP memories) and AFTER
     memories stored since; returns the newest backup and what it holds."""
-    async with await MemoryManager.open(JID, config(root)) as manager:
+    async with await MemoryManager.open(jid, config(root)) as manager:
         for seq in range(BACKED_UP):
             await manager.store(memory_text(seq))
         if notes:
@@ -210,6 +212,21 @@ async def test_database_and_registry_deleted_with_a_backup_left_is_restored(
     async with await MemoryManager.open(JID, config(tmp_path)) as manager:
         assert await contents(manager) == backed_up
         assert [r.backup for r in manager.recoveries] == [backup]
+
+
+async def test_registry_deleted_with_two_agents_lost_both_are_restored(tmp_path: Path) -> None:
+    """The first agent to open must not re-create a registry that forgets the second."""
+    backups = {jid: await build(tmp_path, notes=False, jid=jid) for jid in (JID, OTHER)}
+    for jid in (JID, OTHER):
+        identity = AgentIdentity.of(jid)
+        for name in (identity.snapshot_name, identity.database_name):
+            for side in ("", "-wal", "-shm"):
+                (tmp_path / (name + side)).unlink(missing_ok=True)
+    (tmp_path / REGISTRY_NAME).unlink()
+    for jid in (JID, OTHER):
+        async with await MemoryManager.open(jid, config(tmp_path)) as manager:
+            assert [r.backup for r in manager.recoveries] == [backups[jid][0]], jid
+            assert await contents(manager) == backups[jid][1]
 
 
 @pytest.mark.parametrize("trace", ["notes file", "quarantined file"])
