@@ -1,10 +1,14 @@
 """Opening one agent's memory: its root, its stores, its indexer, its engine.
 
 :func:`open_engine` checks the storage paths stay inside the root, refuses a stem
-registered to another JID before touching any file, opens the SQLite base memory
-(expecting a schema when the agent's memory existed before), registers the agent,
-opens the interaction memory and the background vector indexer, and closes what
-it opened when a later step fails. :meth:`MemoryManager.open
+registered to another JID before touching any file, reads the traces the agent's
+memory left in the root (:mod:`spade_memory.storage.traces`), restores or refuses
+a known agent's lost database or notes file (:mod:`.recovery`), opens the SQLite
+base memory (expecting a schema when the agent's memory existed before),
+registers the agent, opens the interaction memory (its database records once the
+notes file exists, so that a vanished one is noticed) and the background vector
+indexer, warns when a known agent starts on an empty memory, and closes what it
+opened when a later step fails. :meth:`MemoryManager.open
 <spade_memory.manager.MemoryManager.open>` builds on it.
 """
 
@@ -14,12 +18,14 @@ import asyncio
 import contextlib
 import logging
 import os
+import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from ..config import MemoryConfig
 from ..embedding import resolve_embedder
+from ..errors import StorageError
 from ..identity import AgentIdentity, resolve_inside
 from ..models import MemoryRecovery
 from ..storage.base import BaseMemoryStore
@@ -85,8 +91,11 @@ async def open_engine(
         registry = Registry(root, clock=clock)
         # Read only: a stem registered to another JID is refused before any file
         # is touched; the entry is written once the database exists (below).
-        registered = await asyncio.to_thread(registry.registered, identity)
-        traces = await asyncio.to_thread(_traces_of, root, registry, identity, registered)
+        registry_missing = not await asyncio.to_thread(os.path.lexists, registry.path)
+        registered = await asyncio.to_thread(registry.registered, identity)  # rebuilt if missing
+        traces = await asyncio.to_thread(
+            _traces_of, root, identity, registered=registered, registry_missing=registry_missing
+        )
         if traces and not db_path.exists():
             recovery = await asyncio.to_thread(
                 settle_lost_database,
@@ -147,7 +156,10 @@ async def open_engine(
         )
         closers.append(interactions.aclose)
         if json_path is not None and not notes_written and interactions.file_exists:
-            await notes_file_created()  # written by an earlier version, or restored
+            try:  # written by an earlier version, or restored
+                await notes_file_created()
+            except (StorageError, sqlite3.Error) as exc:
+                logger.warning("could not record that %s exists (%s)", json_path, exc)
         if root is not None and traces and not base.created:
             await _warn_if_empty(base, root, identity, traces, recoveries)
         embedder = resolve_embedder(config.embedder)
@@ -185,7 +197,7 @@ async def graph_outdated(engine: Engine) -> bool:
 
 
 def _traces_of(
-    root: Path, registry: Registry, identity: AgentIdentity, registered: bool
+    root: Path, identity: AgentIdentity, *, registered: bool, registry_missing: bool
 ) -> Traces:
     """The traces of the agent's memory, listed when a decision needs them.
 
@@ -196,7 +208,7 @@ def _traces_of(
     """
     traces = find_traces(root, identity, registered=registered, listing=False)
     database_missing = not (root / identity.database_name).exists()
-    if (traces and database_missing) or not registry.path.exists():
+    if (traces and database_missing) or registry_missing:
         return _listed(root, identity, traces)
     return traces
 
