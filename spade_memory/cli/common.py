@@ -137,9 +137,8 @@ async def open_memory(
         maintenance=MaintenanceConfig(check_on_open=False, behaviour=False),
     )
     start_empty = bool(getattr(args, "start_empty", False))
+    # What a restore or an empty start did is logged at WARNING (on stderr).
     async with await MemoryManager.open(identity.jid, config, start_empty=start_empty) as manager:
-        for recovery in manager.recoveries:
-            tell(f"warning: {recovery.message}")
         yield manager
 
 

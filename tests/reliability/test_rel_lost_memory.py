@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import logging
 import shlex
 import shutil
@@ -335,14 +336,24 @@ async def test_an_emptied_database_of_an_agent_without_notes_is_not_said_to_have
 # -- the command line -----------------------------------------------------------------------
 
 
-async def test_the_command_line_restores_refuses_or_starts_empty(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+async def test_the_command_line_refuses_a_lost_memory_or_starts_it_empty_when_told(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
 ) -> None:
     await build(tmp_path, backups=0)
     await quarantine_database(tmp_path)
     root = ["--root", str(tmp_path)]
     assert await asyncio.to_thread(cli_main, ["stats", JID, *root]) == 1
-    assert "start-empty" in capsys.readouterr().err
-    assert await asyncio.to_thread(cli_main, ["stats", JID, *root, "--start-empty"]) == 0
-    assert "EMPTY" in capsys.readouterr().err
+    assert "--start-empty" in capsys.readouterr().err
+    with caplog.at_level(logging.WARNING, logger="spade_memory"):
+        assert await asyncio.to_thread(cli_main, ["stats", JID, *root, "--start-empty"]) == 0
+    assert any("EMPTY" in m for m in warnings_of(caplog))
     assert await asyncio.to_thread(cli_main, ["stats", JID, *root]) == 0
+
+
+async def test_the_command_line_restores_a_lost_memory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, backed_up = await build(tmp_path)
+    await quarantine_database(tmp_path)
+    assert await asyncio.to_thread(cli_main, ["stats", JID, "--root", str(tmp_path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["memories"] == len(backed_up)
