@@ -15,11 +15,13 @@
     spade-memory forget JID ID
 
 Every subcommand takes ``--root DIR`` (default: the per-user data folder) and
-``--json`` (machine-readable output on stdout). One that opens an agent's memory
-restores its newest good backup if the memory was lost (or refuses, saying how to
-restore it); ``--start-empty`` accepts an empty memory instead. Errors go to stderr. Exit status:
+``--json`` (machine-readable output on stdout). Errors go to stderr. Exit status:
 0 done, 1 not found (or the check found problems, or the operation failed),
 2 usage (bad arguments, an invalid JID, a file that is not an export).
+
+A subcommand that opens an agent's memory restores its newest good backup if the
+memory was lost (or refuses, saying how to restore it); ``--start-empty`` accepts
+an empty memory instead.
 
 The vectors of a memory are made by one embedder; ``--embedder auto`` (default)
 uses the one that made the stored vectors, so inspecting a memory never starts

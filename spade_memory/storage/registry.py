@@ -258,8 +258,11 @@ class Registry:
     def _rebuild_missing(self) -> Entries:
         """Rebuild a registry that is gone from the files of the root (under its lock).
 
-        A root holding no agent's files (a new root) is left without a registry.
+        A root holding no agent's files (a new root) is left without a registry,
+        and without a lock file: reading takes no lock.
         """
+        if not self._root.is_dir() or not self._rebuild(report=False):
+            return {}
         with self._locked():
             entries = self._read_locked()
             if entries or os.path.lexists(self.path) or not self._root.is_dir():
@@ -276,8 +279,10 @@ class Registry:
                 )
             return entries
 
-    def _rebuild(self) -> Entries:
+    def _rebuild(self, *, report: bool = True) -> Entries:
         """Entries for every interaction file or database whose recorded agent matches its stem.
+
+        ``report``: log the stems whose agent could not be recovered.
 
         Interaction files are read first; a database answers for a stem that has none
         (an agent that never wrote a note) or whose notes did not name its agent.
@@ -325,7 +330,7 @@ class Registry:
             entry = self._recovered(name, stem, read_agent_of)
             if entry is not None:
                 entries[stem] = entry
-        if lost:
+        if lost and report:
             logger.warning(
                 "could not recover the agent of these file stems in %s: %s",
                 self._root,
