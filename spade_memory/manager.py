@@ -31,7 +31,7 @@ from .limits import LIMITS
 from .maintenance.consistency import ConsistencyReport
 from .maintenance.service import Maintenance, MaintenanceStatus
 from .maintenance.transfer import EXPORT_FORMAT, export_memory, import_memory
-from .models import InteractionNote, Memory, MemoryStats, SearchResult
+from .models import InteractionNote, Memory, MemoryRecovery, MemoryStats, SearchResult
 from .retrieval.retriever import SearchTimings
 from .storage.base import BaseMemoryStore
 from .text.atoms import Atom
@@ -66,22 +66,35 @@ class MemoryManager:
         config: MemoryConfig | None = None,
         *,
         clock: Callable[[], float] | None = None,
+        start_empty: bool = False,
     ) -> MemoryManager:
         """Open the memory of agent ``jid``.
+
+        A known agent whose database or notes file is gone (deleted, or moved
+        aside as damaged by an earlier open) never starts silently empty: the
+        newest good backup is restored (``config.on_damage="restore"``, the
+        default; :attr:`recoveries` and a WARNING say what was lost), or the
+        open is refused with :class:`~spade_memory.errors.MemoryLost`.
 
         Args:
             jid: the agent's JID (a resource is ignored).
             config: where and how to keep the memory; default ``MemoryConfig()``.
             clock: the time source (Unix seconds), injectable for tests.
+            start_empty: accept an empty memory if the agent's memory is gone,
+                instead of restoring or refusing (a WARNING says so).
 
         Raises:
             InvalidAgentId: ``jid`` is not a valid ``local@domain``; nothing was touched.
             PathEscapeError: a storage path would leave the root (e.g. a symlink).
-            StorageCorrupted: a file was damaged; it was quarantined.
+            StorageCorrupted: a file was damaged; it was quarantined (the next open
+                restores a backup or refuses, as above).
+            MemoryLost: the agent's memory is gone and was not restored.
         """
         identity = AgentIdentity.of(jid)
         config = config or MemoryConfig()
-        engine = await open_engine(identity, config, clock or time.time)
+        engine = await open_engine(
+            identity, config, clock or time.time, start_empty=start_empty
+        )
         manager = cls(engine)
         try:
             if await graph_outdated(engine):
@@ -169,6 +182,15 @@ class MemoryManager:
     def maintenance(self) -> Maintenance:
         """Checks, repairs, rebuilds, backups, decay and consolidation of this memory."""
         return self._maintenance
+
+    @property
+    def recoveries(self) -> tuple[MemoryRecovery, ...]:
+        """What this open did about a lost database or notes file (empty: nothing was lost).
+
+        Each says whether the file was restored from a backup (which one, and since
+        when changes are lost) or started empty.
+        """
+        return self._engine.recoveries
 
     @property
     def maintenance_status(self) -> MaintenanceStatus:

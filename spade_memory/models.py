@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal, Protocol, get_args, runtime_checkable
 
 import numpy as np
@@ -14,6 +15,7 @@ __all__ = [
     "Embedder",
     "InteractionNote",
     "Memory",
+    "MemoryRecovery",
     "MemoryStats",
     "Scope",
     "ScoreExplanation",
@@ -242,6 +244,30 @@ class MemoryStats:
     conversations: int
     notes: int
     in_memory: bool
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryRecovery:
+    """What opening a memory did about a lost database or notes file.
+
+    ``action`` is ``"restored"`` (from ``backup``) or ``"started_empty"`` (asked
+    for with ``start_empty``). What changed after ``lost_since`` (the backup's
+    time) is not in the restored memory; ``memories_before`` is how many
+    memories the lost database counted, as far as its damaged copy can still be
+    read (``None``: unknown), against ``memories_restored``. ``message`` says it
+    all in one paragraph, as logged.
+    """
+
+    action: Literal["restored", "started_empty"]
+    file: Literal["database", "notes"]
+    path: Path
+    backup: Path | None
+    lost_since: float | None
+    quarantined: tuple[Path, ...]
+    memories_restored: int | None
+    memories_before: int | None
+    notes_restored: bool
+    message: str
 
 
 @runtime_checkable

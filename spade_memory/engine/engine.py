@@ -18,7 +18,7 @@ from pathlib import Path
 from ..config import MemoryConfig
 from ..errors import MemoryNotFound, StoreClosedError
 from ..identity import AgentIdentity
-from ..models import Memory
+from ..models import Memory, MemoryRecovery
 from ..retrieval.graph import GraphRetriever
 from ..retrieval.retriever import Retriever
 from ..storage.atoms import AtomBook
@@ -49,6 +49,7 @@ class Engine:
         indexer: its background vector indexer (``None``: keyword search only).
         root: the memory root folder (``None`` in in-memory mode).
         clock: the time source (Unix seconds).
+        recoveries: what opening did about a lost database or notes file.
     """
 
     def __init__(
@@ -61,8 +62,10 @@ class Engine:
         indexer: VectorIndexer | None,
         root: Path | None,
         clock: Callable[[], float],
+        recoveries: tuple[MemoryRecovery, ...] = (),
     ) -> None:
         self.identity = identity
+        self.recoveries = recoveries
         self.config = config
         self.base = base
         self.interactions = interactions

@@ -1,10 +1,14 @@
 """Opening one agent's memory: its root, its stores, its indexer, its engine.
 
 :func:`open_engine` checks the storage paths stay inside the root, refuses a stem
-registered to another JID before touching any file, opens the SQLite base memory
-(expecting a schema when the agent's memory existed before), registers the agent,
-opens the interaction memory and the background vector indexer, and closes what
-it opened when a later step fails. :meth:`MemoryManager.open
+registered to another JID before touching any file, reads the traces the agent's
+memory left in the root (:mod:`spade_memory.storage.traces`), restores or refuses
+a known agent's lost database or notes file (:mod:`.recovery`), opens the SQLite
+base memory (expecting a schema when the agent's memory existed before),
+registers the agent, opens the interaction memory (its database records once the
+notes file exists, so that a vanished one is noticed) and the background vector
+indexer, warns when a known agent starts on an empty memory, and closes what it
+opened when a later step fails. :meth:`MemoryManager.open
 <spade_memory.manager.MemoryManager.open>` builds on it.
 """
 
@@ -12,23 +16,27 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import glob
 import logging
 import os
+import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from ..config import MemoryConfig
 from ..embedding import resolve_embedder
+from ..errors import StorageError
 from ..identity import AgentIdentity, resolve_inside
+from ..models import MemoryRecovery
 from ..storage.base import BaseMemoryStore
 from ..storage.graph_store import GraphStore
 from ..storage.interaction import InteractionStore
 from ..storage.registry import Registry
+from ..storage.traces import Traces, find_traces
 from ..text.extraction import GRAPH_VERSION
 from .engine import Engine
 from .indexer import VectorIndexer
+from .recovery import NOTES_KEY, settle_lost_database, settle_lost_notes
 
 __all__ = ["GRAPH_VERSION_KEY", "graph_outdated", "open_engine"]
 
@@ -38,18 +46,37 @@ GRAPH_VERSION_KEY = "graph_version"
 
 
 async def open_engine(
-    identity: AgentIdentity, config: MemoryConfig, clock: Callable[[], float]
+    identity: AgentIdentity,
+    config: MemoryConfig,
+    clock: Callable[[], float],
+    *,
+    start_empty: bool = False,
 ) -> Engine:
     """Open the stores of ``identity``'s memory and the engine over them.
+
+    A known agent whose database or notes file is gone is restored from a
+    backup, refused, or started empty (:mod:`.recovery`); what was done is in
+    ``Engine.recoveries``.
+
+    Args:
+        identity: the agent.
+        config: how the memory is kept.
+        clock: the time source.
+        start_empty: accept an empty memory if the agent's memory is gone (as
+            ``config.start_empty``).
 
     Raises:
         PathEscapeError: a storage path would leave the root (e.g. a symlink).
         StorageCorrupted: a file was damaged; it was quarantined.
+        MemoryLost: the agent's memory is gone and was not restored.
     """
+    start_empty = start_empty or config.start_empty
     root: Path | None = None
     db_path = json_path = snapshot_path = backup_dir = None
     registry: Registry | None = None
     registered = False
+    traces: Traces | None = None
+    recoveries: list[MemoryRecovery] = []
     if not config.in_memory:
         root = config.resolved_root()
         await asyncio.to_thread(_make_root, root)
@@ -64,7 +91,22 @@ async def open_engine(
         registry = Registry(root, clock=clock)
         # Read only: a stem registered to another JID is refused before any file
         # is touched; the entry is written once the database exists (below).
-        registered = await asyncio.to_thread(registry.registered, identity)
+        registry_missing = not await asyncio.to_thread(os.path.lexists, registry.path)
+        registered = await asyncio.to_thread(registry.registered, identity)  # rebuilt if missing
+        traces = await asyncio.to_thread(
+            _traces_of, root, identity, registered=registered, registry_missing=registry_missing
+        )
+        if traces and not db_path.exists():
+            recovery = await asyncio.to_thread(
+                settle_lost_database,
+                root,
+                identity,
+                traces,
+                on_damage=config.on_damage,
+                start_empty=start_empty,
+            )
+            if recovery is not None:
+                recoveries.append(recovery)
     closers: list[Callable[[], Any]] = []
     try:
         base = await BaseMemoryStore.open(
@@ -74,8 +116,9 @@ async def open_engine(
             categories=config.categories,
             backup_dir=backup_dir,
             now=clock(),
-            expect_existing=root is not None
-            and await asyncio.to_thread(_memory_existed, root, identity, registered),
+            # a known agent's database must hold a schema, unless it starts empty
+            expect_existing=bool(traces)
+            and not any(r.action == "started_empty" for r in recoveries),
             # an empty memory's graph is up to date: no rebuild on first open
             initial_meta={GRAPH_VERSION_KEY: str(GRAPH_VERSION)},
         )
@@ -84,10 +127,41 @@ async def open_engine(
             # After the database: a registered agent's memory exists (the mark
             # that tells a lost or emptied database from a new agent).
             await asyncio.to_thread(registry.register, identity)
+        notes_written = False
+        if root is not None and json_path is not None and traces is not None:
+            notes_written = await base.meta_get(NOTES_KEY) == "1"
+            if notes_written and not json_path.exists():
+                notes_recovery = await asyncio.to_thread(
+                    settle_lost_notes,
+                    root,
+                    identity,
+                    await asyncio.to_thread(_listed, root, identity, traces),
+                    on_damage=config.on_damage,
+                    start_empty=start_empty,
+                )
+                recoveries.append(notes_recovery)
+                if notes_recovery.action == "started_empty":
+                    await base.meta_set(NOTES_KEY, "0")
+                    notes_written = False
+
+        async def notes_file_created() -> None:
+            await base.meta_set(NOTES_KEY, "1")
+
         interactions = await InteractionStore.open(
-            json_path, agent=identity.jid, clock=clock, max_note_chars=config.max_note_chars
+            json_path,
+            agent=identity.jid,
+            clock=clock,
+            max_note_chars=config.max_note_chars,
+            on_file_created=None if json_path is None else notes_file_created,
         )
         closers.append(interactions.aclose)
+        if json_path is not None and not notes_written and interactions.file_exists:
+            try:  # written by an earlier version, or restored
+                await notes_file_created()
+            except (StorageError, sqlite3.Error) as exc:
+                logger.warning("could not record that %s exists (%s)", json_path, exc)
+        if root is not None and traces and not base.created:
+            await _warn_if_empty(base, root, identity, traces, recoveries)
         embedder = resolve_embedder(config.embedder)
         indexer = None
         if embedder is not None:
@@ -111,6 +185,7 @@ async def open_engine(
         indexer=indexer,
         root=root,
         clock=clock,
+        recoveries=tuple(recoveries),
     )
     logger.debug("opened memory of %s (%s)", identity.jid, root or "in memory")
     return engine
@@ -121,19 +196,52 @@ async def graph_outdated(engine: Engine) -> bool:
     return await engine.base.meta_get(GRAPH_VERSION_KEY) != str(GRAPH_VERSION)
 
 
-def _memory_existed(root: Path, identity: AgentIdentity, registered: bool) -> bool:
-    """Whether the agent's memory was created before, so its database must hold a schema.
+def _traces_of(
+    root: Path, identity: AgentIdentity, *, registered: bool, registry_missing: bool
+) -> Traces:
+    """The traces of the agent's memory, listed when a decision needs them.
 
-    An agent is registered in the root's registry right after its new database
-    is created (an interaction file, written by the first note, shows it too,
-    as it did in earlier versions, which created that file on open). A database
-    quarantined before means the agent was already told its memory is gone, and
-    may start afresh.
+    The root and its backups are listed when the database is missing and the
+    cheap traces (registry, notes, snapshot) show a known agent, or when the
+    registry itself is gone (then only a listing can tell a lost memory from a
+    new one). A new agent in a root with a registry costs no listing.
     """
-    if not registered and not (root / identity.interactions_name).exists():
-        return False
-    told = root.glob(glob.escape(identity.database_name) + ".corrupt-*")
-    return next(told, None) is None
+    traces = find_traces(root, identity, registered=registered, listing=False)
+    database_missing = not (root / identity.database_name).exists()
+    if (traces and database_missing) or registry_missing:
+        return _listed(root, identity, traces)
+    return traces
+
+
+def _listed(root: Path, identity: AgentIdentity, traces: Traces) -> Traces:
+    if traces.listed:
+        return traces
+    return find_traces(root, identity, registered=traces.registered, listing=True)
+
+
+async def _warn_if_empty(
+    base: BaseMemoryStore,
+    root: Path,
+    identity: AgentIdentity,
+    traces: Traces,
+    recoveries: list[MemoryRecovery],
+) -> None:
+    """Log a WARNING when a known agent starts on an empty memory (every time)."""
+    if await base.has_memories():
+        return
+    if any(r.file == "database" and r.action == "started_empty" for r in recoveries):
+        return  # said already, at length
+    listed = await asyncio.to_thread(_listed, root, identity, traces)
+    logger.warning(
+        "the memory of %s starts with no memories, though its memory existed in %s (%s); "
+        "if it held memories, they are lost: see the backups (spade-memory backup %s "
+        "--list --root %s)",
+        identity.jid,
+        root,
+        listed.describe(),
+        identity.jid,
+        root,
+    )
 
 
 def _make_root(root: Path) -> None:

@@ -15,23 +15,30 @@ except the newest of each agent.
 
 A restore writes into a closed agent's database (again through the backup API)
 and refuses one open in this process. The FAISS snapshot, a cache, is removed so
-that the next open rebuilds it from the restored vectors.
+that the next open rebuilds it from the restored vectors. Backup names and their
+listing are :mod:`spade_memory.storage.backup_files` (opening a lost memory
+restores from there too).
 """
 
 from __future__ import annotations
 
 import asyncio
-import calendar
 import contextlib
 import logging
-import re
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..errors import ConfigError, StorageError
 from ..identity import AgentIdentity, resolve_inside
+from ..storage.backup_files import (
+    BACKUP_FOLDER,
+    BackupInfo,
+    backup_folder,
+    backup_stamp,
+    list_backups,
+    notes_backup_of,
+)
 from ..storage.base import BaseMemoryStore
 from ..storage.database_copies import BackupFacts, BackupFile, make_standalone
 from ..storage.files import atomic_write_bytes
@@ -53,54 +60,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-BACKUP_FOLDER = "backup"
 _DAY = 86_400.0
-_STAMP = "%Y%m%dT%H%M%S"
-_NAME = re.compile(
-    r"^(?P<stem>.+)_base_memory\.(?:v(?P<version>\d+)\.)?(?P<stamp>\d{8}T\d{6})"
-    r"(?:-(?P<n>\d+))?(?P<pre>\.pre-restore)?\.db$"
-)
-
-
-@dataclass(frozen=True, slots=True)
-class BackupInfo:
-    """One backup file: whose, when (Unix seconds, from its name), how big, what kind.
-
-    ``kind`` is ``"manual"`` (on request or scheduled), ``"migration"`` (taken
-    before a schema migration) or ``"pre-restore"`` (the database a restore replaced).
-    """
-
-    path: Path
-    stem: str
-    created_at: float
-    size: int
-    kind: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "path": str(self.path),
-            "stem": self.stem,
-            "created_at": self.created_at,
-            "size": self.size,
-            "kind": self.kind,
-        }
-
-
-def _stamp(when: float) -> str:
-    return time.strftime(_STAMP, time.gmtime(when))
-
-
-def _notes_backup(database_backup: Path) -> Path:
-    """The notes file that goes with a database backup."""
-    match = _NAME.match(database_backup.name)
-    if match is None:
-        return database_backup.with_suffix(".json")
-    suffix = match["stamp"] + (f"-{match['n']}" if match["n"] else "")
-    return database_backup.with_name(f"{match['stem']}_interactions.{suffix}.json")
-
-
-def _folder(root: Path) -> Path:
-    return resolve_inside(root, BACKUP_FOLDER)
 
 
 async def backup_memory(engine: Engine) -> Path:
@@ -116,14 +76,14 @@ async def backup_memory(engine: Engine) -> Path:
     if root is None:
         raise ConfigError("an in-memory memory has no root folder: there is nowhere to back it up")
     now = engine.now()
-    folder = _folder(root)
+    folder = backup_folder(root)
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     stem = engine.identity.stem
-    target = folder / f"{stem}_base_memory.{_stamp(now)}.db"
+    target = folder / f"{stem}_base_memory.{backup_stamp(now)}.db"
     serial = 1
     while target.exists():
         serial += 1
-        target = folder / f"{stem}_base_memory.{_stamp(now)}-{serial}.db"
+        target = folder / f"{stem}_base_memory.{backup_stamp(now)}-{serial}.db"
     await engine.base.backup_to(target)
     await asyncio.to_thread(make_standalone, target)
     notes = resolve_inside(root, engine.identity.interactions_name)
@@ -133,32 +93,10 @@ async def backup_memory(engine: Engine) -> Path:
         data = empty_document(engine.jid)
     except OSError as exc:
         raise StorageError(f"could not read {notes} to back it up: {exc}") from exc
-    atomic_write_bytes(_notes_backup(target), data)
+    atomic_write_bytes(notes_backup_of(target), data)
     prune_backups(root, keep_days=engine.config.storage.backup_keep_days, now=now, stem=stem)
     logger.info("%s: backed up to %s", engine.jid, target)
     return target
-
-
-def list_backups(root: Path, *, stem: str | None = None) -> list[BackupInfo]:
-    """The database backups under ``root`` (of one agent's ``stem``), oldest first."""
-    try:
-        entries = list(_folder(root).iterdir())
-    except FileNotFoundError:
-        return []
-    except OSError as exc:
-        raise StorageError(f"could not list the backups in {root}: {exc}") from exc
-    found: list[BackupInfo] = []
-    for entry in entries:
-        match = _NAME.match(entry.name)
-        if match is None or (stem is not None and match["stem"] != stem):
-            continue
-        created = calendar.timegm(time.strptime(match["stamp"], _STAMP))
-        with contextlib.suppress(OSError):
-            kind = "pre-restore" if match["pre"] else "migration" if match["version"] else "manual"
-            found.append(
-                BackupInfo(entry, match["stem"], float(created), entry.stat().st_size, kind)
-            )
-    return sorted(found, key=lambda info: (info.created_at, info.path.name))
 
 
 def prune_backups(
@@ -177,7 +115,7 @@ def prune_backups(
     for info in backups:
         if info.created_at >= cutoff or newest[info.stem] is info:
             continue
-        for path in (info.path, _notes_backup(info.path)):
+        for path in (info.path, notes_backup_of(info.path)):
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
         removed.append(info.path)
@@ -238,13 +176,14 @@ def restore_backup(root: Path, jid: str, backup: Path, *, now: float | None = No
         root.mkdir(parents=True, exist_ok=True, mode=0o700)
         save_to = None
         if database.exists():
-            folder = _folder(root)
+            folder = backup_folder(root)
             folder.mkdir(exist_ok=True, mode=0o700)
-            saved = save_to = folder / f"{identity.stem}_base_memory.{_stamp(when)}.pre-restore.db"
+            name = f"{identity.stem}_base_memory.{backup_stamp(when)}.pre-restore.db"
+            saved = save_to = folder / name
         source.restore_into(database, save_to=save_to)
     with contextlib.suppress(FileNotFoundError):
         resolve_inside(root, identity.snapshot_name).unlink()  # a cache of the old vectors
-    notes = _notes_backup(backup)
+    notes = notes_backup_of(backup)
     if notes.is_file():
         atomic_write_bytes(resolve_inside(root, identity.interactions_name), notes.read_bytes())
     Registry(root).register(identity)

@@ -102,9 +102,10 @@ class BaseMemoryStore:
             categories: category names recorded in the categories table.
             backup_dir: where a backup is written before a migration.
             now: the time recorded for newly created rows.
-            expect_existing: this agent's memory existed before (its interaction
-                file is there), so a database holding no schema was emptied or
-                lost: it is refused as damaged instead of starting an empty memory.
+            expect_existing: this agent's memory existed before (the root keeps
+                traces of it: registry entry, notes, backups, quarantined files),
+                so a database holding no schema was emptied or lost: it is refused
+                as damaged instead of starting an empty memory.
             initial_meta: ``meta`` rows written only if this call creates the
                 database (facts true of an empty memory, such as a format version).
 
@@ -447,6 +448,10 @@ class BaseMemoryStore:
         return await memory_reads.count_memories(
             self._fetchall, categories=categories, statuses=statuses
         )
+
+    async def has_memories(self) -> bool:
+        """Whether it holds any memory at all (of any status)."""
+        return await memory_reads.has_memories(self._fetchall)
 
     async def counts_by(self, column: str) -> dict[str, int]:
         return await memory_reads.counts_by(self._fetchall, column)

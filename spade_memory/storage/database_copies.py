@@ -86,20 +86,33 @@ class BackupFile:
     ) -> None:
         self._source.close()
 
-    def facts(self) -> BackupFacts:
+    def facts(self, *, thorough: bool = False) -> BackupFacts:
         """Its integrity, schema version and owner.
+
+        Args:
+            thorough: run ``PRAGMA integrity_check`` (every index against its
+                table) instead of the faster ``quick_check``.
 
         Raises:
             StorageError: it is not a readable memory backup.
         """
         source = self._source
+        check = "integrity_check(1)" if thorough else "quick_check"
         try:
-            (status,) = source.execute("PRAGMA quick_check").fetchone()
+            (status,) = source.execute(f"PRAGMA {check}").fetchone()
             (version,) = source.execute("PRAGMA user_version").fetchone()
             owner = source.execute("SELECT value FROM meta WHERE key = 'agent'").fetchone()
         except sqlite3.Error as exc:
             raise StorageError(f"{self._backup} is not a readable memory backup: {exc}") from exc
         return BackupFacts(status, int(version), None if owner is None else owner[0])
+
+    def count_memories(self) -> int | None:
+        """How many memories it holds; ``None`` when it cannot be read."""
+        try:
+            (count,) = self._source.execute("SELECT count(*) FROM memories").fetchone()
+        except sqlite3.Error:
+            return None
+        return int(count)
 
     def restore_into(self, database: Path, *, save_to: Path | None) -> None:
         """Write the backup into the (closed) ``database``, first copying what it held

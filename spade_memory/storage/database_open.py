@@ -85,8 +85,8 @@ async def configure_connection(
     # Before anything can write to the file (enabling WAL writes a header).
     if expect_existing and await schema_version(db) == 0:
         raise Unusable(
-            "it holds no memory at all, yet this agent's memory existed (its "
-            "interaction file is there): it was emptied or replaced"
+            "it holds no memory at all, yet this agent's memory existed before (the "
+            "memory root keeps traces of it): it was emptied or replaced"
         )
     if not in_memory:
         async with db.execute("PRAGMA journal_mode = WAL") as cursor:
@@ -156,8 +156,9 @@ def quarantine_damaged(path: Path, exc: sqlite3.DatabaseError) -> StorageCorrupt
                 side.replace(moved.with_name(moved.name + suffix))
     return StorageCorrupted(
         f"{path} is not a readable memory database ({exc}); it was moved to "
-        f"{moved}. Restore it from backup/ or start with an empty memory "
-        "by leaving it there.",
+        f"{moved}. The next open restores the newest good backup from backup/ "
+        '(MemoryConfig.on_damage="restore", the default) or, if there is none, refuses '
+        "and says how to restore it or start empty.",
         path=path,
         quarantined_to=moved,
     )

@@ -11,7 +11,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-__all__ = ["count_memories", "main_fingerprint"]
+__all__ = ["count_memories", "count_memories_readonly", "main_fingerprint"]
 
 _TIMEOUT = 10.0  # seconds to wait for a writer holding the database
 
@@ -42,3 +42,19 @@ def main_fingerprint(path: Path) -> str | None:
         "SELECT fingerprint FROM embeddings GROUP BY fingerprint ORDER BY count(*) DESC LIMIT 1",
     )
     return None if value is None else str(value)
+
+
+def count_memories_readonly(path: Path) -> int | None:
+    """How many memories the file holds, read without changing it in any way (no
+    checkpoint, no new sidecar file): for a file moved aside as damaged."""
+    try:
+        connection = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error:
+        return None
+    try:
+        row = connection.execute("SELECT count(*) FROM memories").fetchone()
+    except sqlite3.Error:
+        return None
+    finally:
+        connection.close()
+    return None if row is None else int(row[0])

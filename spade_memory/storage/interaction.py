@@ -28,7 +28,7 @@ import functools
 import logging
 import math
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -91,8 +91,11 @@ class InteractionStore:
         *,
         clock: Callable[[], float],
         max_note_chars: int,
+        on_file_created: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self._path = path
+        self._on_file_created = on_file_created
+        self._file_seen = False  # the file was there on open or written since
         self._agent = agent
         self._clock = clock
         self._max_note_chars = max_note_chars
@@ -113,6 +116,7 @@ class InteractionStore:
         agent: str,
         clock: Callable[[], float] = time.time,
         max_note_chars: int = LIMITS.note_chars,
+        on_file_created: Callable[[], Awaitable[None]] | None = None,
     ) -> InteractionStore:
         """Open the interaction memory of ``agent``.
 
@@ -123,6 +127,9 @@ class InteractionStore:
             agent: the agent's JID; the file must belong to it.
             clock: the time source of new notes.
             max_note_chars: the longest note accepted.
+            on_file_created: awaited once after the first write that creates the
+                file (so the base memory can record that the file must be there);
+                a failure is logged, never raised to the note's writer.
 
         Raises:
             StorageCorrupted: the file was damaged; it was quarantined.
@@ -138,9 +145,22 @@ class InteractionStore:
             return cls(None, bare, {}, clock=clock, max_note_chars=max_note_chars)
         path = Path(path)
         loaded, stamp = await asyncio.to_thread(open_file, path, bare)
-        store = cls(path, bare, loaded, clock=clock, max_note_chars=max_note_chars)
+        store = cls(
+            path,
+            bare,
+            loaded,
+            clock=clock,
+            max_note_chars=max_note_chars,
+            on_file_created=on_file_created,
+        )
         store._stamp = stamp
+        store._file_seen = stamp is not None
         return store
+
+    @property
+    def file_exists(self) -> bool:
+        """Whether the notes file was there on open or has been written since."""
+        return self._file_seen
 
     @property
     def agent(self) -> str:
@@ -348,6 +368,17 @@ class InteractionStore:
         self._show()
         for pending in batch:
             pending.resolve(None)
+        if not self._file_seen:
+            self._file_seen = True
+            if self._on_file_created is not None:
+                try:
+                    await self._on_file_created()
+                except Exception as exc:  # the notes are durable: only the mark failed
+                    logger.warning(
+                        "could not record that %s was created (%s); the next open records it",
+                        path,
+                        exc,
+                    )
 
     async def aclose(self) -> None:
         """Wait for pending writes, then close. Calling it again does nothing."""

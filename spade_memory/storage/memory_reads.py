@@ -30,6 +30,7 @@ __all__ = [
     "get_many",
     "get_many_indexed",
     "get_memory",
+    "has_memories",
     "indexed_tokens_and_endings",
     "iter_all",
     "list_memories",
@@ -144,6 +145,11 @@ async def count_memories(
     where, params = status_category_filter(categories, statuses)
     rows = await fetch(f"SELECT count(*) FROM memories WHERE {where}", params)
     return int(rows[0][0])
+
+
+async def has_memories(fetch: Fetch) -> bool:
+    """Whether the memory holds any memory at all (of any status)."""
+    return bool(await fetch("SELECT 1 FROM memories LIMIT 1", ()))
 
 
 async def counts_by(fetch: Fetch, column: str) -> dict[str, int]:

@@ -16,7 +16,11 @@ together (group commit): one rewrite and one pair of disk syncs for the batch, a
 each caller returns only once the write that holds its entry is durable.
 
 A damaged registry is quarantined and rebuilt from the agent JIDs recorded inside
-the ``*_interactions.json`` files and the ``*_base_memory.db`` databases.
+the ``*_interactions.json`` files and the ``*_base_memory.db`` databases, then the
+backups under ``backup/`` and quarantined notes files (for agents whose database
+and notes are gone). A registry that is missing from a root holding such files is
+rebuilt the same way when it is first read, so that deleting it does not make a
+known agent look new.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ from ..identity import (
     storage_stem,
 )
 from . import files
+from .backup_files import backup_folder, list_backups
 from .batching import Pending, ThreadBatcher
 from .interaction import read_agent_of
 
@@ -125,6 +130,8 @@ class Registry:
         except _Damaged:
             with self._locked():
                 entries = self._read_locked()
+        if not entries and not os.path.lexists(self.path):
+            entries = self._rebuild_missing()
         return self._known(entries, identity)
 
     def agents(self) -> dict[str, str]:
@@ -248,8 +255,34 @@ class Registry:
         )
         return entries
 
-    def _rebuild(self) -> Entries:
+    def _rebuild_missing(self) -> Entries:
+        """Rebuild a registry that is gone from the files of the root (under its lock).
+
+        A root holding no agent's files (a new root) is left without a registry,
+        and without a lock file: reading takes no lock.
+        """
+        if not self._root.is_dir() or not self._rebuild(report=False):
+            return {}
+        with self._locked():
+            entries = self._read_locked()
+            if entries or os.path.lexists(self.path) or not self._root.is_dir():
+                return entries
+            entries = self._rebuild()
+            if entries:
+                self._write(entries)
+                logger.warning(
+                    "the agent registry %s was missing; rebuilt it from the interaction "
+                    "files, databases and backups of %s: %d agents recovered",
+                    self.path,
+                    self._root,
+                    len(entries),
+                )
+            return entries
+
+    def _rebuild(self, *, report: bool = True) -> Entries:
         """Entries for every interaction file or database whose recorded agent matches its stem.
+
+        ``report``: log the stems whose agent could not be recovered.
 
         Interaction files are read first; a database answers for a stem that has none
         (an agent that never wrote a note) or whose notes did not name its agent.
@@ -278,7 +311,26 @@ class Registry:
                     lost.append(stem)
                 else:
                     entries[stem] = entry
-        if lost:
+        # An agent whose database and notes are gone may have backups (whose
+        # databases record their owner) or a quarantined notes file.
+        for info in list_backups(self._root):
+            if info.stem in entries or info.kind == "pre-restore":
+                continue
+            entry = self._recovered(
+                info.path.name, info.stem, _owner_of_database, backup_folder(self._root)
+            )
+            if entry is not None:
+                entries[info.stem] = entry
+                if info.stem in lost:
+                    lost.remove(info.stem)
+        for name in names:
+            stem, _, rest = name.partition(_INTERACTIONS_SUFFIX + ".corrupt-")
+            if not rest or stem in entries:
+                continue
+            entry = self._recovered(name, stem, read_agent_of)
+            if entry is not None:
+                entries[stem] = entry
+        if lost and report:
             logger.warning(
                 "could not recover the agent of these file stems in %s: %s",
                 self._root,
@@ -287,11 +339,16 @@ class Registry:
         return entries
 
     def _recovered(
-        self, name: str, stem: str, owner_of: Callable[[Path], str | None]
+        self,
+        name: str,
+        stem: str,
+        owner_of: Callable[[Path], str | None],
+        folder: Path | None = None,
     ) -> dict[str, Any] | None:
-        """The entry of file ``name`` if the agent ``owner_of`` reads from it matches ``stem``."""
+        """The entry of file ``name`` (in the root, or in ``folder`` of it) if the agent
+        ``owner_of`` reads from it matches ``stem``."""
         try:
-            path = resolve_inside(self._root, name)
+            path = resolve_inside(folder or self._root, name)
         except PathEscapeError:
             return None
         recorded = owner_of(path)

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from rel_support import crash_config, memory_text, note_text
 
-from spade_memory.errors import SpadeMemoryError, StorageCorrupted
+from spade_memory.errors import MemoryLost, SpadeMemoryError, StorageCorrupted
 from spade_memory.identity import AgentIdentity
 from spade_memory.manager import MemoryManager
 
@@ -193,9 +193,16 @@ async def test_damaged_database_fails_loudly_and_is_quarantined(
             shown = await contents_of(manager)
         pytest.fail(f"a {damage} database opened showing {len(shown)} of {len(before)} memories")
     assert_refused_loudly(error, image.root, name, damaged)
-    # told once: the next open starts afresh and leaves the quarantined copy alone
-    async with await MemoryManager.open(JID, crash_config(image.root)) as manager:
+    # no backup: the next open refuses again, naming the quarantined copy
+    with pytest.raises(MemoryLost) as lost:
+        await MemoryManager.open(JID, crash_config(image.root))
+    assert error.quarantined_to is not None and error.quarantined_to.name in str(lost.value)
+    # only when told, it starts afresh, and leaves the quarantined copy alone
+    async with await MemoryManager.open(
+        JID, crash_config(image.root), start_empty=True
+    ) as manager:
         assert await contents_of(manager) == set()
+        assert [r.action for r in manager.recoveries] == ["started_empty"]
     assert quarantined(image.root, name)[0].read_bytes() == damaged
 
 
@@ -453,7 +460,14 @@ async def test_damaged_interaction_file_fails_loudly(tmp_path: Path, damage: str
     manager, error = await open_or_refuse(image.root)
     await refused(manager, f"a {damage} interaction file was opened")
     assert_refused_loudly(error, image.root, name, damaged)
-    # the base memory was not touched by the refusal
-    async with await MemoryManager.open(JID, crash_config(image.root)) as manager:
+    # no backup of the notes: the next open refuses, naming the quarantined copy
+    with pytest.raises(MemoryLost) as lost:
+        await MemoryManager.open(JID, crash_config(image.root))
+    assert error is not None and error.quarantined_to is not None
+    assert error.quarantined_to.name in str(lost.value)
+    # the base memory was not touched by the refusals; without notes only when told
+    async with await MemoryManager.open(
+        JID, crash_config(image.root), start_empty=True
+    ) as manager:
         assert await contents_of(manager) == image.contents
         assert await manager.notes("conv") == []

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from spade_memory import MaintenanceConfig, MemoryConfig, MemoryManager
-from spade_memory.errors import StorageCorrupted, StorageError
+from spade_memory.errors import MemoryLost, StorageCorrupted, StorageError
 from spade_memory.identity import AgentIdentity
 from spade_memory.storage import registry as registry_module
 from spade_memory.storage.registry import REGISTRY_NAME, Registry
@@ -68,9 +68,14 @@ async def test_a_lost_database_of_an_agent_without_notes_is_refused(
     with pytest.raises(StorageCorrupted) as refused:
         await MemoryManager.open(JID, config_for(tmp_path))
     assert refused.value.path == database
-    assert refused.value.quarantined_to is not None and refused.value.quarantined_to.exists()
-    # Told once: the next open starts an empty memory.
-    async with await MemoryManager.open(JID, config_for(tmp_path)) as memory:
+    if damage == "emptied":  # the empty file is moved aside
+        assert refused.value.quarantined_to is not None and refused.value.quarantined_to.exists()
+    else:  # nothing to move aside: refused as lost
+        assert isinstance(refused.value, MemoryLost) and refused.value.quarantined_to is None
+    # Told once is not enough: it never starts empty unless asked to.
+    with pytest.raises(MemoryLost):
+        await MemoryManager.open(JID, config_for(tmp_path))
+    async with await MemoryManager.open(JID, config_for(tmp_path), start_empty=True) as memory:
         assert await memory.base_store.count() == 0
 
 
