@@ -8,6 +8,7 @@ conversation's turns are stored one after the other.
 
 from __future__ import annotations
 
+import math
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -169,3 +170,20 @@ async def record_migrated(root: Path, variant: str) -> list[dict[str, Any]]:
         "recorder@localhost", config, clock=lambda: clock[0]
     ) as memory:
         return await run_queries(memory)
+
+
+def assert_matches_record(got: Any, want: Any, where: str = "") -> None:
+    """``got`` equals ``want``, hex floats within a relative 1e-6 of each other."""
+    if isinstance(want, dict):
+        assert isinstance(got, dict) and sorted(got) == sorted(want), where
+        for key in want:
+            assert_matches_record(got[key], want[key], f"{where}.{key}")
+    elif isinstance(want, list):
+        assert isinstance(got, list) and len(got) == len(want), where
+        for index, (a, b) in enumerate(zip(got, want, strict=True)):
+            assert_matches_record(a, b, f"{where}[{index}]")
+    elif isinstance(want, str) and want.startswith(("0x", "-0x")) and isinstance(got, str):
+        a, b = float.fromhex(got), float.fromhex(want)
+        assert math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-12), f"{where}: {a!r} != {b!r}"
+    else:
+        assert got == want, where

@@ -9,7 +9,12 @@ from pathlib import Path
 import pytest
 
 from spade_memory import MemoryConfig, MemoryManager, RetrievalConfig
-from tests.retrieval.recorded_corpus import VARIANTS, downgrade_to_v4, record_migrated
+from tests.retrieval.recorded_corpus import (
+    VARIANTS,
+    assert_matches_record,
+    downgrade_to_v4,
+    record_migrated,
+)
 
 _RECORDED = json.loads(
     (Path(__file__).parent / "data" / "recorded_search.json").read_text(encoding="utf-8")
@@ -123,7 +128,7 @@ async def test_a_migrated_old_database_finds_the_recorded_results(
     tmp_path: Path, variant: str
 ) -> None:
     # recorded by the search that took ids one apart as neighbouring turns
-    assert await record_migrated(tmp_path, variant) == _RECORDED[variant]
+    assert_matches_record(await record_migrated(tmp_path, variant), _RECORDED[variant], variant)
 
 
 async def test_turns_grouped_into_one_commit_chain_in_their_order(tmp_path: Path) -> None:
