@@ -27,6 +27,7 @@ from ..storage.graph_store import GraphStore
 from ..storage.interaction import InteractionStore
 from ..storage.registry import Registry
 from ..text.extraction import GRAPH_VERSION
+from ..text.tokenizer import use_dictionary_cache
 from .engine import Engine
 from .indexer import VectorIndexer
 
@@ -35,6 +36,9 @@ __all__ = ["GRAPH_VERSION_KEY", "graph_outdated", "open_engine"]
 logger = logging.getLogger(__name__)
 
 GRAPH_VERSION_KEY = "graph_version"
+
+DICTIONARY_CACHE = "cache"
+"""The folder under the root where jieba keeps the cache of its dictionary."""
 
 
 async def open_engine(
@@ -61,6 +65,8 @@ async def open_engine(
         for side in ("-wal", "-shm", "-journal"):
             resolve_inside(root, identity.database_name + side)
         resolve_inside(root, f".{identity.interactions_name}.lock")
+        # jieba's dictionary cache, if it is loaded later (in-memory mode writes none)
+        use_dictionary_cache(resolve_inside(root, DICTIONARY_CACHE))
         registry = Registry(root, clock=clock)
         # Read only: a stem registered to another JID is refused before any file
         # is touched; the entry is written once the database exists (below).
