@@ -14,7 +14,7 @@ from spade_memory.config import MemoryConfig, StorageConfig
 from spade_memory.manager import MemoryManager
 
 AGENT = "wal@localhost"
-WORDS = "amber river falcon orchard lantern copper meadow harbor signal quarry willow".split()
+WORDS = ("amber", "river", "falcon", "orchard", "lantern", "copper", "meadow", "harbor")
 
 
 def text(rng: random.Random, seq: int) -> str:
