@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from spade_memory.config import MemoryConfig
 from spade_memory.errors import StorageCorrupted, StorageError
+from spade_memory.manager import MemoryManager
 from spade_memory.storage import files, interaction_file
 from spade_memory.storage.interaction import InteractionStore, snapshot_document
 from spade_memory.storage.notes_journal import journal_path
@@ -183,3 +185,14 @@ async def test_a_backup_copy_holds_snapshot_and_journal_merged(path: Path, tmp_p
     # Restored over a memory whose journal is still there: that journal is ignored.
     journal_path(copy).write_bytes(journal_path(path).read_bytes())
     assert disk_notes(copy) == {"conv": ["first", "second"]}
+
+
+async def test_an_export_after_reopening_holds_the_journals_notes(tmp_path: Path) -> None:
+    config = MemoryConfig(root=tmp_path, embedder=None)
+    async with await MemoryManager.open(AGENT, config) as memory:
+        for i in range(3):
+            await memory.add_note("conv", f"note {i}")
+    assert any(tmp_path.glob("*_interactions.json.journal"))
+    async with await MemoryManager.open(AGENT, config) as memory:
+        exported = await memory.export()
+    assert [n["content"] for n in exported["notes"]["conv"]] == ["note 0", "note 1", "note 2"]
