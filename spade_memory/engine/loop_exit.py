@@ -49,11 +49,6 @@ class LoopExitClose(Generic[T]):
         self._watch: AsyncGenerator[None, None] | None = None
         self._closing = False
 
-    @property
-    def armed(self) -> bool:
-        """Whether it waits for the loop to shut down."""
-        return self._watch is not None
-
     async def arm(self) -> None:
         """Start waiting for the running loop to shut down (call inside that loop)."""
         if self._watch is not None:
