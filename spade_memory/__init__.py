@@ -1,6 +1,14 @@
-"""spade_memory: long-term memory for SPADE agents and their LLMs."""
+"""spade_memory: long-term memory for SPADE agents and their LLMs.
+
+The SPADE side (agents, behaviours, the embedded XMPP server) is imported on first
+use of one of its names: a program that only opens a :class:`MemoryManager` does
+not import SPADE, whose server package makes a temporary folder when imported.
+"""
 
 from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from .config import (
     AtomConfig,
@@ -53,12 +61,7 @@ from .models import (
     SearchResult,
     Viewer,
 )
-from .spade.conversation import ConversationBehaviour
-from .spade.llm_agent import LLMAgent
-from .spade.maintenance_behaviour import MaintenanceBehaviour
-from .spade.mixin import MemoryMixin
 from .testing.scripted_llm import ScriptedLLM
-from .testing.xmpp_server import EmbeddedXMPPServer, XMPPEndpoint, xmpp_endpoint
 from .text.atoms import Atom
 from .tools import (
     MemoryTool,
@@ -67,7 +70,38 @@ from .tools import (
     ToolResult,
 )
 
+if TYPE_CHECKING:
+    from .spade.conversation import ConversationBehaviour
+    from .spade.llm_agent import LLMAgent
+    from .spade.maintenance_behaviour import MaintenanceBehaviour
+    from .spade.mixin import MemoryMixin
+    from .testing.xmpp_server import EmbeddedXMPPServer
+
 __version__ = "0.1.0"
+
+# Names whose modules import SPADE, by the module that defines each.
+_ON_FIRST_USE = {
+    "ConversationBehaviour": ".spade.conversation",
+    "EmbeddedXMPPServer": ".testing.xmpp_server",
+    "LLMAgent": ".spade.llm_agent",
+    "MaintenanceBehaviour": ".spade.maintenance_behaviour",
+    "MemoryMixin": ".spade.mixin",
+    "XMPPEndpoint": ".testing.xmpp_server",
+    "xmpp_endpoint": ".testing.xmpp_server",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _ON_FIRST_USE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_ON_FIRST_USE))
 
 __all__ = [
     "Atom",

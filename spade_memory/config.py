@@ -376,6 +376,15 @@ class StorageConfig:
         quick_check_on_open: run SQLite's ``PRAGMA quick_check`` when a database opens
             (about 10 ms per 1,000 memories), so a damaged file fails at open,
             quarantined, instead of at the first query that reads the damage.
+        wal_checkpoint_pages: the write-ahead log is copied into the database (a
+            passive checkpoint) once it holds this many pages (4 KiB each) after a
+            commit (``PRAGMA wal_autocheckpoint``). Fewer keep the log smaller and
+            write a page changed by many stores into the database more often.
+        wal_size_limit_bytes: a log that grew past this (a large transaction, or
+            checkpoints held back by another process reading) is cut back to it
+            once a checkpoint has copied all of it (``PRAGMA journal_size_limit``;
+            SQLite otherwise keeps the file at its largest size for reuse; -1
+            does so here too).
     """
 
     synchronous: Synchronous = "FULL"
@@ -389,6 +398,8 @@ class StorageConfig:
     hnsw_threshold: int = knob(100_000, ge=1)
     hnsw_ef_search: int = knob(512, ge=1, le=65_536)
     quick_check_on_open: bool = True
+    wal_checkpoint_pages: int = knob(256, ge=1, le=1_000_000)
+    wal_size_limit_bytes: int = knob(1 << 20, ge=-1)
 
     def __post_init__(self) -> None:
         check_fields(self)

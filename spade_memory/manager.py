@@ -25,6 +25,7 @@ from typing import Any
 from .config import MemoryConfig
 from .engine import Engine, graph_outdated, open_engine
 from .engine.indexer import VectorIndexer
+from .engine.loop_exit import LoopExitClose
 from .errors import InvalidToolInput, MemoryNotFound
 from .identity import AgentIdentity
 from .limits import LIMITS
@@ -56,6 +57,22 @@ class MemoryManager:
         self._config = engine.config
         self._tools: builtins.list[MemoryTool] | None = None
         self._maintenance = Maintenance(engine, engine.config.maintenance)
+        # Closes this memory if its owner leaves the event loop without doing so.
+        self._loop_exit = LoopExitClose(self, MemoryManager.aclose, f"the memory of {self.jid}")
+
+    def __repr__(self) -> str:
+        state = "closed" if self._engine.closed else "open"
+        return f"<MemoryManager {self.jid} ({state})>"
+
+    def __del__(self, _warn: Callable[..., None] = warnings.warn) -> None:
+        engine: Engine | None = getattr(self, "_engine", None)
+        if engine is not None and not engine.closed:
+            _warn(
+                f"{self!r} was deleted before being closed; close it with "
+                "'async with' or 'await aclose()'",
+                ResourceWarning,
+                source=self,
+            )
 
     # -- lifecycle -------------------------------------------------------
 
@@ -97,6 +114,7 @@ class MemoryManager:
         )
         manager = cls(engine)
         try:
+            await manager._loop_exit.arm()
             if await graph_outdated(engine):
                 await manager.rebuild_graph()
         except BaseException:
@@ -118,8 +136,11 @@ class MemoryManager:
         """Finish pending work and close every store; idempotent."""
         if self._engine.closed:
             return
-        await self._maintenance.aclose()
-        await self._engine.aclose()
+        try:
+            await self._maintenance.aclose()
+            await self._engine.aclose()
+        finally:
+            await self._loop_exit.disarm()
 
     # -- properties --------------------------------------------------------
 

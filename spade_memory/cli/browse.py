@@ -42,7 +42,8 @@ def ls(args: argparse.Namespace) -> int:
                     "stem": stem,
                     "memories": count,
                     "database_bytes": file_size(database),
-                    "notes_bytes": file_size(root / identity.interactions_name),
+                    "notes_bytes": file_size(root / identity.interactions_name)
+                    + file_size(root / f"{identity.interactions_name}.journal"),
                     "snapshot_bytes": file_size(root / identity.snapshot_name),
                     "backups": len(list_backups(root, stem=stem)),
                 }

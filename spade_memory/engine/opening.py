@@ -34,6 +34,7 @@ from ..storage.interaction import InteractionStore
 from ..storage.registry import Registry
 from ..storage.traces import Traces, find_traces
 from ..text.extraction import GRAPH_VERSION
+from ..text.tokenizer import use_dictionary_cache
 from .engine import Engine
 from .indexer import VectorIndexer
 from .recovery import NOTES_KEY, settle_lost_database, settle_lost_notes
@@ -43,6 +44,9 @@ __all__ = ["GRAPH_VERSION_KEY", "graph_outdated", "open_engine"]
 logger = logging.getLogger(__name__)
 
 GRAPH_VERSION_KEY = "graph_version"
+
+DICTIONARY_CACHE = "cache"
+"""The folder under the root where jieba keeps the cache of its dictionary."""
 
 
 async def open_engine(
@@ -88,6 +92,8 @@ async def open_engine(
         for side in ("-wal", "-shm", "-journal"):
             resolve_inside(root, identity.database_name + side)
         resolve_inside(root, f".{identity.interactions_name}.lock")
+        # jieba's dictionary cache, if it is loaded later (in-memory mode writes none)
+        use_dictionary_cache(resolve_inside(root, DICTIONARY_CACHE))
         registry = Registry(root, clock=clock)
         # Read only: a stem registered to another JID is refused before any file
         # is touched; the entry is written once the database exists (below).

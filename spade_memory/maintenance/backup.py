@@ -42,7 +42,7 @@ from ..storage.backup_files import (
 from ..storage.base import BaseMemoryStore
 from ..storage.database_copies import BackupFacts, BackupFile, make_standalone
 from ..storage.files import atomic_write_bytes
-from ..storage.interaction import empty_document
+from ..storage.interaction import empty_document, snapshot_document
 from ..storage.registry import Registry
 from ..storage.schema import SCHEMA_VERSION
 
@@ -87,8 +87,8 @@ async def backup_memory(engine: Engine) -> Path:
     await engine.base.backup_to(target)
     await asyncio.to_thread(make_standalone, target)
     notes = resolve_inside(root, engine.identity.interactions_name)
-    try:
-        data = notes.read_bytes()
+    try:  # snapshot and journal as one file
+        data = await asyncio.to_thread(snapshot_document, notes, engine.jid)
     except FileNotFoundError:  # no note yet (the first note creates the file)
         data = empty_document(engine.jid)
     except OSError as exc:

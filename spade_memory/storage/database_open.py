@@ -94,6 +94,10 @@ async def configure_connection(
         if row is None or str(row[0]).lower() != "wal":
             raise sqlite3.DatabaseError(f"could not enable WAL (got {row!r})")
     await db.execute(f"PRAGMA synchronous = {storage.synchronous}")
+    if not in_memory:
+        # The log's size: checkpointed every so many pages, cut back once copied.
+        await db.execute(f"PRAGMA wal_autocheckpoint = {int(storage.wal_checkpoint_pages)}")
+        await db.execute(f"PRAGMA journal_size_limit = {int(storage.wal_size_limit_bytes)}")
     await db.execute("PRAGMA foreign_keys = ON")
     await db.execute("PRAGMA temp_store = MEMORY")
     # Touch the schema so a damaged file fails here, inside open().

@@ -21,6 +21,7 @@ import filelock
 from ..errors import StorageError
 
 __all__ = [
+    "append_at",
     "atomic_write_bytes",
     "exclusive_lock",
     "fsync_dir",
@@ -120,6 +121,40 @@ def atomic_write_bytes(path: Path, data: bytes, *, locked: bool = False) -> None
     if previous is not None:
         with contextlib.suppress(OSError):
             previous.unlink()
+
+
+def append_at(path: Path, data: bytes, size: int) -> int:
+    """Write ``data`` durably into the existing file ``path`` at ``size``, its new end.
+
+    Whatever followed ``size`` (a torn write) is cut off; the data is fsynced before
+    this returns. The caller holds a lock every writer of ``path`` takes. Returns
+    the file's new size.
+
+    Raises:
+        StorageError: the write failed; the file was cut back to ``size``.
+    """
+    try:
+        fd = os.open(path, os.O_WRONLY)
+    except OSError as exc:
+        raise StorageError(f"could not write {path}: {exc.strerror or exc}") from exc
+    try:
+        try:
+            os.lseek(fd, size, os.SEEK_SET)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.ftruncate(fd, size + len(data))
+            os.fsync(fd)
+        except OSError as exc:
+            try:
+                os.ftruncate(fd, size)
+                os.fsync(fd)
+            except OSError as undo:
+                logger.error("could not cut %s back after a failed write: %s", path, undo)
+            raise StorageError(f"could not write {path}: {exc.strerror or exc}") from exc
+    finally:
+        os.close(fd)
+    return size + len(data)
 
 
 @contextlib.contextmanager

@@ -24,6 +24,7 @@ from ..errors import StorageError
 from ..models import Memory
 from ..text.graph import MemoryGraph
 from .graph import delete_graph, write_graph
+from .on_thread import unattended
 from .shadow import bump_generation, change_log_statements, drop_change_log, meta_put
 from .sql import placeholders
 
@@ -110,7 +111,7 @@ class GraphShadowFile:
         """
         await self.close()
         try:
-            db = await aiosqlite.connect(str(path), isolation_level=None, timeout=0.2)
+            db = await unattended(str(path), isolation_level=None, timeout=0.2)
             try:
                 # Held until closed: a second rebuild of the same memory cannot open it.
                 await db.execute("PRAGMA locking_mode = EXCLUSIVE")

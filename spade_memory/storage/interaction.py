@@ -3,14 +3,16 @@
 One JSON file per agent holds every conversation's notes (its format, and how it
 is read and written under its lock, are in :mod:`spade_memory.storage.interaction_file`).
 
-Every change rewrites the whole file atomically (temporary file, fsync, rename,
-folder fsync) in a worker thread, and a call returns only once its change is on
-disk. Changes that arrive while a write is running are written together by the next
-write (group commit, :class:`spade_memory.storage.batching.Batcher`). A write that
-fails raises :class:`StorageError` to every caller whose change was in it, and those
-changes are undone in memory, so the store always shows its last durable state plus
-the changes still waiting to be written. A caller cancelled while its change waits
-takes it back (it is never written); once its write began, the change is written.
+Every change is appended to the file's journal and fsynced in a worker thread
+(the journal is folded into a new snapshot of the whole file, written atomically,
+once it outgrows it), and a call returns only once its change is on disk. Changes
+that arrive while a write is running are written together by the next write
+(group commit, :class:`spade_memory.storage.batching.Batcher`). A write that fails
+raises :class:`StorageError` to every caller whose change was in it, and those
+changes are undone in memory, so the store always shows its last durable state
+plus the changes still waiting to be written. A caller cancelled while its change
+waits takes it back (it is never written); once its write began, the change is
+written.
 
 Each write holds an exclusive lock (``.<file name>.lock`` beside the file) and
 applies its changes to the file as it is then, so processes sharing one agent's
@@ -41,14 +43,14 @@ from .batching import Batcher, Pending
 from .interaction_file import (
     FORMAT_TAG,
     FORMAT_VERSION,
-    Change,
-    Conversations,
     Stamp,
     empty_document,
     open_file,
     read_agent_of,
     save_merged,
+    snapshot_document,
 )
+from .note_changes import AddNotes, Change, ClearConversation, Conversations
 
 __all__ = [
     "FORMAT_TAG",
@@ -57,6 +59,7 @@ __all__ = [
     "InteractionStore",
     "empty_document",
     "read_agent_of",
+    "snapshot_document",
 ]
 
 logger = logging.getLogger(__name__)
@@ -199,11 +202,7 @@ class InteractionStore:
         conversation = self._conversation_id(conversation_id)
         text = check_text("content", content, max_chars=self._max_note_chars)
         note = InteractionNote(conversation, text, _check_author(author), float(self._clock()))
-
-        def change(state: Conversations) -> None:
-            state.setdefault(conversation, []).append(note)
-
-        await self._commit(change)
+        await self._commit(AddNotes((note,)))
         return note
 
     async def get(self, conversation_id: str, *, limit: int | None = None) -> list[InteractionNote]:
@@ -227,10 +226,7 @@ class InteractionStore:
         if not removed:
             return 0
 
-        def change(state: Conversations) -> None:
-            state.pop(conversation, None)
-
-        await self._commit(change)
+        await self._commit(ClearConversation(conversation))
         return removed
 
     async def conversations(self) -> list[str]:
@@ -289,13 +285,7 @@ class InteractionStore:
         if not fresh:
             return 0
 
-        def change(state: Conversations) -> None:
-            for note in fresh:
-                state.setdefault(note.conversation_id, []).append(note)
-            for conversation in {n.conversation_id for n in fresh}:
-                state[conversation].sort(key=lambda n: n.created_at)
-
-        await self._commit(change)
+        await self._commit(AddNotes(tuple(fresh), sort=True))
         return len(fresh)
 
     def _import_note(self, conversation: str, entry: object) -> InteractionNote:

@@ -27,6 +27,12 @@ and the ``sqlite3`` module's), in one of two ways:
 Either way the work runs in its place in aiosqlite's queue, between the
 statements before and after it, on the thread that owns the connection.
 
+:func:`unattended` builds an aiosqlite connection whose thread is a daemon, so
+a connection its owner never closed does not keep the process from exiting (a
+thread takes its daemon flag from the thread that creates it, and aiosqlite
+creates its thread when the connection object is made). Every connection of
+this package that outlives one call is made through it.
+
 A thread of the store's own, with a ``sqlite3`` connection of its own, was
 weighed too: it cannot share an in-memory database with the aiosqlite connection
 every read goes through, and one ``sqlite3`` connection used from two threads
@@ -38,6 +44,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import sqlite3
+import threading
 import weakref
 from collections.abc import Callable
 from pathlib import Path
@@ -51,6 +58,7 @@ __all__ = [
     "connect",
     "prepare_connection",
     "run_on_connection",
+    "unattended",
 ]
 
 T = TypeVar("T")
@@ -100,12 +108,39 @@ class HandOverConnection(sqlite3.Connection):
         return super().executescript(sql_script)
 
 
+def unattended(database: str | Path, **kwargs: Any) -> aiosqlite.Connection:
+    """``aiosqlite.connect(database, **kwargs)`` whose thread never keeps the process alive.
+
+    The connection object is made on a short-lived daemon thread, so the thread
+    aiosqlite makes for it is a daemon too. Await it (or ``async with`` it) as
+    aiosqlite's own. A process that exits with it open loses nothing committed:
+    SQLite finds every committed transaction in the file (or its write-ahead
+    log) when the database is opened again, and rolls back one left unfinished.
+    """
+    made: list[aiosqlite.Connection] = []
+    failed: list[BaseException] = []
+
+    def make() -> None:
+        try:
+            made.append(aiosqlite.connect(database, **kwargs))
+        except BaseException as exc:  # handed back to the caller below
+            failed.append(exc)
+
+    maker = threading.Thread(target=make, name="spade-memory-connect", daemon=True)
+    maker.start()
+    maker.join()
+    if failed:
+        raise failed[0]
+    return made[0]
+
+
 async def connect(database: str | Path, **kwargs: Any) -> aiosqlite.Connection:
     """``aiosqlite.connect`` whose connection takes work in one hop the cheap way.
 
     ``kwargs`` go to ``sqlite3.connect`` (as with aiosqlite), except ``factory``.
+    The connection's thread is a daemon (:func:`unattended`).
     """
-    db = await aiosqlite.connect(database, factory=HandOverConnection, **kwargs)
+    db = await unattended(database, factory=HandOverConnection, **kwargs)
     try:
         await prepare_connection(db)
     except BaseException:

@@ -21,6 +21,8 @@ import threading
 import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import lru_cache, partial
+from pathlib import Path
+from typing import Any
 
 __all__ = [
     "CHINESE_STOPWORDS",
@@ -32,6 +34,7 @@ __all__ = [
     "cut_cjk",
     "get_tokenizer",
     "stem",
+    "use_dictionary_cache",
 ]
 
 logger = logging.getLogger(__name__)
@@ -91,6 +94,7 @@ _WORD = re.compile(r"[^\W_]+")
 _JIEBA_LOCK = threading.Lock()
 _jieba_cut: Callable[[str], Iterable[str]] | None = None
 _jieba_freq: Mapping[str, int] = {}
+_dictionary_cache: Path | None = None  # see use_dictionary_cache
 
 _SHARED_LOCK = threading.Lock()
 _shared: Tokenizer | None = None
@@ -98,6 +102,48 @@ _shared: Tokenizer | None = None
 _CUT_CACHE = 1_024
 """Runs whose cut is kept: more than one long memory holds, so that cutting a text
 for its index terms and tagging its names (or the reverse) cut each run once."""
+
+
+def use_dictionary_cache(folder: Path | None) -> None:
+    """Where jieba keeps the cache of its dictionary, if it is loaded after this call.
+
+    jieba builds its prefix dictionary from its word list (about a second and a
+    half) and, left to itself, saves it to a 9 MB file in the system's temporary
+    folder, to load it faster next time. Here it saves that file only in
+    ``folder`` (a persistent memory gives a folder under its root), and the
+    folder's parent must exist when the dictionary is loaded; with ``None`` (the
+    default: in-memory mode) or once that parent is gone, jieba builds the
+    dictionary in RAM and writes nothing. Loaded once per process: a later call
+    changes nothing.
+    """
+    global _dictionary_cache
+    with _JIEBA_LOCK:
+        _dictionary_cache = folder
+
+
+def _initialize_jieba(jieba: Any) -> None:
+    """Load jieba's default dictionary, caching it only in the chosen folder."""
+    tokenizer = jieba.dt
+    folder = _dictionary_cache
+    if folder is not None:
+        try:
+            if folder.parent.is_dir():
+                folder.mkdir(mode=0o700, exist_ok=True)
+            else:
+                folder = None
+        except OSError as exc:
+            logger.info("jieba's dictionary is built in RAM: %s cannot hold its cache (%s)",
+                        folder, exc)
+            folder = None
+    if folder is not None:
+        tokenizer.tmp_dir = str(folder)
+        tokenizer.cache_file = f"jieba-{jieba.__version__}.cache"
+        tokenizer.initialize()
+        return
+    with tokenizer.lock:  # what ``initialize`` does, without saving the cache file
+        if not tokenizer.initialized:
+            tokenizer.FREQ, tokenizer.total = tokenizer.gen_pfdict(tokenizer.get_dict_file())
+            tokenizer.initialized = True
 
 
 def _load_jieba() -> Callable[[str], Iterable[str]]:
@@ -116,7 +162,7 @@ def _load_jieba() -> Callable[[str], Iterable[str]]:
                 # jieba sets its own logger to DEBUG on import and prints its
                 # dictionary loading to stderr; quiet that logger only.
                 jieba.setLogLevel(logging.WARNING)
-            jieba.initialize()
+            _initialize_jieba(jieba)
             logger.debug("jieba dictionary loaded")
             _jieba_freq = jieba.dt.FREQ
             cut = _jieba_cut = partial(jieba.cut, HMM=True)

@@ -1,5 +1,5 @@
 """The interaction notes file, described by its pydantic models: old files load, what is
-written is byte for byte the format older versions read, every wrong type is refused."""
+written is byte for byte the format as spelled out, every wrong type is refused."""
 
 from __future__ import annotations
 
@@ -23,12 +23,15 @@ DATA = Path(__file__).parent / "data"
 AGENT = "alice@example.org"
 
 
-def spelled_out(agent: str, conversations: dict[str, list[dict[str, Any]]]) -> bytes:
+def spelled_out(
+    agent: str, conversations: dict[str, list[dict[str, Any]]], journal: str | None
+) -> bytes:
     """The file as the format is written down: one JSON object, indent 1, UTF-8."""
     document = {
         "format": "spade_memory.interactions",
-        "version": 1,
+        "version": 2,
         "agent": agent,
+        "journal": journal,
         "conversations": conversations,
     }
     return json.dumps(document, ensure_ascii=False, indent=1).encode("utf-8")
@@ -63,16 +66,24 @@ async def test_a_file_written_by_the_earlier_encoder_loads_and_is_rewritten_the_
         ]
         emoji = await store.get("bob@example.org|alice@example.org")
         assert emoji[0].content == 'Emoji 🍵 and 中文 and "quotes"\nnew line'
-        decoded = interaction_file._decode(original, AGENT)
-        assert interaction_file._encode(AGENT, decoded) == original
+        decoded, journal = interaction_file._decode(original, AGENT)
+        assert journal is None
+        assert json.loads(interaction_file._encode(AGENT, decoded, None)) == {
+            **json.loads(original),
+            "version": 2,
+            "journal": None,
+        }
         added = await store.add("conv-1", "a third note", author=None)
     finally:
         await store.aclose()
+    # The first save of a version 1 file writes a version 2 snapshot, with a journal id.
     expected = json.loads(original)
     expected["conversations"]["conv-1"].append(
         {"content": "a third note", "author": None, "created_at": added.created_at}
     )
-    assert path.read_bytes() == spelled_out(AGENT, expected["conversations"])
+    written = json.loads(path.read_bytes())
+    assert isinstance(written["journal"], str)
+    assert path.read_bytes() == spelled_out(AGENT, expected["conversations"], written["journal"])
 
 
 texts = st.text(st.characters(blacklist_categories=("Cs",)), max_size=30)
@@ -98,13 +109,13 @@ def test_round_trip_writes_the_spelled_out_format(
         c: [InteractionNote(c, n["content"], n["author"], n["created_at"]) for n in entries]
         for c, entries in conversations.items()
     }
-    raw = interaction_file._encode(AGENT, typed)
+    raw = interaction_file._encode(AGENT, typed, "j1")
     in_order = {
         c: [{k: n[k] for k in ("content", "author", "created_at")} for n in entries]
         for c, entries in conversations.items()
     }
-    assert raw == spelled_out(AGENT, in_order)
-    assert interaction_file._decode(raw, AGENT) == typed
+    assert raw == spelled_out(AGENT, in_order, "j1")
+    assert interaction_file._decode(raw, AGENT) == (typed, "j1")
 
 
 WRONG: dict[str, list[Any]] = {
@@ -115,7 +126,7 @@ WRONG: dict[str, list[Any]] = {
 def _wrong_values(slot: str) -> list[Any]:
     accepted = {
         "format": [],  # only the tag
-        "version": [3],  # 1, or a newer version: refused untouched (below)
+        "version": [2, 3],  # 1 or 2, or a newer version: refused untouched (below)
         "agent": ["text"],
         "conversations": [{"a": 1}],  # a dict, but of notes: refused one level down
         "notes": [[1]],
@@ -176,11 +187,11 @@ async def test_every_wrong_type_is_quarantined_as_damage(
 def test_any_value_anywhere_is_loaded_or_refused_as_damage(value: Any, slot: str) -> None:
     raw = json.dumps(_with(slot, value)).encode("utf-8")
     try:
-        loaded = interaction_file._decode(raw, AGENT)
+        loaded, _ = interaction_file._decode(raw, AGENT)
     except ValueError:
         return  # the load path quarantines a ValueError as damage
     except interaction_file._NewerVersion:
-        assert slot == "version" and value > 1  # refused untouched
+        assert slot == "version" and value > 2  # refused untouched
         return
     assert all(isinstance(n, InteractionNote) for ns in loaded.values() for n in ns)
     InteractionsDocument.model_validate(json.loads(raw))
@@ -188,7 +199,7 @@ def test_any_value_anywhere_is_loaded_or_refused_as_damage(value: Any, slot: str
 
 def test_a_newer_version_is_refused_untouched_not_quarantined(tmp_path: Path) -> None:
     path = tmp_path / "alice_interactions.json"
-    raw = json.dumps({**valid_document(), "version": 2, "conversations": "a new layout"})
+    raw = json.dumps({**valid_document(), "version": 3, "conversations": "a new layout"})
     path.write_text(raw, encoding="utf-8")
     with pytest.raises(StorageError, match="upgrade") as caught:
         interaction_file.open_file(path, AGENT)

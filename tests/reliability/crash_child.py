@@ -63,7 +63,8 @@ class PausingFileOps(FileOps):
         name = Path(path).name
         if name.endswith(".tmp"):  # the temporary file of an atomic write: ".<name>.<...>.tmp"
             return f"{self.suffix}." in name
-        return name.endswith(self.suffix)
+        # the notes' journal too: a note is appended to it (a torn line when paused mid-write)
+        return name.endswith((self.suffix, f"{self.suffix}.journal"))
 
     def _arrived(self) -> bool:
         with self.lock:

@@ -26,6 +26,14 @@ HEAVY = os.environ.get("SPADE_MEMORY_HEAVY", "") == "1"
 CRASH_DIM = 32
 
 
+def notes_in_files(path: Path, agent: str) -> dict[str, list[str]]:
+    """The note contents an interaction file and its journal hold, by conversation."""
+    from spade_memory.storage.interaction_file import open_file
+
+    conversations, _ = open_file(path, agent)
+    return {c: [n.content for n in notes] for c, notes in conversations.items()}
+
+
 def sized(ci: int, heavy: int) -> int:
     """``heavy`` when ``SPADE_MEMORY_HEAVY=1``, else the CI size ``ci``."""
     return heavy if HEAVY else ci

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from rel_support import HEAVY, crash_config, memory_text, note_text, sized, token
+from rel_support import HEAVY, crash_config, memory_text, note_text, notes_in_files, sized, token
 
 from spade_memory.manager import MemoryManager
 
@@ -220,13 +220,6 @@ def _kill(pid: int) -> bool:
     return True
 
 
-def _conversations(document: object) -> dict[str, list[str]]:
-    assert isinstance(document, dict)
-    conversations = document["conversations"]
-    assert isinstance(conversations, dict)
-    return {c: [n["content"] for n in notes] for c, notes in conversations.items()}
-
-
 def _is_subsequence(needles: list[str], haystack: list[str]) -> bool:
     it: Iterator[str] = iter(haystack)
     return all(any(item == candidate for candidate in it) for item in needles)
@@ -302,7 +295,7 @@ async def verify(root: Path, expected: Expected) -> None:
         # the interaction file parses and holds every acknowledged note, in order
         json_path = root / manager.identity.interactions_name
         # The first note creates the file: a writer killed before it leaves none.
-        on_disk = _conversations(json.loads(json_path.read_bytes())) if json_path.exists() else {}
+        on_disk = notes_in_files(json_path, manager.jid) if json_path.exists() else {}
         for conversation, notes in expected.notes.items():
             assert _is_subsequence(notes, on_disk.get(conversation, [])), (
                 f"acknowledged notes of {conversation} were lost"

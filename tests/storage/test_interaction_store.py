@@ -25,6 +25,7 @@ from spade_memory.errors import (
 )
 from spade_memory.storage import files
 from spade_memory.storage.interaction import FORMAT_TAG, FORMAT_VERSION, InteractionStore
+from spade_memory.storage.interaction_file import open_file
 
 AGENT = "alice@example.org"
 
@@ -75,11 +76,13 @@ def path(tmp_path: Path) -> Path:
 
 
 def file_notes(path: Path) -> dict[str, list[str]]:
+    """The notes on disk: the snapshot's, with its journal's changes applied."""
     document = json.loads(path.read_text("utf-8"))
     assert document["format"] == FORMAT_TAG
     assert document["version"] == FORMAT_VERSION
     assert document["agent"] == AGENT
-    return {c: [n["content"] for n in notes] for c, notes in document["conversations"].items()}
+    conversations, _ = open_file(path, AGENT)
+    return {c: [n.content for n in notes] for c, notes in conversations.items()}
 
 
 async def test_round_trip_across_close_and_reopen(path: Path) -> None:
