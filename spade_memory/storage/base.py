@@ -40,10 +40,12 @@ from . import (
     memory_writes,
     on_thread,
 )
+from .files import create_private
 from .group_commit import GroupCommit
 from .keyword_plan import KeywordPlanner
 from .memory_rows import IndexedText, NewMemory
 from .migrations import backup_database, create_database, migrate
+from .open_marker import OpenMarker, open_anywhere
 from .sql import status_category_filter
 from .wal import check_wal
 from .writer import Writer
@@ -70,6 +72,7 @@ class BaseMemoryStore:
         self._writer = Writer(db, label=label, check_open=self._check_open)
         self._write_lock = self._writer.lock
         self._path: Path | None = None
+        self._marker: OpenMarker | None = None
         self._created = False
         # Group commit: single inserts waiting for the next transaction.
         self._group = GroupCommit(self.insert_many, self.get_by_uid)
@@ -131,11 +134,13 @@ class BaseMemoryStore:
                 rows=database_open.first_rows(agent, categories, now, initial_meta or {}),
             )
         try:
+            if path is not None:
+                create_private(path)  # when SQLite would create it, owner-only
             # Many statements in one hop (on_thread.py).
             db = await on_thread.connect(
                 ":memory:" if path is None else str(path), isolation_level=None
             )
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, OSError) as exc:
             raise StorageError(f"could not open {label}: {exc}") from exc
         store = cls(db, agent=agent, label=label)
         store._created = created
@@ -161,6 +166,12 @@ class BaseMemoryStore:
             await db.close()
             raise
         if path is not None:
+            try:
+                # Seen by other processes: a restore refuses a memory in use.
+                store._marker = await asyncio.to_thread(OpenMarker.hold, path)
+            except BaseException:
+                await db.close()
+                raise
             store._path = path.resolve()
             _OPEN_PATHS[store._path] = _OPEN_PATHS.get(store._path, 0) + 1
         return store
@@ -180,11 +191,23 @@ class BaseMemoryStore:
                 del _OPEN_PATHS[self._path]
         async with self._write_lock:
             await self._db.close()
+        if self._marker is not None:
+            self._marker.release()
 
     @staticmethod
     def is_open(path: Path) -> bool:
         """Whether a store of this process has the database file ``path`` open."""
         return path.resolve() in _OPEN_PATHS
+
+    @staticmethod
+    def open_in_any_process(path: Path) -> bool:
+        """Whether a store of any process (this one included) has the database file
+        ``path`` open; read from the markers open stores hold (``open_marker``).
+
+        Raises:
+            StorageError: the markers could not be read.
+        """
+        return open_anywhere(path.resolve())
 
     @staticmethod
     def count_in_file(path: Path) -> int | None:
