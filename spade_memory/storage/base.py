@@ -357,9 +357,25 @@ class BaseMemoryStore:
             self._transaction, self._agent, self._label, memory_id
         )
 
-    async def touch(self, memory_ids: Iterable[int], when: float) -> None:
-        """Record one access of each memory (coalesced by the caller)."""
-        await memory_writes.touch_memories(self._transaction, memory_ids, when)
+    async def touch(
+        self,
+        memory_ids: Iterable[int],
+        when: float,
+        *,
+        searches: int = 0,
+        last_search_at: float | None = None,
+    ) -> None:
+        """Record one access of each memory, and ``searches`` searches (the last at
+        ``last_search_at``) in the agent's stats, in one transaction (coalesced by
+        the caller)."""
+        await memory_writes.touch_memories(
+            self._transaction,
+            memory_ids,
+            when,
+            agent=self._agent,
+            searches=searches,
+            last_search_at=last_search_at,
+        )
 
     async def record_search(self, when: float) -> None:
         await memory_writes.record_search(self._transaction, self._agent, when)
