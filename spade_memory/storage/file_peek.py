@@ -11,17 +11,17 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-__all__ = ["count_memories", "main_fingerprint"]
+__all__ = ["count_memories", "count_without_vector", "main_fingerprint"]
 
 _TIMEOUT = 10.0  # seconds to wait for a writer holding the database
 
 
-def _one(path: Path, sql: str) -> Any:
+def _one(path: Path, sql: str, params: tuple[Any, ...] = ()) -> Any:
     """The first column of the first row of ``sql`` on ``path``; ``None`` when unreadable."""
     try:
         connection = sqlite3.connect(path, timeout=_TIMEOUT)
         try:
-            row = connection.execute(sql).fetchone()
+            row = connection.execute(sql, params).fetchone()
         finally:
             connection.close()
     except sqlite3.Error:
@@ -36,9 +36,25 @@ def count_memories(path: Path) -> int | None:
 
 
 def main_fingerprint(path: Path) -> str | None:
-    """The embedder fingerprint of most stored vectors (``None`` when there are none)."""
+    """The embedder fingerprint of most stored vectors, else the one that wrote
+    vectors last (kept in ``meta``); ``None`` when the memory never had a vector."""
     value = _one(
         path,
         "SELECT fingerprint FROM embeddings GROUP BY fingerprint ORDER BY count(*) DESC LIMIT 1",
     )
+    if value is None:
+        from .embeddings import EMBEDDER_KEY  # not at the top: it loads numpy
+
+        value = _one(path, "SELECT value FROM meta WHERE key = ?", (EMBEDDER_KEY,))
     return None if value is None else str(value)
+
+
+def count_without_vector(path: Path, fingerprint: str) -> int | None:
+    """How many memories (of any status) have no vector of ``fingerprint``."""
+    value = _one(
+        path,
+        "SELECT count(*) FROM memories AS m LEFT JOIN embeddings AS e "
+        "ON e.memory_id = m.id AND e.fingerprint = ? WHERE e.memory_id IS NULL",
+        (fingerprint,),
+    )
+    return None if value is None else int(value)
