@@ -1,69 +1,78 @@
-"""spade_memory: long-term memory for SPADE agents and their LLMs."""
+"""spade_memory: long-term memory for SPADE agents and their LLMs.
+
+The names below are imported when first used (PEP 562), so that a program
+using one part (the ``spade-memory`` command listing a root, say) does not pay
+for loading SPADE, FAISS or the tokenizer's dictionaries.
+"""
 
 from __future__ import annotations
 
-from .config import (
-    AtomConfig,
-    ContextBudget,
-    MaintenanceConfig,
-    MemoryConfig,
-    RetrievalConfig,
-    RetrievalTuning,
-    SharingConfig,
-    StorageConfig,
-    ToolBudget,
-)
-from .errors import (
-    BudgetExceeded,
-    ConfigError,
-    InvalidAgentId,
-    InvalidToolInput,
-    LLMError,
-    MemoryNotFound,
-    MigrationError,
-    PathEscapeError,
-    ProtocolError,
-    ScopeDenied,
-    SharingError,
-    SharingRefused,
-    SharingTimeout,
-    SpadeMemoryError,
-    StorageCorrupted,
-    StorageError,
-    StoreClosedError,
-    XMPPServerError,
-)
-from .identity import conversation_id_for, normalize_jid
-from .llm import (
-    ChatMessage,
-    LLMClient,
-    LLMResponse,
-    OpenAICompatibleLLM,
-    ToolCall,
-)
-from .manager import MemoryManager
-from .models import (
-    InteractionNote,
-    Memory,
-    MemoryStats,
-    Scope,
-    ScoreExplanation,
-    SearchResult,
-    Viewer,
-)
-from .spade.conversation import ConversationBehaviour
-from .spade.llm_agent import LLMAgent
-from .spade.maintenance_behaviour import MaintenanceBehaviour
-from .spade.mixin import MemoryMixin
-from .testing.scripted_llm import ScriptedLLM
-from .testing.xmpp_server import EmbeddedXMPPServer, XMPPEndpoint, xmpp_endpoint
-from .text.atoms import Atom
-from .tools import (
-    MemoryTool,
-    RequestBudget,
-    ToolContext,
-    ToolResult,
-)
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .config import (
+        AtomConfig,
+        ContextBudget,
+        MaintenanceConfig,
+        MemoryConfig,
+        RetrievalConfig,
+        RetrievalTuning,
+        SharingConfig,
+        StorageConfig,
+        ToolBudget,
+    )
+    from .errors import (
+        BudgetExceeded,
+        ConfigError,
+        InvalidAgentId,
+        InvalidToolInput,
+        LLMError,
+        MemoryNotFound,
+        MigrationError,
+        PathEscapeError,
+        ProtocolError,
+        ScopeDenied,
+        SharingError,
+        SharingRefused,
+        SharingTimeout,
+        SpadeMemoryError,
+        StorageCorrupted,
+        StorageError,
+        StoreClosedError,
+        XMPPServerError,
+    )
+    from .identity import conversation_id_for, normalize_jid
+    from .llm import (
+        ChatMessage,
+        LLMClient,
+        LLMResponse,
+        OpenAICompatibleLLM,
+        ToolCall,
+    )
+    from .manager import MemoryManager
+    from .models import (
+        InteractionNote,
+        Memory,
+        MemoryStats,
+        Scope,
+        ScoreExplanation,
+        SearchResult,
+        Viewer,
+    )
+    from .spade.conversation import ConversationBehaviour
+    from .spade.llm_agent import LLMAgent
+    from .spade.maintenance_behaviour import MaintenanceBehaviour
+    from .spade.mixin import MemoryMixin
+    from .testing.scripted_llm import ScriptedLLM
+    from .testing.xmpp_server import EmbeddedXMPPServer, XMPPEndpoint, xmpp_endpoint
+    from .text.atoms import Atom
+    from .tools import (
+        MemoryTool,
+        RequestBudget,
+        ToolContext,
+        ToolResult,
+    )
 
 __version__ = "0.1.0"
 
@@ -124,3 +133,75 @@ __all__ = [
     "normalize_jid",
     "xmpp_endpoint",
 ]
+
+_SOURCES: dict[str, str] = {
+    "Atom": "text.atoms",
+    "AtomConfig": "config",
+    "BudgetExceeded": "errors",
+    "ChatMessage": "llm",
+    "ConfigError": "errors",
+    "ContextBudget": "config",
+    "ConversationBehaviour": "spade.conversation",
+    "EmbeddedXMPPServer": "testing.xmpp_server",
+    "InteractionNote": "models",
+    "InvalidAgentId": "errors",
+    "InvalidToolInput": "errors",
+    "LLMAgent": "spade.llm_agent",
+    "LLMClient": "llm",
+    "LLMError": "errors",
+    "LLMResponse": "llm",
+    "MaintenanceBehaviour": "spade.maintenance_behaviour",
+    "MaintenanceConfig": "config",
+    "Memory": "models",
+    "MemoryConfig": "config",
+    "MemoryManager": "manager",
+    "MemoryMixin": "spade.mixin",
+    "MemoryNotFound": "errors",
+    "MemoryStats": "models",
+    "MemoryTool": "tools",
+    "MigrationError": "errors",
+    "OpenAICompatibleLLM": "llm",
+    "PathEscapeError": "errors",
+    "ProtocolError": "errors",
+    "RequestBudget": "tools",
+    "RetrievalConfig": "config",
+    "RetrievalTuning": "config",
+    "Scope": "models",
+    "ScopeDenied": "errors",
+    "ScoreExplanation": "models",
+    "ScriptedLLM": "testing.scripted_llm",
+    "SearchResult": "models",
+    "SharingConfig": "config",
+    "SharingError": "errors",
+    "SharingRefused": "errors",
+    "SharingTimeout": "errors",
+    "SpadeMemoryError": "errors",
+    "StorageConfig": "config",
+    "StorageCorrupted": "errors",
+    "StorageError": "errors",
+    "StoreClosedError": "errors",
+    "ToolBudget": "config",
+    "ToolCall": "llm",
+    "ToolContext": "tools",
+    "ToolResult": "tools",
+    "Viewer": "models",
+    "XMPPEndpoint": "testing.xmpp_server",
+    "XMPPServerError": "errors",
+    "conversation_id_for": "identity",
+    "normalize_jid": "identity",
+    "xmpp_endpoint": "testing.xmpp_server",
+}
+"""The module of each public name, imported on first use."""
+
+
+def __getattr__(name: str) -> Any:
+    module = _SOURCES.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -15,8 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from slixmpp.jid import JID, InvalidJID
-
 from .errors import InvalidAgentId, PathEscapeError
 from .limits import LIMITS
 
@@ -64,6 +62,10 @@ def normalize_jid(jid: Any) -> str:
 
 
 def _prep_bare(text: str) -> str:
+    # imported here: slixmpp loads its whole XMPP stack, which a program that
+    # only reads a memory's files (``spade-memory ls``) does not need
+    from slixmpp.jid import JID, InvalidJID
+
     try:
         parsed = JID(text)
     except (InvalidJID, UnicodeError, ValueError) as exc:
