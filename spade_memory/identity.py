@@ -30,6 +30,14 @@ __all__ = [
 MAX_JID_CHARS = LIMITS.jid_chars
 """The longest JID text accepted: three parts of at most 1,023 each and two separators."""
 
+# A bare JID that XMPP's preparation leaves as it is: lower-case ASCII letters,
+# digits and ``._-`` before the ``@``, DNS labels (no ``--``) after it. Recognised without
+# loading slixmpp (its whole XMPP stack comes with its JID class).
+_PLAIN_BARE = re.compile(
+    r"[a-z0-9._-]{1,1023}@(?=.{1,253}\Z)(?!.*--)[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
+    r"(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*"
+)
+
 _SLUG_KEEP = re.compile(r"[^a-z0-9]+")
 _SLUG_MAX = 40
 _HASH_CHARS = 16
@@ -50,6 +58,8 @@ def normalize_jid(jid: Any) -> str:
     text = str(jid) if not isinstance(jid, str) else jid
     if not text or "\x00" in text or len(text) > MAX_JID_CHARS:
         raise InvalidAgentId(f"not a valid agent JID: {text[:80]!r} (expected local@domain)")
+    if _PLAIN_BARE.fullmatch(text):
+        return text
     # stringprep is not idempotent for a few characters (e.g. a parenthesised capital
     # letter folds to "(A)"): prep again until the value is stable.
     bare = _prep_bare(text)
