@@ -125,7 +125,7 @@ def _flatten(
 
 def search(args: argparse.Namespace) -> int:
     async def work() -> int:
-        async with open_memory(args) as memory:
+        async with open_memory(args, embeds=True) as memory:
             # A look: no access counted (they feed ranking and decay), no search counted.
             found = await memory.search(
                 args.query, limit=args.limit, explain=args.explain, record_access=False

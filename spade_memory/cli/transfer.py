@@ -200,7 +200,7 @@ def _read_export(source: str) -> dict[str, Any]:
 def import_(args: argparse.Namespace) -> int:
     async def work() -> int:
         data = _read_export(args.file)
-        async with open_memory(args, create=True) as memory:
+        async with open_memory(args, create=True, embeds=True) as memory:
             progress = ProgressLine("importing", enabled=not args.json)
             added, notes = await memory.import_data(data, progress=progress)
             progress.finish()

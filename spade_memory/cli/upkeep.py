@@ -33,7 +33,7 @@ def check(args: argparse.Namespace) -> int:
     from ..maintenance.consistency import CHECK_KINDS
 
     async def work() -> int:
-        async with open_memory(args) as memory:
+        async with open_memory(args, embeds=args.repair) as memory:
             # Nothing was embedded by opening: a memory without its vector is
             # reported as one (and --repair embeds it).
             progress = ProgressLine("checking", noun=("step", "steps"), enabled=not args.json)
@@ -82,7 +82,7 @@ def rebuild(args: argparse.Namespace) -> int:
     async def work() -> int:
         done: list[dict[str, Any]] = []
         skipped: dict[str, str] = {}
-        async with open_memory(args) as memory:
+        async with open_memory(args, embeds=True) as memory:
             plan = args.embedder_plan
             kinds = list(REBUILD_KINDS) if args.what == "all" else [args.what]
             if memory.indexer is None and "vectors" in kinds:

