@@ -377,9 +377,6 @@ class BaseMemoryStore:
             last_search_at=last_search_at,
         )
 
-    async def record_search(self, when: float) -> None:
-        await memory_writes.record_search(self._transaction, self._agent, when)
-
     # -- reads -----------------------------------------------------------
 
     async def get(self, memory_id: int) -> Memory | None:

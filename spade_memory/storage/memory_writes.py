@@ -38,7 +38,6 @@ __all__ = [
     "WriteFailed",
     "delete_memory",
     "insert_rows",
-    "record_search",
     "run_insert",
     "touch_memories",
     "update_memory",
@@ -287,12 +286,3 @@ async def touch_memories(
                 "max(coalesce(last_search_at, 0), ?) WHERE agent = ?",
                 (searches, when if last_search_at is None else last_search_at, agent),
             )
-
-
-async def record_search(transaction: Transaction, agent: str, when: float) -> None:
-    """Count one search of ``agent`` at ``when``."""
-    async with transaction() as db:
-        await db.execute(
-            "UPDATE agent_stats SET searches = searches + 1, last_search_at = ? WHERE agent = ?",
-            (when, agent),
-        )
