@@ -1,8 +1,8 @@
 """spade_memory: long-term memory for SPADE agents and their LLMs.
 
-The SPADE side (agents, behaviours, the embedded XMPP server) is imported on first
-use of one of its names: a program that only opens a :class:`MemoryManager` does
-not import SPADE, whose server package makes a temporary folder when imported.
+The names below are imported when first used (PEP 562), so that a program
+using one part (the ``spade-memory`` command listing a root, say) does not pay
+for loading SPADE, FAISS or the tokenizer's dictionaries.
 """
 
 from __future__ import annotations
@@ -10,98 +10,73 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from .config import (
-    AtomConfig,
-    ContextBudget,
-    MaintenanceConfig,
-    MemoryConfig,
-    RetrievalConfig,
-    RetrievalTuning,
-    SharingConfig,
-    StorageConfig,
-    ToolBudget,
-)
-from .errors import (
-    BudgetExceeded,
-    ConfigError,
-    InvalidAgentId,
-    InvalidToolInput,
-    LLMError,
-    MemoryLost,
-    MemoryNotFound,
-    MigrationError,
-    PathEscapeError,
-    ProtocolError,
-    ScopeDenied,
-    SharingError,
-    SharingRefused,
-    SharingTimeout,
-    SpadeMemoryError,
-    StorageCorrupted,
-    StorageError,
-    StoreClosedError,
-    XMPPServerError,
-)
-from .identity import conversation_id_for, normalize_jid
-from .llm import (
-    ChatMessage,
-    LLMClient,
-    LLMResponse,
-    OpenAICompatibleLLM,
-    ToolCall,
-)
-from .manager import MemoryManager
-from .models import (
-    InteractionNote,
-    Memory,
-    MemoryRecovery,
-    MemoryStats,
-    Scope,
-    ScoreExplanation,
-    SearchResult,
-    Viewer,
-)
-from .testing.scripted_llm import ScriptedLLM
-from .text.atoms import Atom
-from .tools import (
-    MemoryTool,
-    RequestBudget,
-    ToolContext,
-    ToolResult,
-)
-
 if TYPE_CHECKING:
+    from .config import (
+        AtomConfig,
+        ContextBudget,
+        MaintenanceConfig,
+        MemoryConfig,
+        RetrievalConfig,
+        RetrievalTuning,
+        SharingConfig,
+        StorageConfig,
+        ToolBudget,
+    )
+    from .errors import (
+        BudgetExceeded,
+        ConfigError,
+        InvalidAgentId,
+        InvalidToolInput,
+        LLMError,
+        MemoryLost,
+        MemoryNotFound,
+        MigrationError,
+        PathEscapeError,
+        ProtocolError,
+        ScopeDenied,
+        SharingError,
+        SharingRefused,
+        SharingTimeout,
+        SpadeMemoryError,
+        StorageCorrupted,
+        StorageError,
+        StoreClosedError,
+        XMPPServerError,
+    )
+    from .identity import conversation_id_for, normalize_jid
+    from .llm import (
+        ChatMessage,
+        LLMClient,
+        LLMResponse,
+        OpenAICompatibleLLM,
+        ToolCall,
+    )
+    from .manager import MemoryManager
+    from .models import (
+        InteractionNote,
+        Memory,
+        MemoryRecovery,
+        MemoryStats,
+        Scope,
+        ScoreExplanation,
+        SearchResult,
+        Viewer,
+    )
     from .spade.conversation import ConversationBehaviour
     from .spade.llm_agent import LLMAgent
     from .spade.maintenance_behaviour import MaintenanceBehaviour
     from .spade.mixin import MemoryMixin
-    from .testing.xmpp_server import EmbeddedXMPPServer
+    from .testing.scripted_llm import ScriptedLLM
+    from .testing.xmpp_server import EmbeddedXMPPServer, XMPPEndpoint, xmpp_endpoint
+    from .text.atoms import Atom
+    from .tools import (
+        MemoryTool,
+        RequestBudget,
+        ToolContext,
+        ToolResult,
+    )
 
 __version__ = "0.1.0"
-
-# Names whose modules import SPADE, by the module that defines each.
-_ON_FIRST_USE = {
-    "ConversationBehaviour": ".spade.conversation",
-    "EmbeddedXMPPServer": ".testing.xmpp_server",
-    "LLMAgent": ".spade.llm_agent",
-    "MaintenanceBehaviour": ".spade.maintenance_behaviour",
-    "MemoryMixin": ".spade.mixin",
-    "XMPPEndpoint": ".testing.xmpp_server",
-    "xmpp_endpoint": ".testing.xmpp_server",
-}
-
-
-def __getattr__(name: str) -> Any:
-    module = _ON_FIRST_USE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_ON_FIRST_USE))
 
 __all__ = [
     "Atom",
@@ -162,3 +137,77 @@ __all__ = [
     "normalize_jid",
     "xmpp_endpoint",
 ]
+
+_SOURCES: dict[str, str] = {
+    "Atom": "text.atoms",
+    "AtomConfig": "config",
+    "BudgetExceeded": "errors",
+    "ChatMessage": "llm",
+    "ConfigError": "errors",
+    "ContextBudget": "config",
+    "ConversationBehaviour": "spade.conversation",
+    "EmbeddedXMPPServer": "testing.xmpp_server",
+    "InteractionNote": "models",
+    "InvalidAgentId": "errors",
+    "InvalidToolInput": "errors",
+    "LLMAgent": "spade.llm_agent",
+    "LLMClient": "llm",
+    "LLMError": "errors",
+    "LLMResponse": "llm",
+    "MaintenanceBehaviour": "spade.maintenance_behaviour",
+    "MaintenanceConfig": "config",
+    "Memory": "models",
+    "MemoryConfig": "config",
+    "MemoryLost": "errors",
+    "MemoryManager": "manager",
+    "MemoryMixin": "spade.mixin",
+    "MemoryNotFound": "errors",
+    "MemoryRecovery": "models",
+    "MemoryStats": "models",
+    "MemoryTool": "tools",
+    "MigrationError": "errors",
+    "OpenAICompatibleLLM": "llm",
+    "PathEscapeError": "errors",
+    "ProtocolError": "errors",
+    "RequestBudget": "tools",
+    "RetrievalConfig": "config",
+    "RetrievalTuning": "config",
+    "Scope": "models",
+    "ScopeDenied": "errors",
+    "ScoreExplanation": "models",
+    "ScriptedLLM": "testing.scripted_llm",
+    "SearchResult": "models",
+    "SharingConfig": "config",
+    "SharingError": "errors",
+    "SharingRefused": "errors",
+    "SharingTimeout": "errors",
+    "SpadeMemoryError": "errors",
+    "StorageConfig": "config",
+    "StorageCorrupted": "errors",
+    "StorageError": "errors",
+    "StoreClosedError": "errors",
+    "ToolBudget": "config",
+    "ToolCall": "llm",
+    "ToolContext": "tools",
+    "ToolResult": "tools",
+    "Viewer": "models",
+    "XMPPEndpoint": "testing.xmpp_server",
+    "XMPPServerError": "errors",
+    "conversation_id_for": "identity",
+    "normalize_jid": "identity",
+    "xmpp_endpoint": "testing.xmpp_server",
+}
+"""The module of each public name, imported on first use."""
+
+
+def __getattr__(name: str) -> Any:
+    module = _SOURCES.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

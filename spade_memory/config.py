@@ -316,6 +316,10 @@ class MaintenanceConfig:
         check_on_open: check (and repair) the memory's indexes in the background
             each time it opens; the memory is usable at once.
         behaviour: agents built on ``MemoryMixin`` run the maintenance behaviour.
+        embed_on_open: embed, in the background, the memories an earlier run
+            left without a vector as soon as the memory opens (else when the next
+            memory is stored, or on :meth:`~spade_memory.MemoryManager.flush`); a
+            tool that only inspects a memory turns it off.
         tick_seconds: how often the behaviour looks for due work (and flushes).
         decay_interval_hours: how often importance decays.
         decay_rate_per_day: the fraction of importance lost per day; each access
@@ -334,6 +338,7 @@ class MaintenanceConfig:
 
     check_on_open: bool = True
     behaviour: bool = True
+    embed_on_open: bool = True
     tick_seconds: float = knob(60.0, gt=0)
     decay_interval_hours: float = knob(24.0, ge=0)
     decay_rate_per_day: float = knob(0.01, ge=0, le=1)

@@ -15,8 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from slixmpp.jid import JID, InvalidJID
-
 from .errors import InvalidAgentId, PathEscapeError
 from .limits import LIMITS
 
@@ -31,6 +29,14 @@ __all__ = [
 
 MAX_JID_CHARS = LIMITS.jid_chars
 """The longest JID text accepted: three parts of at most 1,023 each and two separators."""
+
+# A bare JID that XMPP's preparation leaves as it is: lower-case ASCII letters,
+# digits and ``._-`` before the ``@``, DNS labels (no ``--``) after it. Recognised without
+# loading slixmpp (its whole XMPP stack comes with its JID class).
+_PLAIN_BARE = re.compile(
+    r"[a-z0-9._-]{1,1023}@(?=.{1,253}\Z)(?!.*--)[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
+    r"(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*"
+)
 
 _SLUG_KEEP = re.compile(r"[^a-z0-9]+")
 _SLUG_MAX = 40
@@ -52,6 +58,8 @@ def normalize_jid(jid: Any) -> str:
     text = str(jid) if not isinstance(jid, str) else jid
     if not text or "\x00" in text or len(text) > MAX_JID_CHARS:
         raise InvalidAgentId(f"not a valid agent JID: {text[:80]!r} (expected local@domain)")
+    if _PLAIN_BARE.fullmatch(text):
+        return text
     # stringprep is not idempotent for a few characters (e.g. a parenthesised capital
     # letter folds to "(A)"): prep again until the value is stable.
     bare = _prep_bare(text)
@@ -64,6 +72,10 @@ def normalize_jid(jid: Any) -> str:
 
 
 def _prep_bare(text: str) -> str:
+    # imported here: slixmpp loads its whole XMPP stack, which a program that
+    # only reads a memory's files (``spade-memory ls``) does not need
+    from slixmpp.jid import JID, InvalidJID
+
     try:
         parsed = JID(text)
     except (InvalidJID, UnicodeError, ValueError) as exc:

@@ -296,6 +296,7 @@ class MemoryManager:
         category: str | None = None,
         categories: Sequence[str] | None = None,
         explain: bool = False,
+        record_access: bool = True,
     ) -> builtins.list[SearchResult]:
         """The memories that best match ``query``, best first.
 
@@ -306,9 +307,17 @@ class MemoryManager:
             categories: only memories of these categories (ranked in one search, so
                 their scores compare); not together with ``category``.
             explain: attach a :class:`ScoreExplanation` to every result.
+            record_access: count this search in the agent's stats and one access of
+                each result (which importance decay and ranking read); ``False``
+                for a look that must not change what it looks at (an inspector).
         """
         results, _ = await self.search_with_timings(
-            query, limit=limit, category=category, categories=categories, explain=explain
+            query,
+            limit=limit,
+            category=category,
+            categories=categories,
+            explain=explain,
+            record_access=record_access,
         )
         return results
 
@@ -320,6 +329,7 @@ class MemoryManager:
         category: str | None = None,
         categories: Sequence[str] | None = None,
         explain: bool = False,
+        record_access: bool = True,
     ) -> tuple[builtins.list[SearchResult], SearchTimings]:
         """Like :meth:`search`, with where the time of this search went.
 
@@ -338,7 +348,8 @@ class MemoryManager:
         results, timings = await self._engine.retriever.search_with_timings(
             query, limit=limit, categories=categories, explain=explain
         )
-        self._note_access(result.memory.id for result in results)
+        if record_access:
+            self._engine.access.note((result.memory.id for result in results), search=True)
         return results, timings
 
     def _check_categories(
@@ -424,9 +435,6 @@ class MemoryManager:
         """The pending write of access statistics (the coalescing timer or a retry)."""
         return self._engine.access.task
 
-    def _note_access(self, memory_ids: Iterable[int]) -> None:
-        self._engine.access.note(memory_ids)
-
     async def _write_touches(self) -> None:
         await self._engine.access.write()
 
@@ -463,17 +471,24 @@ class MemoryManager:
         self._engine.check_open()
         return await export_memory(self._engine)
 
-    async def import_data(self, data: Mapping[str, Any]) -> tuple[int, int]:
+    async def import_data(
+        self,
+        data: Mapping[str, Any],
+        *,
+        progress: Callable[[int, int], object] | None = None,
+    ) -> tuple[int, int]:
         """Add memories and notes from :meth:`export` output of any agent.
 
         Memories whose ``uid`` already exists are skipped, so importing twice
-        changes nothing. Returns ``(memories added, notes added)``.
+        changes nothing. Returns ``(memories added, notes added)``. ``progress``
+        is called with ``(memories read, memories in the export)`` as they are
+        checked (embedding follows in the background: :meth:`flush` waits for it).
 
         Raises:
             InvalidToolInput: the data is not an export; nothing was written.
         """
         self._engine.check_open()
-        return await import_memory(data, self._engine)
+        return await import_memory(data, self._engine, progress=progress)
 
     # -- atoms -----------------------------------------------------------------
 

@@ -6,10 +6,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol, get_args, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, get_args, runtime_checkable
 
-import numpy as np
-from numpy.typing import NDArray
+if TYPE_CHECKING:  # annotations only: reading a memory's notes does not load numpy
+    import numpy as np
+    from numpy.typing import NDArray
 
 __all__ = [
     "Embedder",
@@ -187,6 +188,10 @@ class ScoreExplanation:
     """Why a search result ranked where it did: each route's score and the weights.
 
     Scores of a route that did not return the memory are ``None``.
+    ``keyword_score`` is SQLite's BM25 as it came (near zero for words most of a
+    small memory holds: FTS5 floors their weight); ``keyword_fused`` and
+    ``vector_fused`` are the two sub-routes' scores as fusion used them
+    (normalised per query, best 1).
     """
 
     keyword_score: float | None
@@ -202,6 +207,8 @@ class ScoreExplanation:
     rerank: dict[str, float] = field(default_factory=dict)
     """The second stage's signals (coverage, proximity, phrase), its lexical score
     and the score before and after it; empty when the second stage did not run."""
+    keyword_fused: float | None = None
+    vector_fused: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

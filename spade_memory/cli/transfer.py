@@ -26,15 +26,18 @@ from pydantic import ValidationError
 
 from ..documents import Document, Text, describe
 from ..errors import InvalidToolInput
-from ..maintenance.transfer import ExportedMemory, ExportedNote, parse_export
+from ..maintenance.transfer import EXPORT_FORMAT, ExportedMemory, ExportedNote, parse_export
 from .common import (
     NotFound,
+    embed_pending,
     open_memory,
+    plural,
     print_json,
     run_command,
     say,
     tell,
 )
+from .progress import ProgressLine
 
 _Model = TypeVar("_Model", bound=Document)
 
@@ -52,11 +55,15 @@ EXPORT_LINES_FORMAT: Final = "spade_memory.export.jsonl"
 
 
 class HeaderLine(Document):
-    """The first line: this file's format, the export's format, version and agent, counts."""
+    """The first line: this file's format, the export's version and agent, counts.
+
+    ``export_format`` is read from files written before the header carried one
+    format field (it named the dict form, which ``format`` now implies).
+    """
 
     type: Literal["header"]
     format: Literal["spade_memory.export.jsonl"]
-    export_format: Text | None = None
+    export_format: Literal["spade_memory.export"] | None = None
     version: int | None = None
     agent: Text | None = None
     memories: int | None = None
@@ -83,13 +90,12 @@ def export_lines(data: Mapping[str, Any]) -> Iterable[str]:
     header = HeaderLine(
         type="header",
         format=EXPORT_LINES_FORMAT,
-        export_format=data.get("format"),
         version=data.get("version"),
         agent=data.get("agent"),
         memories=len(memories),
         conversations=len(notes),
     )
-    yield json.dumps(header.model_dump(), ensure_ascii=False)
+    yield json.dumps(header.model_dump(exclude={"export_format"}), ensure_ascii=False)
     for memory in memories:
         yield json.dumps({"type": "memory", **memory}, ensure_ascii=False)
     for conversation, entries in notes.items():
@@ -137,7 +143,7 @@ def parse_export_lines(lines: Iterable[str]) -> dict[str, Any]:
     if header is None:
         raise InvalidToolInput("the file is empty; it is not an export")
     return {
-        "format": header.export_format,
+        "format": EXPORT_FORMAT,
         "version": header.version,
         "agent": header.agent,
         "memories": memories,
@@ -161,7 +167,7 @@ def export(args: argparse.Namespace) -> int:
         else:
             with open(args.output, "w", encoding="utf-8") as target:
                 _write_lines(target, export_lines(data))
-        tell(f"exported {len(data['memories'])} memories of {data['agent']}")
+        tell(f"exported {plural(len(data['memories']), 'memory')} of {data['agent']}")
         return 0
 
     return run_command(work)
@@ -194,13 +200,25 @@ def _read_export(source: str) -> dict[str, Any]:
 def import_(args: argparse.Namespace) -> int:
     async def work() -> int:
         data = _read_export(args.file)
-        async with open_memory(args, create=True) as memory:
-            added, notes = await memory.import_data(data)
-            await memory.flush()
+        async with open_memory(args, create=True, embeds=True) as memory:
+            progress = ProgressLine("importing", enabled=not args.json)
+            added, notes = await memory.import_data(data, progress=progress)
+            progress.finish()
+            await embed_pending(memory, show=not args.json)
+        plan = args.embedder_plan
         if args.json:
-            print_json({"memories_added": added, "notes_added": notes})
+            print_json(
+                {
+                    "memories_added": added,
+                    "notes_added": notes,
+                    "embedder": plan.choice,
+                }
+            )
         else:
-            say(f"imported {added} memories and {notes} notes into {args.jid}")
+            say(
+                f"imported {plural(added, 'memory')} and {plural(notes, 'note')} into "
+                f"{args.jid} (embedder: {plan.choice or 'none, keyword search only'})"
+            )
         return 0
 
     return run_command(work)

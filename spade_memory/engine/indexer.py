@@ -79,11 +79,14 @@ class VectorIndexer:
         snapshot_path: Path | None,
         storage: StorageConfig,
         graph: GraphStore | None = None,
+        embed_pending: bool = True,
     ) -> VectorIndexer:
         """Load the snapshot (or rebuild) from SQLite, then start the worker.
 
         With ``graph``, the graph entries' vectors are embedded too and kept in a
-        second index, built from SQLite on open (it has no snapshot).
+        second index, built from SQLite on open (it has no snapshot). With
+        ``embed_pending``, memories an earlier run left without a vector are
+        embedded at once (else on the next change or :meth:`flush`).
         """
         fingerprint = embedder.fingerprint
         dim = embedder.dim
@@ -150,7 +153,7 @@ class VectorIndexer:
             if len(graph_ids):
                 await asyncio.to_thread(indexer._graph_index.add, graph_ids, graph_matrix)
         indexer._task = asyncio.create_task(indexer._run(), name=f"embed:{base.agent}")
-        if not fresh:  # embed what an earlier run stored but did not embed
+        if not fresh and embed_pending:  # embed what an earlier run stored but did not embed
             indexer.notify()
         return indexer
 

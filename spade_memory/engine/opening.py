@@ -177,6 +177,7 @@ async def open_engine(
                 snapshot_path=snapshot_path,
                 storage=config.storage,
                 graph=GraphStore(base),
+                embed_pending=config.maintenance.embed_on_open,
             )
     except BaseException:
         for close in reversed(closers):

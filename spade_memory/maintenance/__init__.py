@@ -3,38 +3,45 @@
 Each open :class:`~spade_memory.manager.MemoryManager` carries a
 :class:`Maintenance` (``manager.maintenance``); the ``spade-memory`` command and the
 maintenance behaviour drive it.
+
+The names below are imported when first used (PEP 562): listing a root's backups
+does not load the checker, the rebuilds or the vector index.
 """
 
 from __future__ import annotations
 
-from .backup import (
-    BACKUP_FOLDER,
-    BackupInfo,
-    list_backups,
-    prune_backups,
-    restore_backup,
-)
-from .consistency import CHECK_KINDS, ConsistencyChecker, ConsistencyReport
-from .consolidation import (
-    ConsolidationResult,
-    Merge,
-    chance_similarity,
-    validate_merge,
-)
-from .decay import (
-    CleanupResult,
-    DecayResult,
-    decayed_importance,
-    is_protected,
-)
-from .rebuild import (
-    REBUILD_KINDS,
-    Progress,
-    Rebuilder,
-    RebuildKind,
-    RebuildResult,
-)
-from .service import Maintenance, MaintenanceState, MaintenanceStatus
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .backup import (
+        BACKUP_FOLDER,
+        BackupInfo,
+        list_backups,
+        prune_backups,
+        restore_backup,
+    )
+    from .consistency import CHECK_KINDS, ConsistencyChecker, ConsistencyReport
+    from .consolidation import (
+        ConsolidationResult,
+        Merge,
+        chance_similarity,
+        validate_merge,
+    )
+    from .decay import (
+        CleanupResult,
+        DecayResult,
+        decayed_importance,
+        is_protected,
+    )
+    from .rebuild import (
+        REBUILD_KINDS,
+        Progress,
+        Rebuilder,
+        RebuildKind,
+        RebuildResult,
+    )
+    from .service import Maintenance, MaintenanceState, MaintenanceStatus
 
 __all__ = [
     "BACKUP_FOLDER",
@@ -62,3 +69,43 @@ __all__ = [
     "restore_backup",
     "validate_merge",
 ]
+
+_SOURCES: dict[str, str] = {
+    "BACKUP_FOLDER": "backup",
+    "BackupInfo": "backup",
+    "CHECK_KINDS": "consistency",
+    "CleanupResult": "decay",
+    "ConsistencyChecker": "consistency",
+    "ConsistencyReport": "consistency",
+    "ConsolidationResult": "consolidation",
+    "DecayResult": "decay",
+    "Maintenance": "service",
+    "MaintenanceState": "service",
+    "MaintenanceStatus": "service",
+    "Merge": "consolidation",
+    "Progress": "rebuild",
+    "REBUILD_KINDS": "rebuild",
+    "RebuildKind": "rebuild",
+    "RebuildResult": "rebuild",
+    "Rebuilder": "rebuild",
+    "chance_similarity": "consolidation",
+    "decayed_importance": "decay",
+    "is_protected": "decay",
+    "list_backups": "backup",
+    "prune_backups": "backup",
+    "restore_backup": "backup",
+    "validate_merge": "consolidation",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _SOURCES.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

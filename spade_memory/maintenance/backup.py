@@ -14,10 +14,10 @@ than :attr:`~spade_memory.config.StorageConfig.backup_keep_days` are removed,
 except the newest of each agent.
 
 A restore writes into a closed agent's database (again through the backup API)
-and refuses one open in this process. The FAISS snapshot, a cache, is removed so
-that the next open rebuilds it from the restored vectors. Backup names and their
-listing are :mod:`spade_memory.storage.backup_files` (opening a lost memory
-restores from there too).
+and refuses one open in this process or another. The FAISS snapshot, a cache, is
+removed so that the next open rebuilds it from the restored vectors. Backup names
+and their listing are :mod:`spade_memory.storage.backup_files` (opening a lost
+memory restores from there too).
 """
 
 from __future__ import annotations
@@ -39,7 +39,6 @@ from ..storage.backup_files import (
     list_backups,
     notes_backup_of,
 )
-from ..storage.base import BaseMemoryStore
 from ..storage.database_copies import BackupFacts, BackupFile, make_standalone
 from ..storage.files import atomic_write_bytes
 from ..storage.interaction import empty_document, snapshot_document
@@ -155,9 +154,11 @@ def restore_backup(root: Path, jid: str, backup: Path, *, now: float | None = No
 
     Raises:
         InvalidAgentId: ``jid`` is not a valid JID.
-        StorageError: the memory is open in this process, the backup is missing,
+        StorageError: the memory is open (in this process or another), the backup is missing,
             damaged or another agent's, or the restore failed.
     """
+    from ..storage.base import BaseMemoryStore  # here: listing backups needs no store
+
     identity = AgentIdentity.of(jid)
     root = Path(root).expanduser().resolve()
     database = resolve_inside(root, identity.database_name)
@@ -165,6 +166,11 @@ def restore_backup(root: Path, jid: str, backup: Path, *, now: float | None = No
         raise StorageError(
             f"the memory of {identity.jid} is open in this process; stop the agent "
             "(close its Engine) before restoring it"
+        )
+    if BaseMemoryStore.open_in_any_process(database):
+        raise StorageError(
+            f"the memory of {identity.jid} is open in another process (a running agent "
+            "or command); stop it before restoring"
         )
     backup = Path(backup).expanduser().resolve()
     if not backup.is_file():

@@ -23,6 +23,7 @@ from ..documents import Document, Text, describe
 from ..engine.memory_input import MemoryInput
 from ..errors import InvalidToolInput
 from ..storage.base import IndexedText, NewMemory
+from ..text.graph import MemoryGraph
 
 if TYPE_CHECKING:
     from ..engine import Engine
@@ -39,6 +40,7 @@ __all__ = [
 
 EXPORT_FORMAT: Final = "spade_memory.export"
 _EXPORT_VERSION = 1
+_IMPORT_STEP = 250  # memories checked and extracted between two progress reports
 
 
 class ExportedMemory(Document):
@@ -121,7 +123,10 @@ async def export_memory(engine: Engine) -> dict[str, Any]:
 
 
 async def import_memory(
-    data: Mapping[str, Any], engine: Engine
+    data: Mapping[str, Any],
+    engine: Engine,
+    *,
+    progress: Callable[[int, int], object] | None = None,
 ) -> tuple[int, int]:
     """Add memories and notes from :func:`export_memory` output of any agent.
 
@@ -131,25 +136,37 @@ async def import_memory(
     Args:
         data: the export.
         engine: the memory it goes into (each memory is checked as ``store`` would).
+        progress: called with ``(memories read, memories in the export)`` as they
+            are checked and their graphs extracted (before the one transaction
+            that adds them all).
 
     Raises:
         InvalidToolInput: the data is not an export; nothing was written.
     """
     document = parse_export(data)
     prepared: list[tuple[NewMemory, IndexedText]] = []
+    graphs: list[MemoryGraph | None] = []
     seen: set[str] = set()
-    for position, exported in enumerate(document.memories):
-        try:
-            new, text = _imported(exported, engine.input, engine.now)
-        except (InvalidToolInput, ValueError) as exc:
-            raise InvalidToolInput(f"memory {position} of the export is invalid: {exc}") from None
-        if new.uid in seen or await engine.base.get_by_uid(new.uid) is not None:
-            continue
-        seen.add(new.uid)
-        prepared.append((new, text))
-    graphs = await engine.input.graphs_of(
-        [new for new, _ in prepared], [(None, None)] * len(prepared)
-    )
+    total = len(document.memories)
+    for start in range(0, total, _IMPORT_STEP):
+        step: list[tuple[NewMemory, IndexedText]] = []
+        for position in range(start, min(start + _IMPORT_STEP, total)):
+            try:
+                new, text = _imported(document.memories[position], engine.input, engine.now)
+            except (InvalidToolInput, ValueError) as exc:
+                raise InvalidToolInput(
+                    f"memory {position} of the export is invalid: {exc}"
+                ) from None
+            if new.uid in seen or await engine.base.get_by_uid(new.uid) is not None:
+                continue
+            seen.add(new.uid)
+            step.append((new, text))
+        graphs.extend(
+            await engine.input.graphs_of([new for new, _ in step], [(None, None)] * len(step))
+        )
+        prepared.extend(step)
+        if progress is not None:
+            progress(min(start + _IMPORT_STEP, total), total)
     # Atoms start their lives now: an export does not carry them, and an old
     # memory moved to a new host should not arrive already expired.
     added = await engine.base.insert_many(prepared, graphs=graphs, graph_time=engine.now())

@@ -118,4 +118,6 @@ def explain_result(
             "rerank": config.rerank_weight,
         },
         routes=routes,
+        keyword_fused=None if fused is None else fused.first,
+        vector_fused=None if fused is None else fused.second,
     )

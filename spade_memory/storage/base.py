@@ -40,10 +40,12 @@ from . import (
     memory_writes,
     on_thread,
 )
+from .files import create_private
 from .group_commit import GroupCommit
 from .keyword_plan import KeywordPlanner
 from .memory_rows import IndexedText, NewMemory
 from .migrations import backup_database, create_database, migrate
+from .open_marker import OpenMarker, open_anywhere
 from .sql import status_category_filter
 from .wal import check_wal
 from .writer import Writer
@@ -70,6 +72,7 @@ class BaseMemoryStore:
         self._writer = Writer(db, label=label, check_open=self._check_open)
         self._write_lock = self._writer.lock
         self._path: Path | None = None
+        self._marker: OpenMarker | None = None
         self._created = False
         # Group commit: single inserts waiting for the next transaction.
         self._group = GroupCommit(self.insert_many, self.get_by_uid)
@@ -132,11 +135,13 @@ class BaseMemoryStore:
                 rows=database_open.first_rows(agent, categories, now, initial_meta or {}),
             )
         try:
+            if path is not None:
+                create_private(path)  # when SQLite would create it, owner-only
             # Many statements in one hop (on_thread.py).
             db = await on_thread.connect(
                 ":memory:" if path is None else str(path), isolation_level=None
             )
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, OSError) as exc:
             raise StorageError(f"could not open {label}: {exc}") from exc
         store = cls(db, agent=agent, label=label)
         store._created = created
@@ -162,6 +167,12 @@ class BaseMemoryStore:
             await db.close()
             raise
         if path is not None:
+            try:
+                # Seen by other processes: a restore refuses a memory in use.
+                store._marker = await asyncio.to_thread(OpenMarker.hold, path)
+            except BaseException:
+                await db.close()
+                raise
             store._path = path.resolve()
             _OPEN_PATHS[store._path] = _OPEN_PATHS.get(store._path, 0) + 1
         return store
@@ -181,11 +192,23 @@ class BaseMemoryStore:
                 del _OPEN_PATHS[self._path]
         async with self._write_lock:
             await self._db.close()
+        if self._marker is not None:
+            self._marker.release()
 
     @staticmethod
     def is_open(path: Path) -> bool:
         """Whether a store of this process has the database file ``path`` open."""
         return path.resolve() in _OPEN_PATHS
+
+    @staticmethod
+    def open_in_any_process(path: Path) -> bool:
+        """Whether a store of any process (this one included) has the database file
+        ``path`` open; read from the markers open stores hold (``open_marker``).
+
+        Raises:
+            StorageError: the markers could not be read.
+        """
+        return open_anywhere(path.resolve())
 
     @staticmethod
     def count_in_file(path: Path) -> int | None:
@@ -335,12 +358,25 @@ class BaseMemoryStore:
             self._transaction, self._agent, self._label, memory_id
         )
 
-    async def touch(self, memory_ids: Iterable[int], when: float) -> None:
-        """Record one access of each memory (coalesced by the caller)."""
-        await memory_writes.touch_memories(self._transaction, memory_ids, when)
-
-    async def record_search(self, when: float) -> None:
-        await memory_writes.record_search(self._transaction, self._agent, when)
+    async def touch(
+        self,
+        memory_ids: Iterable[int],
+        when: float,
+        *,
+        searches: int = 0,
+        last_search_at: float | None = None,
+    ) -> None:
+        """Record one access of each memory, and ``searches`` searches (the last at
+        ``last_search_at``) in the agent's stats, in one transaction (coalesced by
+        the caller)."""
+        await memory_writes.touch_memories(
+            self._transaction,
+            memory_ids,
+            when,
+            agent=self._agent,
+            searches=searches,
+            last_search_at=last_search_at,
+        )
 
     # -- reads -----------------------------------------------------------
 

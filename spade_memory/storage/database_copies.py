@@ -16,6 +16,7 @@ from types import TracebackType
 from typing import Any
 
 from ..errors import StorageError
+from .files import create_private
 
 __all__ = ["BackupFacts", "BackupFile", "make_standalone"]
 
@@ -39,6 +40,7 @@ def make_standalone(path: Path) -> None:
 def _copy(database: Path, target: Path) -> None:
     source = sqlite3.connect(database)
     try:
+        create_private(target)
         copy = sqlite3.connect(target)
         try:
             source.backup(copy)
@@ -124,10 +126,11 @@ class BackupFile:
         try:
             if save_to is not None:
                 _copy(database, save_to)
+            create_private(database)
             target = sqlite3.connect(database)
             try:
                 self._source.backup(target)
             finally:
                 target.close()
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, OSError) as exc:
             raise StorageError(f"restoring {self._backup} into {database} failed: {exc}") from exc

@@ -4,6 +4,8 @@ Vectors are written with a growing ``seq`` (its last value in ``meta`` as
 ``embedding_seq``), so a FAISS index can load only what was written since its
 snapshot. A vector is kept only while its memory is unchanged: it is written
 only if the memory's ``updated_at`` still matches the one read for embedding.
+The fingerprint of the embedder that wrote vectors last is kept in ``meta`` as
+``embedder`` too, so a memory whose vectors were all lost still names it.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from .memory_rows import Fetch, Transaction
 from .sql import SQL_CHUNK, placeholders
 
 __all__ = [
+    "EMBEDDER_KEY",
     "count_pending_embeddings",
     "counts_by_fingerprint",
     "decode_vectors",
@@ -27,6 +30,9 @@ __all__ = [
     "put_embeddings",
     "vectors_for",
 ]
+
+EMBEDDER_KEY = "embedder"
+"""The ``meta`` key of the fingerprint of the embedder that wrote vectors last."""
 
 
 async def pending_embeddings(
@@ -104,9 +110,9 @@ async def put_embeddings(
             written.update(int(row[0]) for row in found)
         stored = [memory_id for memory_id, _, _ in checked if memory_id in written]
         await db.execute(
-            "INSERT INTO meta (key, value) VALUES ('embedding_seq', ?) "
+            "INSERT INTO meta (key, value) VALUES ('embedding_seq', ?), (?, ?) "
             "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-            (str(seq),),
+            (str(seq), EMBEDDER_KEY, fingerprint),
         )
     return stored, seq
 

@@ -11,17 +11,22 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-__all__ = ["count_memories", "count_memories_readonly", "main_fingerprint"]
+__all__ = [
+    "count_memories",
+    "count_memories_readonly",
+    "count_without_vector",
+    "main_fingerprint",
+]
 
 _TIMEOUT = 10.0  # seconds to wait for a writer holding the database
 
 
-def _one(path: Path, sql: str) -> Any:
+def _one(path: Path, sql: str, params: tuple[Any, ...] = ()) -> Any:
     """The first column of the first row of ``sql`` on ``path``; ``None`` when unreadable."""
     try:
         connection = sqlite3.connect(path, timeout=_TIMEOUT)
         try:
-            row = connection.execute(sql).fetchone()
+            row = connection.execute(sql, params).fetchone()
         finally:
             connection.close()
     except sqlite3.Error:
@@ -36,11 +41,16 @@ def count_memories(path: Path) -> int | None:
 
 
 def main_fingerprint(path: Path) -> str | None:
-    """The embedder fingerprint of most stored vectors (``None`` when there are none)."""
+    """The embedder fingerprint of most stored vectors, else the one that wrote
+    vectors last (kept in ``meta``); ``None`` when the memory never had a vector."""
     value = _one(
         path,
         "SELECT fingerprint FROM embeddings GROUP BY fingerprint ORDER BY count(*) DESC LIMIT 1",
     )
+    if value is None:
+        from .embeddings import EMBEDDER_KEY  # not at the top: it loads numpy
+
+        value = _one(path, "SELECT value FROM meta WHERE key = ?", (EMBEDDER_KEY,))
     return None if value is None else str(value)
 
 
@@ -58,3 +68,14 @@ def count_memories_readonly(path: Path) -> int | None:
     finally:
         connection.close()
     return None if row is None else int(row[0])
+
+
+def count_without_vector(path: Path, fingerprint: str) -> int | None:
+    """How many memories (of any status) have no vector of ``fingerprint``."""
+    value = _one(
+        path,
+        "SELECT count(*) FROM memories AS m LEFT JOIN embeddings AS e "
+        "ON e.memory_id = m.id AND e.fingerprint = ? WHERE e.memory_id IS NULL",
+        (fingerprint,),
+    )
+    return None if value is None else int(value)

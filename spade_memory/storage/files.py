@@ -23,6 +23,7 @@ from ..errors import StorageError
 __all__ = [
     "append_at",
     "atomic_write_bytes",
+    "create_private",
     "exclusive_lock",
     "fsync_dir",
     "quarantine",
@@ -56,6 +57,23 @@ def fsync_dir(folder: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def create_private(path: Path) -> None:
+    """Create ``path`` empty, readable by its owner only, unless it exists.
+
+    Called before SQLite creates a database file, which it would make with the
+    process's default mode (often 0644); SQLite gives the files it makes beside
+    a database (``-wal``, ``-shm``, ``-journal``) the database file's mode.
+
+    Raises:
+        OSError: the file could not be created.
+    """
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return
+    os.close(fd)
 
 
 def atomic_write_bytes(path: Path, data: bytes, *, locked: bool = False) -> None:

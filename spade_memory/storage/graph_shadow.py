@@ -23,6 +23,7 @@ import aiosqlite
 from ..errors import StorageError
 from ..models import Memory
 from ..text.graph import MemoryGraph
+from .files import create_private
 from .graph import delete_graph, write_graph
 from .on_thread import unattended
 from .shadow import bump_generation, change_log_statements, drop_change_log, meta_put
@@ -110,6 +111,10 @@ class GraphShadowFile:
             StorageError: it could not be opened.
         """
         await self.close()
+        try:
+            create_private(path)
+        except OSError as exc:
+            raise StorageError(f"could not create {path}: {exc}") from exc
         try:
             db = await unattended(str(path), isolation_level=None, timeout=0.2)
             try:

@@ -38,7 +38,6 @@ __all__ = [
     "WriteFailed",
     "delete_memory",
     "insert_rows",
-    "record_search",
     "run_insert",
     "touch_memories",
     "update_memory",
@@ -258,24 +257,32 @@ async def delete_memory(transaction: Transaction, agent: str, label: str, memory
     return bool(removed)
 
 
-async def touch_memories(transaction: Transaction, memory_ids: Iterable[int], when: float) -> None:
-    """Record one access of each memory (coalesced by the caller)."""
+async def touch_memories(
+    transaction: Transaction,
+    memory_ids: Iterable[int],
+    when: float,
+    *,
+    agent: str,
+    searches: int = 0,
+    last_search_at: float | None = None,
+) -> None:
+    """Record one access of each memory and ``searches`` searches of ``agent`` (the
+    last at ``last_search_at``), in one transaction (coalesced by the caller)."""
     counts: dict[int, int] = {}
     for memory_id in memory_ids:
         counts[memory_id] = counts.get(memory_id, 0) + 1
-    if not counts:
+    if not counts and searches <= 0:
         return
     async with transaction() as db:
-        await db.executemany(
-            "UPDATE memories SET last_accessed = ?, access_count = access_count + ? WHERE id = ?",
-            [(when, n, memory_id) for memory_id, n in counts.items()],
-        )
-
-
-async def record_search(transaction: Transaction, agent: str, when: float) -> None:
-    """Count one search of ``agent`` at ``when``."""
-    async with transaction() as db:
-        await db.execute(
-            "UPDATE agent_stats SET searches = searches + 1, last_search_at = ? WHERE agent = ?",
-            (when, agent),
-        )
+        if counts:
+            await db.executemany(
+                "UPDATE memories SET last_accessed = ?, access_count = access_count + ? "
+                "WHERE id = ?",
+                [(when, n, memory_id) for memory_id, n in counts.items()],
+            )
+        if searches > 0:
+            await db.execute(
+                "UPDATE agent_stats SET searches = searches + ?, last_search_at = "
+                "max(coalesce(last_search_at, 0), ?) WHERE agent = ?",
+                (searches, when if last_search_at is None else last_search_at, agent),
+            )

@@ -20,6 +20,7 @@ from typing import Any
 import aiosqlite
 
 from ..errors import MigrationError, StorageError
+from .files import create_private
 from .schema import MIGRATIONS, Migration
 
 __all__ = ["backup_database", "create_database", "migrate", "schema_script", "schema_version"]
@@ -34,6 +35,7 @@ async def backup_database(db: aiosqlite.Connection, target: Path) -> Path:
     with contextlib.suppress(FileNotFoundError):
         partial.unlink()
     try:
+        create_private(partial)
         async with aiosqlite.connect(partial) as dest:
             await db.backup(dest)
         partial.replace(target)
@@ -195,6 +197,7 @@ def create_database(
 
 def _build(private: Path, script: str, rows: Sequence[tuple[str, Sequence[Sequence[Any]]]]) -> None:
     """Write the schema and ``rows`` into ``private`` and switch it to WAL mode."""
+    create_private(private)
     db = sqlite3.connect(private, isolation_level=None)
     try:
         # A private file: a crash here leaves only a file nobody opens.

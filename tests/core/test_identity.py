@@ -116,3 +116,22 @@ def test_normaliser_never_escapes_and_is_idempotent(local: str, domain: str) -> 
 def test_distinct_bare_jids_never_share_a_stem(locals_: list[str]) -> None:
     jids = {normalize_jid(f"{name}@host") for name in locals_}
     assert len({storage_stem(jid) for jid in jids}) == len(jids)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.from_regex(r"[a-z0-9._-]{1,12}@[a-z0-9.-]{1,24}", fullmatch=True)
+    | st.from_regex(r"[a-z0-9]{1,8}@[a-z0-9]{1,8}(\.[a-z0-9-]{1,8}){0,3}", fullmatch=True)
+)
+def test_plain_jids_skip_slixmpp_only_where_it_would_change_nothing(text: str) -> None:
+    from slixmpp.jid import JID, InvalidJID
+
+    from spade_memory import identity
+
+    if identity._PLAIN_BARE.fullmatch(text) is None:
+        return
+    try:
+        prepared = str(JID(text).bare)
+    except (InvalidJID, UnicodeError, ValueError) as exc:
+        raise AssertionError(f"{text!r} is taken as plain but slixmpp refuses it: {exc}") from exc
+    assert prepared == text == normalize_jid(text)

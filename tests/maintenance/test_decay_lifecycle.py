@@ -3,6 +3,8 @@ statistics, all on a simulated clock."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -178,10 +180,10 @@ async def test_access_statistics_are_coalesced_into_one_write(
     calls: list[list[int]] = []
     original = base.touch
 
-    async def counting(ids: object, when: float) -> None:
+    async def counting(ids: object, when: float, **searches: Any) -> None:
         listed = list(ids)  # type: ignore[call-overload]
         calls.append(listed)
-        await original(listed, when)
+        await original(listed, when, **searches)
 
     monkeypatch.setattr(base, "touch", counting)
     for _ in range(5):
