@@ -478,7 +478,7 @@ class Retriever:
     async def _pool(self, state: SearchState) -> None:
         """The MMR pool: the best active, visible candidates of the wanted categories
         (and, with a viewer, that it sees: the routes found only such; the rule is
-        applied again to the rows as read)."""
+        applied again to the rows as read, and a memory it drops is logged)."""
         assert state.loaded is not None
         scores = state.scores
         ranked = sorted(scores, key=lambda key: -scores[key])[: state.reach]
@@ -493,6 +493,14 @@ class Retriever:
             if allowed is not None and memory.category not in allowed:
                 continue
             if state.viewer is not None and not state.viewer.sees(memory):
+                # The routes filter in SQL; only a row re-scoped by another process
+                # since this viewer's visible ids were read gets here.
+                logger.warning(
+                    "memory %d reached the pool of a search by %s, who does not see it; "
+                    "left out",
+                    memory_id,
+                    state.viewer.jid,
+                )
                 continue
             state.pool.append(memory)
             if len(state.pool) >= state.pool_size:
