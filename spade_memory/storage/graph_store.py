@@ -245,7 +245,7 @@ class GraphStore:
         visible = (
             ""
             if viewer is None
-            else " AND EXISTS (SELECT 1 FROM memories AS m "
+            else f" AND EXISTS (SELECT 1 FROM {memories_joined(viewer)} "
             f"WHERE m.id = graph_edges.memory_id AND {seen})"
         )
         parts: builtins.list[str] = []
