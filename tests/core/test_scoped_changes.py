@@ -108,6 +108,9 @@ async def test_forget_and_update_refusals_change_nothing(memory: MemoryManager) 
     await memory.forget(secret.id, viewer=Viewer(jid=ALICE))
     with pytest.raises(MemoryNotFound):
         await memory.get(secret.id)
+    shared = await memory.store("for two", scope=Scope.shared(ALICE, [BOB]))
+    await memory.forget(shared.id)  # its readers go with it
+    assert await memory.base_store.fetchall("SELECT * FROM memory_readers") == []
 
 
 async def test_rescoping(memory: MemoryManager) -> None:
@@ -121,7 +124,10 @@ async def test_rescoping(memory: MemoryManager) -> None:
     assert [m.id for m in await memory.list(viewer=bob)] == [note.id]
     with pytest.raises(InvalidToolInput, match="needs its source_conversation"):
         await memory.update(note.id, scope=Scope.conversation(ALICE))
+    readers = "SELECT count(*) FROM memory_readers WHERE memory_id = ?"
+    assert (await memory.base_store.fetchall(readers, (note.id,)))[0][0] == 1
     public = await memory.update(note.id, scope=Scope())  # the agent re-scopes anything
+    assert (await memory.base_store.fetchall(readers, (note.id,)))[0][0] == 0
     assert public.scope == Scope() and (await memory.get(note.id, viewer=bob)).id == note.id
 
 
