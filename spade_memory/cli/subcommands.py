@@ -5,6 +5,7 @@
     spade-memory ls [--root DIR]                     agents and the size of their files
     spade-memory stats JID                           counts, vectors, atoms, last maintenance
     spade-memory search JID QUERY [--limit N] [--explain]
+    spade-memory list JID [--category C] [--limit N] memories, newest first
     spade-memory show JID ID                         one memory and its atoms (ID or uid)
     spade-memory export JID > memory.jsonl           JSON lines: header, memories, notes
     spade-memory import JID FILE                     the same format (or a JSON export)
@@ -14,6 +15,9 @@
     spade-memory restore JID BACKUP                  into a stopped agent's memory (refused
                                                      while any process has it open)
     spade-memory forget JID ID                       (ID or uid)
+
+``search``, ``list``, ``show`` and ``forget`` take ``--as JID`` (and ``--conversation
+ID``): what that conversation partner would see (or may forget), by its scope rules.
 
 Every subcommand takes ``--root DIR`` (default: the per-user data folder) and
 ``--json`` (machine-readable output on stdout). Errors go to stderr. Exit status:
@@ -66,6 +70,7 @@ ls = _lazy("browse", "ls")
 stats = _lazy("browse", "stats")
 search = _lazy("browse", "search")
 show = _lazy("browse", "show")
+list_ = _lazy("browse", "list_")
 forget = _lazy("browse", "forget")
 export = _lazy("transfer", "export")
 import_ = _lazy("transfer", "import_")
@@ -109,6 +114,18 @@ def _memory_key(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("id", metavar="ID", help="the memory's id or its uid (as show prints)")
 
 
+def _viewer(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--as",
+        dest="as_jid",
+        metavar="JID",
+        help="act as this conversation partner: only what its scopes let it see",
+    )
+    parser.add_argument(
+        "--conversation", metavar="ID", help="with --as: the conversation it asks in"
+    )
+
+
 def _with(
     *extra: Callable[[argparse.ArgumentParser], Any], jid: bool = True, opens: bool = True
 ) -> Callable[[argparse.ArgumentParser], None]:
@@ -130,10 +147,27 @@ SUBCOMMANDS: tuple[tuple[str, str, Callable[[argparse.ArgumentParser], None], Ru
             lambda p: p.add_argument("query", metavar="QUERY"),
             lambda p: p.add_argument("--limit", type=_positive, default=10),
             lambda p: p.add_argument("--explain", action="store_true", help="route scores"),
+            _viewer,
         ),
         search,
     ),
-    ("show", "one memory and its atoms", _with(_memory_key), show),
+    (
+        "list",
+        "an agent's active memories, newest first",
+        _with(
+            lambda p: p.add_argument("--category", metavar="C"),
+            lambda p: p.add_argument("--limit", type=_positive, default=20),
+            lambda p: p.add_argument("--offset", type=int, default=0),
+            _viewer,
+        ),
+        list_,
+    ),
+    (
+        "show",
+        "one memory and its atoms",
+        _with(_memory_key, _viewer),
+        show,
+    ),
     (
         "export",
         "write an agent's memories and notes as JSON lines (stdout)",
@@ -177,6 +211,11 @@ SUBCOMMANDS: tuple[tuple[str, str, Callable[[argparse.ArgumentParser], None], Ru
         _with(lambda p: p.add_argument("backup", metavar="BACKUP"), opens=False),
         restore,
     ),
-    ("forget", "delete one memory", _with(_memory_key), forget),
+    (
+        "forget",
+        "delete one memory",
+        _with(_memory_key, _viewer),
+        forget,
+    ),
 )
 """``(name, help, add_arguments, run)`` of each subcommand, for ``cli.COMMANDS``."""

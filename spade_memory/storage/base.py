@@ -21,6 +21,7 @@ import builtins
 import contextlib
 import logging
 import sqlite3
+import time
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,7 @@ import numpy as np
 
 from ..config import StorageConfig
 from ..errors import StorageError, StoreClosedError
-from ..models import Memory
+from ..models import Memory, Viewer
 from ..text.graph import MemoryGraph
 from . import (
     database_open,
@@ -46,6 +47,7 @@ from .keyword_plan import KeywordPlanner
 from .memory_rows import IndexedText, NewMemory
 from .migrations import backup_database, create_database, migrate
 from .open_marker import OpenMarker, open_anywhere
+from .scope_filter import memories_joined
 from .sql import status_category_filter
 from .wal import check_wal
 from .writer import Writer
@@ -55,6 +57,8 @@ __all__ = ["BaseMemoryStore", "IndexedText", "NewMemory"]
 logger = logging.getLogger(__name__)
 
 _BM25_WEIGHTS = "1.0, 0.3"  # content tokens, context tokens
+_SHARE_SECONDS = 30.0  # how long a viewer's visible share is taken as known
+_SHARE_VIEWERS = 256
 
 # Database files open in this process (resolved paths), so a restore can refuse them.
 _OPEN_PATHS: dict[Path, int] = {}
@@ -76,6 +80,7 @@ class BaseMemoryStore:
         self._created = False
         # Group commit: single inserts waiting for the next transaction.
         self._group = GroupCommit(self.insert_many, self.get_by_uid)
+        self._shares: dict[Viewer, tuple[float, float]] = {}  # viewer -> (when, share)
         self._keyword = KeywordPlanner(
             self._fetchall, bm25_weights=_BM25_WEIGHTS, changes=lambda: db.total_changes
         )
@@ -380,8 +385,9 @@ class BaseMemoryStore:
 
     # -- reads -----------------------------------------------------------
 
-    async def get(self, memory_id: int) -> Memory | None:
-        return await memory_reads.get_memory(self._fetchall, memory_id)
+    async def get(self, memory_id: int, *, viewer: Viewer | None = None) -> Memory | None:
+        """The memory ``memory_id``; ``None`` when absent or ``viewer`` does not see it."""
+        return await memory_reads.get_memory(self._fetchall, memory_id, viewer)
 
     async def get_by_uid(self, uid: str) -> Memory | None:
         return await memory_reads.get_by_uid(self._fetchall, uid)
@@ -414,10 +420,16 @@ class BaseMemoryStore:
         statuses: Sequence[str] | None = ("active",),
         limit: int = 20,
         offset: int = 0,
+        viewer: Viewer | None = None,
     ) -> builtins.list[Memory]:
-        """Memories, newest first, filtered by category and status."""
+        """Memories, newest first, filtered by category, status and viewer."""
         return await memory_reads.list_memories(
-            self._fetchall, categories=categories, statuses=statuses, limit=limit, offset=offset
+            self._fetchall,
+            categories=categories,
+            statuses=statuses,
+            limit=limit,
+            offset=offset,
+            viewer=viewer,
         )
 
     async def recent_ids(self, limit: int) -> builtins.list[int]:
@@ -454,25 +466,50 @@ class BaseMemoryStore:
         limit: int,
         categories: Sequence[str] | None = None,
         statuses: Sequence[str] | None = ("active",),
+        viewer: Viewer | None = None,
     ) -> builtins.list[tuple[int, float]]:
         """BM25 over the FTS index: ``(memory id, score)`` best first, score > 0.
 
-        Filters run inside the SQL, before the candidate cut.
+        Filters (``viewer``: only what it sees) run inside the SQL, before the
+        candidate cut.
         """
-        where, params = status_category_filter(categories, statuses, alias="m.")
+        where, params = status_category_filter(categories, statuses, alias="m.", viewer=viewer)
+        share = 1.0 if viewer is None else await self._visible_share(viewer)
         # The planner runs one exact OR query, or on large memories narrows from
         # the rarest terms so the work does not grow with the commonest term.
-        return await self._keyword.search(terms, where=where, params=params, limit=limit)
+        return await self._keyword.search(
+            terms,
+            where=where,
+            params=params,
+            limit=limit,
+            share=share,
+            joined=memories_joined(viewer),
+        )
+
+    async def _visible_share(self, viewer: Viewer) -> float:
+        """About which part of the active memories ``viewer`` sees (a hint for how
+        many keyword rows to fetch; read again after ``_SHARE_SECONDS``)."""
+        now = time.monotonic()
+        known = self._shares.get(viewer)
+        if known is not None and now - known[0] < _SHARE_SECONDS:
+            return known[1]
+        seen, total = await asyncio.gather(self.count(viewer=viewer), self.count())
+        share = seen / total if total else 1.0
+        if len(self._shares) >= _SHARE_VIEWERS:
+            self._shares.clear()
+        self._shares[viewer] = (now, share)
+        return share
 
     async def filtered_ids(
         self,
         *,
         categories: Sequence[str] | None = None,
         statuses: Sequence[str] | None = ("active",),
+        viewer: Viewer | None = None,
     ) -> np.ndarray:
         """Ids of the memories passing the filters (for filtered vector search)."""
         return await memory_reads.filtered_ids(
-            self._fetchall, categories=categories, statuses=statuses
+            self._fetchall, categories=categories, statuses=statuses, viewer=viewer
         )
 
     async def count(
@@ -480,14 +517,19 @@ class BaseMemoryStore:
         *,
         categories: Sequence[str] | None = None,
         statuses: Sequence[str] | None = ("active",),
+        viewer: Viewer | None = None,
     ) -> int:
         return await memory_reads.count_memories(
-            self._fetchall, categories=categories, statuses=statuses
+            self._fetchall, categories=categories, statuses=statuses, viewer=viewer
         )
 
     async def has_memories(self) -> bool:
         """Whether it holds any memory at all (of any status)."""
         return await memory_reads.has_memories(self._fetchall)
+
+    async def all_global(self) -> bool:
+        """Whether every memory is global (a viewer of every category sees them all)."""
+        return await memory_reads.all_global(self._fetchall)
 
     async def counts_by(self, column: str) -> dict[str, int]:
         return await memory_reads.counts_by(self._fetchall, column)
