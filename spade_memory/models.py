@@ -149,8 +149,9 @@ class Viewer:
         conversation_id: the conversation the look happens in, if any.
         categories: the categories this viewer may see of memories it does not
             own; ``None`` for all. A viewer always sees what it told the agent.
-        may_change_global: whether it may forget or update global memories
-            (never those of another owner).
+        may_change_global: whether it may forget or update global memories,
+            whoever told them (never another's private, shared or conversation
+            memories).
     """
 
     jid: str
