@@ -73,5 +73,5 @@ def test_show_and_forget_as_a_partner(root: Path, capsys: pytest.CaptureFixture[
     assert status == 1 and "no memory with id 1" in err
     status, _, err = run(capsys, "forget", AGENT, "2", *where, "--as", BOB)
     assert status == 1 and "you may forget only what you told me" in err
-    assert run_json(capsys, "forget", AGENT, "3", *where, "--as", BOB) == {"forgotten": 3}
+    assert run_json(capsys, "forget", AGENT, "3", *where, "--as", BOB)["forgotten"] == 3
     assert [m["id"] for m in run_json(capsys, "list", AGENT, *where)] == [2, 1]
