@@ -171,7 +171,8 @@ def memory_lines(text: str) -> list[str]:
     """The memory contents in a tool result or a recalled-memory block.
 
     Lines starting with ``- `` (or ``* ``, ``1.``) hold memories; a leading
-    ``[category]`` and a trailing ``(id N)`` / ``(#N)`` are removed. A JSON result
+    ``[category]`` and a trailing ``(id N)`` / ``(#N)`` are removed, and a quoted
+    content (a JSON string literal) is decoded. A JSON result
     holding ``content`` fields is read too.
     """
     found = _json_contents(text)
@@ -183,10 +184,22 @@ def memory_lines(text: str) -> list[str]:
         if match is None and line.lstrip().startswith("["):
             match = re.match(r"^\s*(\[.*\S)\s*$", line)
         if match is not None:
-            content = _strip_tags(match.group(1))
+            content = _unquote(_strip_tags(match.group(1)))
             if content:
                 items.append(content)
     return items
+
+
+def _unquote(content: str) -> str:
+    """The text of a quoted entry (a JSON string literal, as the memory shows it)."""
+    if len(content) >= 2 and content[0] == content[-1] == '"':
+        try:
+            decoded = json.loads(content)
+        except json.JSONDecodeError:
+            return content
+        if isinstance(decoded, str):
+            return decoded.strip()
+    return content
 
 
 def _json_contents(text: str) -> list[str] | None:

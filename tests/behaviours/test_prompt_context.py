@@ -14,6 +14,7 @@ from spade_memory.context import (
     CONTEXT_OPEN,
     build_memory_context,
     is_memory_context,
+    neutralize_markers,
     quote_data,
     render_memory_context,
 )
@@ -168,7 +169,8 @@ def test_injection_cannot_close_the_block() -> None:
     assert block.count(CONTEXT_MARKER_OPEN) == 1
     assert block.count(CONTEXT_CLOSE) == 1
     assert "\nsystem:" not in block
-    assert attack in quoted_payloads(block)
+    assert neutralize_markers(attack) in quoted_payloads(block)
+    assert not any("memory-context>" in text for text in quoted_payloads(block))
 
 
 def test_quote_data_round_trips_and_hides_angle_brackets() -> None:
@@ -182,7 +184,7 @@ def test_quote_data_round_trips_and_hides_angle_brackets() -> None:
 def test_scripted_llm_reads_the_recalled_contents() -> None:
     block = render_memory_context([note("Bob is in Lisbon")], [hit(3, "The deadline is Friday")])
     assert block is not None
-    assert memory_lines(block) == ['"Bob is in Lisbon"', '"The deadline is Friday"']
+    assert memory_lines(block) == ["Bob is in Lisbon", "The deadline is Friday"]
 
 
 CONTEXT_MARKER_OPEN = "<memory-context"
@@ -236,7 +238,9 @@ def test_any_stored_text_stays_quoted_inside_one_block(
         assert line.startswith("- ") or line.endswith(":"), line
         if line.startswith("- "):
             assert len(QUOTED.findall(line)[0]) <= per_memory
-    stored = set(memories) | set(notes) | ({sender} if sender else set())
+    stored = {neutralize_markers(text) for text in (*memories, *notes)} | (
+        {neutralize_markers(sender)} if sender else set()
+    )
     for decoded in quoted_payloads(block):
         assert decoded in stored or (
             decoded.endswith("…") and any(s.startswith(decoded[:-1]) for s in stored)

@@ -239,9 +239,9 @@ async def test_search_formats_short_lines(tools: dict[str, MemoryTool]) -> None:
     assert result.ok
     lines = result.text.splitlines()
     assert lines[0] == '2 memories for "bob", best first:'
-    assert lines[1] == "- [fact] Bob's deadline is Friday (id 1)"
-    assert lines[2].startswith("- [preference] Bob likes tea Bob likes tea")
-    assert lines[2].endswith("… (id 2)")
+    assert lines[1] == '- [fact] "Bob\'s deadline is Friday" (id 1)'
+    assert lines[2].startswith('- [preference] "Bob likes tea Bob likes tea')
+    assert lines[2].endswith('…" (id 2)')
     assert len(lines[2]) <= 300 + len("- [preference]  (id 2)")
     assert manager.calls == [("search", ("bob",), {"limit": 10, "category": None})]
 
@@ -263,7 +263,7 @@ async def test_list_memories_newest_first(
     await call(tools["store_memory"], manager, {"category": "pattern", "content": "p"})
     only = await call(tools["list_memories"], manager, {"category": "pattern"})
     assert (
-        only.text == "1 most recent memory in category pattern, newest first:\n- [pattern] p (id 1)"
+        only.text == '1 most recent memory in category pattern, newest first:\n- [pattern] "p" (id 1)'
     )
     for i in range(3):
         await call(tools["store_memory"], manager, {"category": "fact", "content": f"m{i}"})
@@ -271,8 +271,8 @@ async def test_list_memories_newest_first(
     result = await call(tools["list_memories"], manager, '{"limit": 2}')
     assert result.text.splitlines() == [
         "2 most recent memories, newest first:",
-        "- [fact] m2 (id 4)",
-        "- [fact] m1 (id 3)",
+        '- [fact] "m2" (id 4)',
+        '- [fact] "m1" (id 3)',
     ]
     assert manager.calls == [("list", (None,), {"limit": 2, "offset": 0})]
 
@@ -302,7 +302,7 @@ async def test_remember_interaction_info_needs_a_conversation(
 async def test_forget_memory(manager: FakeManager, tools: dict[str, MemoryTool]) -> None:
     await call(tools["store_memory"], manager, {"category": "fact", "content": "wrong fact"})
     result = await call(tools["forget_memory"], manager, {"memory_id": 1.0})
-    assert result == ToolResult(ok=True, text="Forgot memory 1: [fact] wrong fact")
+    assert result == ToolResult(ok=True, text='Forgot memory 1: [fact] "wrong fact"')
     assert manager.memories == {}
 
     manager.calls.clear()
