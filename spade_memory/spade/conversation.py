@@ -2,11 +2,19 @@
 
 For each incoming message with a body, :class:`ConversationBehaviour`:
 
+0. takes from the sender's token bucket (``MemoryConfig.chat``): past it, the
+   message is refused with a short ``refuse`` reply and no LLM runs. A message
+   naming a ``protocol`` is never chat: the agent answers it ``not-understood``
+   (:mod:`spade_memory.spade.not_understood`), and this behaviour drops one that
+   reaches it anyway;
 1. finds the conversation id: the XMPP thread, else a stable id of the two bare JIDs;
 2. recalls the conversation's interaction notes and the memories that best match
    the message (their live atoms only: ``MemoryManager.recall``), and assembles them
    into one quoted ``<memory-context>`` user message (:mod:`spade_memory.context`),
    placed before the incoming text;
+   The incoming text is given to the LLM with every imitation of that block's
+   tags made plain words (:func:`~spade_memory.context.neutralize_markers`), so a
+   message cannot pass for recalled memory;
 3. runs the LLM with the tools, executing its tool calls (bounded by
    ``max_tool_rounds``, then one last request without tools);
 4. replies in the same thread with performative ``inform`` (``failure`` when the
@@ -29,13 +37,15 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from spade.behaviour import CyclicBehaviour
 from spade.message import Message
 
-from ..context import build_memory_context
+from ..context import build_memory_context, neutralize_markers
 from ..errors import InvalidAgentId
-from ..identity import conversation_id_for
+from ..identity import conversation_id_for, normalize_jid
 from ..limits import LIMITS
 from ..llm import ChatMessage, LLMClient, ToolCall
 from ..models import InteractionNote, SearchResult
 from ..tools import RequestBudget, ToolContext, ToolResult
+from .not_understood import carries_protocol
+from .rate_limit import RateLimiter
 
 if TYPE_CHECKING:
     from ..manager import MemoryManager
@@ -54,6 +64,7 @@ IN_REPLY_TO = "in-reply-to"
 REPLY_WITH = "reply-with"
 FALLBACK_ANSWER = "I have nothing to add."
 FAILURE_ANSWER = "Sorry, I could not handle that message ({reason}). Please try again later."
+RATE_LIMITED_ANSWER = "Too many messages: please wait {seconds:.0f} s before writing again."
 _MAX_QUERY_CHARS = LIMITS.query_chars
 
 DEFAULT_SYSTEM_PROMPT = (
@@ -100,7 +111,12 @@ class ConversationBehaviour(CyclicBehaviour):  # type: ignore[misc]
         history_turns: earlier exchanges per conversation replayed to the model
             (kept in RAM only, for at most ``max_conversations`` conversations).
         receive_timeout: seconds each wait for a message lasts before looping.
+        limiter: the token bucket per sender the messages take from; ``None``
+            for no limit.
     """
+
+    takes_protocol_messages = False
+    """The agent's dispatch never gives it a message naming a ``protocol``."""
 
     def __init__(
         self,
@@ -112,6 +128,7 @@ class ConversationBehaviour(CyclicBehaviour):  # type: ignore[misc]
         history_turns: int = 3,
         max_conversations: int = 64,
         receive_timeout: float = 1.0,
+        limiter: RateLimiter | None = None,
     ) -> None:
         super().__init__()
         if max_tool_rounds < 0:
@@ -129,6 +146,7 @@ class ConversationBehaviour(CyclicBehaviour):  # type: ignore[misc]
         self.history_turns = history_turns
         self.max_conversations = max_conversations
         self.receive_timeout = receive_timeout
+        self.limiter = limiter
         self._history: OrderedDict[str, deque[ChatMessage]] = OrderedDict()
         self._waiting: dict[str, asyncio.Future[Message]] = {}
 
@@ -145,6 +163,13 @@ class ConversationBehaviour(CyclicBehaviour):  # type: ignore[misc]
                 "%s: ignoring a message without a body from %s", self.agent.jid, msg.sender
             )
             return
+        if carries_protocol(msg):
+            logger.debug("%s: a protocol message is not chat; dropping %s", self.agent.jid, msg)
+            return
+        refusal = self.refusal(msg)
+        if refusal is not None:
+            await self._reply(msg, refusal, "refuse")
+            return
         try:
             text = await self.answer(msg)
             performative = "inform"
@@ -153,6 +178,18 @@ class ConversationBehaviour(CyclicBehaviour):  # type: ignore[misc]
             text = FAILURE_ANSWER.format(reason=type(exc).__name__)
             performative = "failure"
         await self._reply(msg, text, performative)
+
+    def refusal(self, msg: Message) -> str | None:
+        """Why ``msg`` is refused before any LLM runs, or ``None`` to answer it."""
+        try:
+            sender = normalize_jid(msg.sender)
+        except InvalidAgentId:
+            return "I cannot tell who sent this message, so I do not answer it."
+        if self.limiter is not None:
+            wait = self.limiter.take(sender)
+            if wait > 0:
+                return RATE_LIMITED_ANSWER.format(seconds=max(wait, 1.0))
+        return None
 
     def _resolve_answer(self, msg: Message) -> bool:
         """Hand an answer to the :meth:`ask` waiting for it; ``True`` if it was an answer."""
@@ -200,7 +237,7 @@ class ConversationBehaviour(CyclicBehaviour):  # type: ignore[misc]
                 into a ``failure`` reply.
         """
         manager = self._manager()
-        body = str(msg.body)
+        body = neutralize_markers(str(msg.body))
         cid = self.conversation_id(msg)
         sender = str(msg.sender.bare)
         context = build_memory_context(

@@ -161,6 +161,7 @@ class LLMAgent(MemoryMixin, Agent):  # type: ignore[misc]
             system_prompt=self.system_prompt,
             max_tool_rounds=self.max_tool_rounds,
             history_turns=self.history_turns,
+            limiter=self.chat_limiter,
         )
         self.add_behaviour(self._conversation, self.template)
 

@@ -40,7 +40,14 @@ CONFIG_NAMES = {cls.__name__ for cls in CONFIG_CLASSES}
 
 # What each annotation accepts, by the kind of value (see ``kind``), written out
 # here independently of the checks under test.
-LITERALS = {"FusionMode", "Synchronous", "EmbedderChoice", "CleanupPolicy", "VectorIndexChoice"}
+LITERALS = {
+    "FusionMode",
+    "Synchronous",
+    "EmbedderChoice",
+    "CleanupPolicy",
+    "VectorIndexChoice",
+    "ScopeMode",
+}
 SETS = {"set", "frozenset", "list", "tuple"}
 ACCEPTED: dict[str, set[str]] = {
     "bool": {"bool"},

@@ -193,12 +193,14 @@ async def test_unknown_agent_times_out_with_a_clear_error(world: World) -> None:
     assert "did not answer within 2 s" in within.text and "time limit" not in within.text
 
 
-async def test_agent_without_sharing_never_answers_nor_passes_it_to_its_llm(
+async def test_agent_without_sharing_says_not_understood_nor_passes_it_to_its_llm(
     world: World,
 ) -> None:
     await world.dan.memory.store("Dan knows the Lisbon wifi password", category="fact")
-    with pytest.raises(SharingTimeout):
-        await world.bob.sharing.ask(bare(world.dan), "Lisbon wifi", timeout=0.5)
+    with pytest.raises(SharingError, match="does not answer memory requests") as refused:
+        await world.bob.sharing.ask(bare(world.dan), "Lisbon wifi", timeout=5)
+    assert not isinstance(refused.value, SharingTimeout)
+    assert "wifi" not in str(refused.value)
     assert world.dan.llm.calls == []  # type: ignore[attr-defined]
     assert {t.name for t in world.dan.tools}.isdisjoint({"ask_agent_memory", "share_memory"})
     with pytest.raises(ConfigError, match="memory sharing is off"):

@@ -34,6 +34,7 @@ from ...identity import normalize_jid
 from .protocol import (
     FAILURE,
     INFORM,
+    NOT_UNDERSTOOD,
     PERFORMATIVE,
     QUERY_PROTOCOL,
     QUERY_REF,
@@ -184,6 +185,11 @@ class MemorySharing:
             raise SharingRefused(f"{peer} refused: {parse_reason(answer.body)}")
         if performative == FAILURE:
             raise SharingError(f"{peer} could not answer: {parse_reason(answer.body)}")
+        if performative == NOT_UNDERSTOOD:
+            raise SharingError(
+                f"{peer} does not answer memory requests (not understood: "
+                f"{parse_reason(answer.body)}); it may not share its memory"
+            )
         if performative != INFORM:
             raise ProtocolError(f"{peer} answered with performative {performative!r}")
         return answer

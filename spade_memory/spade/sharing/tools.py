@@ -15,9 +15,9 @@ from pydantic import Field
 
 from ...errors import MemoryNotFound
 from ...limits import LIMITS
+from ...text.quoting import quote_data
 from ...tools.arguments import MemoryId
 from ...tools.base import MemoryTool, ToolContext
-from ...text.quoting import quote_data
 from ...tools.memory_tools import quote_line
 from ...tools.validation import WHOLE, RequiredText, ToolArguments
 
