@@ -65,6 +65,7 @@ class Limits:
         provenance_fields: fields of one result's provenance in an answer.
         omitted_results: results an answer may say it left out.
         metadata_chars: a memory's metadata, as JSON text.
+        scope_readers: the readers of one shared memory besides its owner.
     """
 
     query_chars: int = 1_000
@@ -94,6 +95,7 @@ class Limits:
     provenance_fields: int = 16
     omitted_results: int = 1_000_000
     metadata_chars: int = 64_000
+    scope_readers: int = 100
 
 
 LIMITS = Limits()

@@ -25,13 +25,13 @@ from typing import Any
 from .config import MemoryConfig
 from .engine import Engine, graph_outdated, open_engine
 from .engine.indexer import VectorIndexer
-from .errors import InvalidToolInput, MemoryNotFound
-from .identity import AgentIdentity
+from .errors import InvalidAgentId, InvalidToolInput, MemoryNotFound, ScopeDenied
+from .identity import AgentIdentity, normalize_jid
 from .limits import LIMITS
 from .maintenance.consistency import ConsistencyReport
 from .maintenance.service import Maintenance, MaintenanceStatus
 from .maintenance.transfer import EXPORT_FORMAT, export_memory, import_memory
-from .models import InteractionNote, Memory, MemoryStats, SearchResult
+from .models import InteractionNote, Memory, MemoryStats, Scope, SearchResult, Viewer
 from .retrieval.retriever import SearchTimings
 from .storage.base import BaseMemoryStore
 from .text.atoms import Atom
@@ -202,6 +202,7 @@ class MemoryManager:
         metadata: Mapping[str, Any] | None = None,
         entities: Sequence[str] | None = None,
         relations: Sequence[Mapping[str, str]] | None = None,
+        scope: Scope | Mapping[str, Any] | None = None,
     ) -> Memory:
         """Store one memory; returns once it is durably committed.
 
@@ -209,10 +210,13 @@ class MemoryManager:
         background; :meth:`flush` waits for that). Its entities, relations and
         atoms are extracted and written in the same transaction; ``entities``
         (names) and ``relations`` (``{"source", "relation", "target"}``) add
-        ones the text does not show.
+        ones the text does not show. ``scope`` (a :class:`Scope` or its dict;
+        default global, the agent's own) says who may see it besides the agent.
 
         Raises:
-            InvalidToolInput: a value is invalid; nothing was written.
+            InvalidToolInput: a value is invalid (also a private scope without
+                owner, a shared one without readers, a conversation one without
+                ``source_conversation``, a JID that is not one); nothing was written.
         """
         self._engine.check_open()
         new, text = self._engine.input.new_memory(
@@ -224,6 +228,7 @@ class MemoryManager:
             source_conversation=source_conversation,
             source_sender=source_sender,
             metadata=metadata,
+            scope=scope,
             now=self._engine.now(),
         )
         graph = (await self._engine.input.graphs_of([new], [(entities, relations)]))[0]
@@ -234,7 +239,8 @@ class MemoryManager:
     async def store_many(self, items: Iterable[Mapping[str, Any]]) -> builtins.list[Memory]:
         """Store many memories in one transaction (all or none).
 
-        Each item is a mapping of :meth:`store`'s arguments (``content`` required).
+        Each item is a mapping of :meth:`store`'s arguments (``content`` required;
+        ``scope`` a :class:`Scope` or its dict).
         """
         self._engine.check_open()
         now = self._engine.now()
@@ -253,6 +259,7 @@ class MemoryManager:
         category: str | None = None,
         categories: Sequence[str] | None = None,
         explain: bool = False,
+        viewer: Viewer | None = None,
     ) -> builtins.list[SearchResult]:
         """The memories that best match ``query``, best first.
 
@@ -263,9 +270,17 @@ class MemoryManager:
             categories: only memories of these categories (ranked in one search, so
                 their scores compare); not together with ``category``.
             explain: attach a :class:`ScoreExplanation` to every result.
+            viewer: only memories this conversation partner sees
+                (:meth:`Viewer.sees`, applied inside every route's query);
+                ``None``: the agent itself, which sees all.
         """
         results, _ = await self.search_with_timings(
-            query, limit=limit, category=category, categories=categories, explain=explain
+            query,
+            limit=limit,
+            category=category,
+            categories=categories,
+            explain=explain,
+            viewer=viewer,
         )
         return results
 
@@ -277,6 +292,7 @@ class MemoryManager:
         category: str | None = None,
         categories: Sequence[str] | None = None,
         explain: bool = False,
+        viewer: Viewer | None = None,
     ) -> tuple[builtins.list[SearchResult], SearchTimings]:
         """Like :meth:`search`, with where the time of this search went.
 
@@ -292,8 +308,9 @@ class MemoryManager:
         query = check_text("query", query, max_chars=_MAX_QUERY_CHARS)
         limit = check_limit("limit", limit, low=1, high=_MAX_SEARCH_LIMIT)
         categories = self._check_categories(category, categories)
+        viewer = _check_viewer(viewer)
         results, timings = await self._engine.retriever.search_with_timings(
-            query, limit=limit, categories=categories, explain=explain
+            query, limit=limit, categories=categories, explain=explain, viewer=viewer
         )
         self._note_access(result.memory.id for result in results)
         return results, timings
@@ -314,25 +331,48 @@ class MemoryManager:
         return tuple(dict.fromkeys(check_category(c, self.categories) for c in categories))
 
     async def list(
-        self, category: str | None = None, *, limit: int = 20, offset: int = 0
+        self,
+        category: str | None = None,
+        *,
+        limit: int = 20,
+        offset: int = 0,
+        viewer: Viewer | None = None,
     ) -> builtins.list[Memory]:
-        """Active memories, newest first, optionally of one category."""
+        """Active memories, newest first, optionally of one category; with a
+        ``viewer``, those it sees."""
         self._engine.check_open()
         categories = None if category is None else [check_category(category, self.categories)]
         limit = check_limit("limit", limit, low=1, high=_MAX_LIST_LIMIT)
         offset = check_limit("offset", offset, low=0, high=2**62)
-        return await self._engine.base.list(categories=categories, limit=limit, offset=offset)
+        return await self._engine.base.list(
+            categories=categories, limit=limit, offset=offset, viewer=_check_viewer(viewer)
+        )
 
-    async def recent(self, limit: int = 10) -> builtins.list[Memory]:
-        """The newest active memories."""
-        return await self.list(limit=limit)
+    async def recent(
+        self, limit: int = 10, *, viewer: Viewer | None = None
+    ) -> builtins.list[Memory]:
+        """The newest active memories (that ``viewer`` sees)."""
+        return await self.list(limit=limit, viewer=viewer)
 
-    async def get(self, memory_id: int) -> Memory:
-        """One memory by id. Raises MemoryNotFound."""
+    async def get(self, memory_id: int, *, viewer: Viewer | None = None) -> Memory:
+        """One memory by id.
+
+        Raises:
+            MemoryNotFound: no memory has that id, or ``viewer`` does not see it
+                (the same message either way: nothing tells one from the other).
+        """
         self._engine.check_open()
-        memory = await self._engine.base.get(check_id(memory_id))
+        memory = await self._engine.base.get(check_id(memory_id), viewer=_check_viewer(viewer))
         if memory is None:
             raise MemoryNotFound(f"{self.jid} has no memory with id {memory_id}")
+        return memory
+
+    async def _changeable(self, memory_id: int, viewer: Viewer | None, verb: str) -> Memory:
+        """The memory ``viewer`` asks to change. Raises MemoryNotFound (it does not
+        see it) or ScopeDenied (it sees it but may not change it)."""
+        memory = await self.get(memory_id, viewer=viewer)
+        if viewer is not None and not viewer.may_change(memory):
+            raise ScopeDenied(_denial(memory, verb))
         return memory
 
     async def update(
@@ -345,10 +385,22 @@ class MemoryManager:
         confidence: float | None = None,
         importance: float | None = None,
         metadata: Mapping[str, Any] | None = None,
+        scope: Scope | Mapping[str, Any] | None = None,
+        viewer: Viewer | None = None,
     ) -> Memory:
-        """Change some fields of a memory; a new content is re-indexed and re-embedded."""
+        """Change some fields of a memory; a new content is re-indexed and re-embedded.
+
+        ``scope`` re-scopes it (see :meth:`store`). With a ``viewer``, only what it
+        :meth:`Viewer.may_change`, and a new scope must keep it as the owner.
+
+        Raises:
+            MemoryNotFound: no such memory, or ``viewer`` does not see it.
+            ScopeDenied: ``viewer`` sees it but may not change it; nothing changed.
+            InvalidToolInput: a value is invalid; nothing changed.
+        """
         self._engine.check_open()
-        current = await self.get(memory_id)
+        viewer = _check_viewer(viewer)
+        current = await self._changeable(memory_id, viewer, "change")
         changes = self._engine.input.changes(
             content=content,
             category=category,
@@ -356,7 +408,14 @@ class MemoryManager:
             confidence=confidence,
             importance=importance,
             metadata=metadata,
+            scope=scope,
+            source_conversation=current.source_conversation,
         )
+        if viewer is not None and "scope" in changes and changes["scope"].owner != viewer.jid:
+            raise ScopeDenied(
+                f"memory {current.id} can be re-scoped by {viewer.jid} only as its owner; "
+                "keep yourself as the scope's owner"
+            )
         if not changes:
             return current
         text, graph = self._engine.input.updated_index(current, changes)
@@ -370,8 +429,17 @@ class MemoryManager:
         self._engine.notify_changed()
         return updated
 
-    async def forget(self, memory_id: int) -> None:
-        """Delete a memory, its index entries and its vector. Raises MemoryNotFound."""
+    async def forget(self, memory_id: int, *, viewer: Viewer | None = None) -> None:
+        """Delete a memory, its index entries and its vector.
+
+        Raises:
+            MemoryNotFound: no such memory, or ``viewer`` does not see it.
+            ScopeDenied: ``viewer`` sees it but may not forget it; nothing changed.
+        """
+        viewer = _check_viewer(viewer)
+        if viewer is not None:
+            self._engine.check_open()
+            await self._changeable(memory_id, viewer, "forget")
         await self._engine.forget(memory_id)
 
     # -- access statistics (coalesced) ------------------------------------------
@@ -434,13 +502,23 @@ class MemoryManager:
 
     # -- atoms -----------------------------------------------------------------
 
-    async def live_atoms(self, memory_id: int) -> builtins.list[Atom]:
+    async def live_atoms(
+        self, memory_id: int, *, viewer: Viewer | None = None
+    ) -> builtins.list[Atom]:
         """The atoms of a memory that are live now, in order (what to recall of it).
 
         A memory stored before atoms existed has none; recall its whole content.
+        With a ``viewer``, MemoryNotFound unless it sees the memory.
         """
         self._engine.check_open()
-        return await self._engine.atoms.live(check_id(memory_id), self._engine.now())
+        memory_id = await self._seen_id(memory_id, viewer)
+        return await self._engine.atoms.live(memory_id, self._engine.now())
+
+    async def _seen_id(self, memory_id: int, viewer: Viewer | None) -> int:
+        """``memory_id`` checked; with a viewer, MemoryNotFound unless it sees it."""
+        if viewer is None:
+            return check_id(memory_id)
+        return (await self.get(memory_id, viewer=viewer)).id
 
     async def recall(
         self,
@@ -449,6 +527,7 @@ class MemoryManager:
         limit: int = 5,
         category: str | None = None,
         categories: Sequence[str] | None = None,
+        viewer: Viewer | None = None,
     ) -> builtins.list[SearchResult]:
         """:meth:`search` for prompt assembly: each memory carries only its live atoms.
 
@@ -457,7 +536,9 @@ class MemoryManager:
         order (a superseded or lapsed sentence is left out, and a memory with none
         live is left out); one stored before atoms existed comes back whole.
         """
-        results = await self.search(query, limit=limit, category=category, categories=categories)
+        results = await self.search(
+            query, limit=limit, category=category, categories=categories, viewer=viewer
+        )
         found = await self._engine.atoms.atoms([r.memory.id for r in results], self._engine.now())
         recalled: builtins.list[SearchResult] = []
         for result in results:
@@ -468,25 +549,47 @@ class MemoryManager:
                 recalled.append(dataclasses.replace(result, memory=memory))
         return recalled
 
-    async def recall_memory(self, memory_id: int) -> Memory | None:
+    async def recall_memory(
+        self, memory_id: int, *, viewer: Viewer | None = None
+    ) -> Memory | None:
         """One memory as :meth:`recall` would give it: only its live atoms, and
-        ``None`` when it is not active or nothing of it is live. Raises MemoryNotFound."""
-        memory = await self.get(memory_id)
+        ``None`` when it is not active or nothing of it is live. Raises MemoryNotFound
+        (also when ``viewer`` does not see it)."""
+        memory = await self.get(memory_id, viewer=viewer)
         if memory.status != "active":
             return None
         found = await self._engine.atoms.atoms([memory.id], self._engine.now())
         return _live_view(memory, found.get(memory.id))
 
-    async def atoms(self, memory_id: int) -> builtins.list[Atom]:
-        """Every atom of a memory with its status now (active, dormant, superseded, ...)."""
+    async def atoms(
+        self, memory_id: int, *, viewer: Viewer | None = None
+    ) -> builtins.list[Atom]:
+        """Every atom of a memory with its status now (active, dormant, superseded, ...).
+        With a ``viewer``, MemoryNotFound unless it sees the memory."""
         self._engine.check_open()
-        found = await self._engine.atoms.atoms([check_id(memory_id)], self._engine.now())
+        memory_id = await self._seen_id(memory_id, viewer)
+        found = await self._engine.atoms.atoms([memory_id], self._engine.now())
         return found.get(memory_id, [])
 
-    async def forget_atom(self, atom_id: int) -> Atom:
-        """Mark one atom forgotten, keeping its memory. Raises MemoryNotFound."""
+    async def forget_atom(self, atom_id: int, *, viewer: Viewer | None = None) -> Atom:
+        """Mark one atom forgotten, keeping its memory.
+
+        Raises:
+            MemoryNotFound: no such atom, or ``viewer`` does not see its memory.
+            ScopeDenied: ``viewer`` sees its memory but may not change it.
+        """
         self._engine.check_open()
-        atom = await self._engine.atoms.forget(check_id(atom_id))
+        atom_id = check_id(atom_id)
+        viewer = _check_viewer(viewer)
+        if viewer is not None:
+            found = await self._engine.atoms.atom(atom_id, self._engine.now())
+            try:
+                if found is None:
+                    raise MemoryNotFound
+                await self._changeable(found.memory_id, viewer, "forget")
+            except MemoryNotFound:
+                raise MemoryNotFound(f"there is no memory atom with id {atom_id}") from None
+        atom = await self._engine.atoms.forget(atom_id)
         self._engine.notify_changed()
         return atom
 
@@ -577,6 +680,28 @@ class MemoryManager:
         if self._tools is None:
             self._tools = build_memory_tools(self.categories)
         return list(self._tools)
+
+
+def _check_viewer(viewer: Viewer | None) -> Viewer | None:
+    """``viewer`` with its JID normalised. Raises InvalidToolInput."""
+    if viewer is None:
+        return None
+    if not isinstance(viewer, Viewer):
+        raise InvalidToolInput(f"viewer must be a Viewer, got {type(viewer).__name__}")
+    try:
+        jid = normalize_jid(viewer.jid)
+    except InvalidAgentId as exc:
+        raise InvalidToolInput(f"viewer: {exc}") from None
+    return viewer if jid == viewer.jid else dataclasses.replace(viewer, jid=jid)
+
+
+def _denial(memory: Memory, verb: str) -> str:
+    """Why a viewer who sees ``memory`` may not ``verb`` it."""
+    if memory.scope.visibility == "global" and memory.scope.owner is None:
+        return (
+            f"memory {memory.id} is the agent's own; you may {verb} only what you told me"
+        )
+    return f"memory {memory.id} was told by someone else; you may {verb} only what you told me"
 
 
 def _live_view(memory: Memory, atoms: list[Atom] | None) -> Memory | None:

@@ -38,6 +38,17 @@ MEMORY_TOOL_NAMES = (
 )
 
 
+UNDO_SCOPES = (
+    "DROP INDEX memories_not_global",
+    "DROP INDEX memories_by_owner",
+    "DROP TABLE memory_readers",
+    "ALTER TABLE memories DROP COLUMN visibility",
+    "ALTER TABLE memories DROP COLUMN owner",
+    "PRAGMA user_version = 5",
+)
+"""Statements taking a database of schema v6 back to v5 (before scopes)."""
+
+
 def hashing_config(root: Path | None = None, **storage: Any) -> MemoryConfig:
     """A memory under ``root`` (in memory when None) with the offline hashing embedder.
 

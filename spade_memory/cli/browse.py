@@ -1,4 +1,10 @@
-"""Subcommands that look into a memory: ``ls``, ``stats``, ``search``, ``show`` (and ``forget``)."""
+"""Subcommands that look into a memory: ``ls``, ``stats``, ``search``, ``list``, ``show``
+(and ``forget``).
+
+``--as JID`` (with ``--conversation ID``) on ``search``, ``list``, ``show`` and
+``forget`` acts as that conversation partner would: it sees only what its scope
+rules let it see (``Viewer.sees``) and forgets only what it may change.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +14,8 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from ..identity import AgentIdentity
+from ..identity import AgentIdentity, normalize_jid
+from ..models import Scope, Viewer
 from ..storage.registry import Registry
 from .common import (
     file_size,
@@ -22,7 +29,30 @@ from .common import (
     table,
 )
 
-__all__ = ["forget", "ls", "search", "show", "stats"]
+__all__ = ["forget", "list_", "ls", "search", "show", "stats", "viewer_of"]
+
+
+def viewer_of(args: argparse.Namespace) -> Viewer | None:
+    """The viewer ``--as JID`` (and ``--conversation ID``) names; ``None`` without ``--as``.
+
+    Raises:
+        InvalidAgentId: the JID is not one (exit status 2).
+    """
+    jid = getattr(args, "as_jid", None)
+    if jid is None:
+        return None
+    return Viewer(jid=normalize_jid(jid), conversation_id=getattr(args, "conversation", None))
+
+
+def scope_text(scope: Scope) -> str:
+    """A scope in a few words: ``global``, ``private alice@x``, ``shared alice@x -> bob@x``."""
+    owner = scope.owner or "agent"
+    if scope.visibility == "global":
+        return "global" if scope.owner is None else f"global (from {owner})"
+    if scope.visibility == "shared":
+        return f"shared {owner} -> {', '.join(sorted(scope.shared_with))}"
+    return f"{scope.visibility} {owner}"
+
 
 
 def ls(args: argparse.Namespace) -> int:
@@ -119,7 +149,9 @@ def _flatten(
 def search(args: argparse.Namespace) -> int:
     async def work() -> int:
         async with open_memory(args) as memory:
-            results = await memory.search(args.query, limit=args.limit, explain=args.explain)
+            results = await memory.search(
+                args.query, limit=args.limit, explain=args.explain, viewer=viewer_of(args)
+            )
         if args.json:
             print_json(
                 [
@@ -132,23 +164,57 @@ def search(args: argparse.Namespace) -> int:
                 ]
             )
             return 0
-        columns = ["id", "score", "category", "content"]
+        # the scope column only when some result is not the agent's own
+        scoped = any(r.memory.scope != Scope() for r in results)
+        columns = ["id", "score", "category", *(["scope"] if scoped else []), "content"]
         if args.explain:
             columns += ["kw", "vec", "graph", "routes"]
         rows = []
         for r in results:
             row: list[Any] = [r.memory.id, f"{r.score:.3f}", r.memory.category]
+            if scoped:
+                row.append(scope_text(r.memory.scope))
             row.append(short(r.memory.content))
             if args.explain and r.explanation is not None:
                 e = r.explanation
                 row += [_num(e.keyword_score), _num(e.vector_score), _num(e.graph_score)]
                 row.append("+".join(route[0] for route in e.routes))  # k+v+g
             rows.append(row)
-        title = f"{len(results)} results for {args.query!r}"
+        title = f"{len(results)} results for {args.query!r}{_seen_by(args)}"
         out().print(table(title, columns, rows, wide="content"))
         return 0
 
     return run_command(work)
+
+
+def _seen_by(args: argparse.Namespace) -> str:
+    viewer = viewer_of(args)
+    return "" if viewer is None else f" as {viewer.jid} sees them"
+
+
+def list_(args: argparse.Namespace) -> int:
+    async def work() -> int:
+        async with open_memory(args) as memory:
+            found = await memory.list(
+                args.category, limit=args.limit, offset=args.offset, viewer=viewer_of(args)
+            )
+        if args.json:
+            print_json([m.to_dict() for m in found])
+            return 0
+        rows = [
+            (m.id, m.category, scope_text(m.scope), short(m.content), _date(m.created_at))
+            for m in found
+        ]
+        title = f"{len(found)} memories of {args.jid}{_seen_by(args)}, newest first"
+        columns = ("id", "category", "scope", "content", "created")
+        out().print(table(title, columns, rows, wide="content"))
+        return 0
+
+    return run_command(work)
+
+
+def _date(when: float) -> str:
+    return datetime.fromtimestamp(when, UTC).isoformat(timespec="seconds")
 
 
 def _num(value: float | None) -> str:
@@ -168,8 +234,9 @@ def _explanation(explanation: Any) -> dict[str, Any] | None:
 def show(args: argparse.Namespace) -> int:
     async def work() -> int:
         async with open_memory(args) as memory:
-            found = await memory.get(args.id)
-            atoms = await memory.atoms(found.id)
+            viewer = viewer_of(args)
+            found = await memory.get(args.id, viewer=viewer)
+            atoms = await memory.atoms(found.id, viewer=viewer)
         if args.json:
             print_json({"memory": found.to_dict(), "atoms": [_atom(a) for a in atoms]})
             return 0
@@ -177,7 +244,9 @@ def show(args: argparse.Namespace) -> int:
         fields = [
             (key, json.dumps(value, ensure_ascii=False) if isinstance(value, dict) else value)
             for key, value in _flatten(found.to_dict(), nested=False)
+            if key != "scope"
         ]
+        fields.append(("scope", scope_text(found.scope)))
         console.print(table(f"memory {found.id}", ("field", "value"), fields, wide="value"))
         rows = [(a.id, a.type, a.status, short(a.text, 60)) for a in atoms]
         console.print(table("atoms", ("id", "type", "status", "text"), rows, wide="text"))
@@ -195,7 +264,7 @@ def _atom(atom: Any) -> dict[str, Any]:
 def forget(args: argparse.Namespace) -> int:
     async def work() -> int:
         async with open_memory(args) as memory:
-            await memory.forget(args.id)
+            await memory.forget(args.id, viewer=viewer_of(args))
         if args.json:
             print_json({"forgotten": args.id})
         else:

@@ -5,6 +5,7 @@
     spade-memory ls [--root DIR]                     agents and the size of their files
     spade-memory stats JID                           counts, vectors, atoms, last maintenance
     spade-memory search JID QUERY [--limit N] [--explain]
+    spade-memory list JID [--category C] [--limit N] memories, newest first
     spade-memory show JID ID                         one memory and its atoms
     spade-memory export JID > memory.jsonl           JSON lines: header, memories, notes
     spade-memory import JID FILE                     the same format (or a JSON export)
@@ -13,6 +14,9 @@
     spade-memory backup JID [--list]                 SQLite backup API into backup/
     spade-memory restore JID BACKUP                  into a stopped agent's memory
     spade-memory forget JID ID
+
+``search``, ``list``, ``show`` and ``forget`` take ``--as JID`` (and ``--conversation
+ID``): what that conversation partner would see (or may forget), by its scope rules.
 
 Every subcommand takes ``--root DIR`` (default: the per-user data folder) and
 ``--json`` (machine-readable output on stdout). Errors go to stderr. Exit status:
@@ -34,6 +38,7 @@ from typing import Any
 
 from .browse import (
     forget,
+    list_,
     ls,
     search,
     show,
@@ -80,6 +85,18 @@ def _positive(text: str) -> int:
     return value
 
 
+def _viewer(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--as",
+        dest="as_jid",
+        metavar="JID",
+        help="act as this conversation partner: only what its scopes let it see",
+    )
+    parser.add_argument(
+        "--conversation", metavar="ID", help="with --as: the conversation it asks in"
+    )
+
+
 def _with(
     *extra: Callable[[argparse.ArgumentParser], Any], jid: bool = True
 ) -> Callable[[argparse.ArgumentParser], None]:
@@ -101,10 +118,27 @@ SUBCOMMANDS: tuple[tuple[str, str, Callable[[argparse.ArgumentParser], None], Ru
             lambda p: p.add_argument("query", metavar="QUERY"),
             lambda p: p.add_argument("--limit", type=_positive, default=10),
             lambda p: p.add_argument("--explain", action="store_true", help="route scores"),
+            _viewer,
         ),
         search,
     ),
-    ("show", "one memory and its atoms", _with(lambda p: p.add_argument("id", type=int)), show),
+    (
+        "list",
+        "an agent's active memories, newest first",
+        _with(
+            lambda p: p.add_argument("--category", metavar="C"),
+            lambda p: p.add_argument("--limit", type=_positive, default=20),
+            lambda p: p.add_argument("--offset", type=int, default=0),
+            _viewer,
+        ),
+        list_,
+    ),
+    (
+        "show",
+        "one memory and its atoms",
+        _with(lambda p: p.add_argument("id", type=int), _viewer),
+        show,
+    ),
     (
         "export",
         "write an agent's memories and notes as JSON lines (stdout)",
@@ -148,6 +182,11 @@ SUBCOMMANDS: tuple[tuple[str, str, Callable[[argparse.ArgumentParser], None], Ru
         _with(lambda p: p.add_argument("backup", metavar="BACKUP")),
         restore,
     ),
-    ("forget", "delete one memory", _with(lambda p: p.add_argument("id", type=int)), forget),
+    (
+        "forget",
+        "delete one memory",
+        _with(lambda p: p.add_argument("id", type=int), _viewer),
+        forget,
+    ),
 )
 """``(name, help, add_arguments, run)`` of each subcommand, for ``cli.COMMANDS``."""

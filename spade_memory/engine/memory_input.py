@@ -14,10 +14,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..config import MemoryConfig
-from ..errors import InvalidToolInput
-from ..identity import MAX_JID_CHARS
+from ..errors import InvalidAgentId, InvalidToolInput
+from ..identity import MAX_JID_CHARS, normalize_jid
 from ..limits import LIMITS
-from ..models import Memory
+from ..models import GLOBAL_SCOPE, VISIBILITIES, Memory, Scope
 from ..storage.base import IndexedText, NewMemory
 from ..text.atoms import memory_graph
 from ..text.extraction import EntityExtractor, check_graph_input, needs_segmenter
@@ -30,7 +30,7 @@ from ..validation import (
     check_unit,
 )
 
-__all__ = ["MemoryInput"]
+__all__ = ["MemoryInput", "check_scope"]
 
 _MAX_CONTEXT_CHARS = LIMITS.context_chars
 _EXTRACT_IN_THREAD = 8  # store_many batches larger than this extract in a worker thread
@@ -46,8 +46,73 @@ _STORE_FIELDS = frozenset(
         "metadata",
         "entities",
         "relations",
+        "scope",
     }
 )
+_SCOPE_FIELDS = frozenset({"owner", "visibility", "shared_with"})
+
+
+def _jid(name: str, value: Any) -> str:
+    if not isinstance(value, str):
+        raise InvalidToolInput(f"{name} must be a bare JID string, got {type(value).__name__}")
+    try:
+        return normalize_jid(value)
+    except InvalidAgentId as exc:
+        raise InvalidToolInput(f"{name}: {exc}") from None
+
+
+def check_scope(value: Any, source_conversation: str | None) -> Scope:
+    """The checked :class:`Scope` of a memory, its JIDs normalised (bare, prepped).
+
+    Args:
+        value: a :class:`Scope`, a mapping of its fields (``owner``, ``visibility``,
+            ``shared_with``: an export's or a caller's dict) or ``None`` (global).
+        source_conversation: the memory's conversation (a conversation scope needs one).
+
+    Raises:
+        InvalidToolInput: an unknown visibility or field, a JID that is not one, a
+            private scope without owner, a shared one without readers, a
+            conversation one without ``source_conversation``.
+    """
+    if value is None:
+        return GLOBAL_SCOPE
+    readers: Any
+    if isinstance(value, Scope):
+        owner, visibility, readers = value.owner, value.visibility, value.shared_with
+    elif isinstance(value, Mapping):
+        unknown = set(value) - _SCOPE_FIELDS
+        if unknown:
+            raise InvalidToolInput(f"scope has unknown fields {sorted(map(str, unknown))}")
+        owner = value.get("owner")
+        visibility = value.get("visibility", "global")
+        readers = value.get("shared_with") or ()
+    else:
+        raise InvalidToolInput(f"scope must be a Scope or a mapping, got {type(value).__name__}")
+    if visibility not in VISIBILITIES:
+        raise InvalidToolInput(
+            f"scope visibility must be one of {', '.join(VISIBILITIES)}, got {visibility!r}"
+        )
+    if isinstance(readers, str) or not isinstance(readers, Iterable):
+        raise InvalidToolInput("scope shared_with must be a list of bare JIDs")
+    listed = list(readers)
+    if len(listed) > LIMITS.scope_readers:
+        raise InvalidToolInput(
+            f"a memory may be shared with at most {LIMITS.scope_readers} readers, "
+            f"got {len(listed)}"
+        )
+    owner = None if owner is None else _jid("scope owner", owner)
+    shared = frozenset(_jid("scope reader", reader) for reader in listed)
+    if visibility == "private" and owner is None:
+        raise InvalidToolInput("a private memory needs an owner (who told it)")
+    if visibility == "shared" and not shared:
+        raise InvalidToolInput("a shared memory needs at least one reader in shared_with")
+    if visibility != "shared" and shared:
+        raise InvalidToolInput(f"only a shared memory has readers, not a {visibility} one")
+    if visibility == "conversation" and source_conversation is None:
+        raise InvalidToolInput("a conversation memory needs its source_conversation")
+    if owner is None and visibility == "global":
+        return GLOBAL_SCOPE
+    return Scope(owner=owner, visibility=visibility, shared_with=shared)
 
 
 class MemoryInput:
@@ -77,11 +142,15 @@ class MemoryInput:
         source_conversation: Any = None,
         source_sender: Any = None,
         metadata: Any = None,
+        scope: Any = None,
         now: float,
     ) -> tuple[NewMemory, IndexedText]:
         """A checked new memory and its index text. Raises InvalidToolInput."""
         content = check_text("content", content, max_chars=self._config.max_content_chars)
         context = check_optional_text("context", context, max_chars=_MAX_CONTEXT_CHARS)
+        source_conversation = check_optional_text(
+            "source_conversation", source_conversation, max_chars=LIMITS.conversation_id_chars
+        )
         new = NewMemory(
             uid=uuid.uuid4().hex,
             category=check_category(category, self._config.categories),
@@ -90,13 +159,12 @@ class MemoryInput:
             confidence=check_unit("confidence", confidence),
             importance=check_unit("importance", importance),
             created_at=now,
-            source_conversation=check_optional_text(
-                "source_conversation", source_conversation, max_chars=LIMITS.conversation_id_chars
-            ),
+            source_conversation=source_conversation,
             source_sender=check_optional_text(
                 "source_sender", source_sender, max_chars=MAX_JID_CHARS
             ),
             metadata=check_metadata(metadata),
+            scope=check_scope(scope, source_conversation),
         )
         return new, self.index_text(content, context)
 
@@ -138,9 +206,14 @@ class MemoryInput:
         confidence: float | None,
         importance: float | None,
         metadata: Mapping[str, Any] | None,
+        scope: Any = None,
+        source_conversation: str | None = None,
     ) -> dict[str, Any]:
-        """The checked fields an ``update`` changes (those not ``None``)."""
+        """The checked fields an ``update`` changes (those not ``None``);
+        ``source_conversation`` is the memory's, for a conversation ``scope``."""
         changes: dict[str, Any] = {}
+        if scope is not None:
+            changes["scope"] = check_scope(scope, source_conversation)
         if content is not None:
             changes["content"] = check_text(
                 "content", content, max_chars=self._config.max_content_chars

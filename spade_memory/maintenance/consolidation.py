@@ -238,6 +238,15 @@ def _merged_metadata(survivor: Memory, others: Sequence[Memory]) -> dict[str, An
     return metadata
 
 
+def _same_scope(one: Memory, other: Memory) -> bool:
+    """Whether two memories are seen by the same viewers (same scope, and the same
+    conversation when that scope is a conversation's)."""
+    return one.scope == other.scope and (
+        one.scope.visibility != "conversation"
+        or one.source_conversation == other.source_conversation
+    )
+
+
 async def _apply(
     engine: Engine, survivor: Memory, others: Sequence[Memory], content: str, now: float
 ) -> bool:
@@ -305,9 +314,11 @@ async def consolidate(
     rows = [r for r in rows if not is_protected(r[2])]
     chance = await asyncio.to_thread(chance_similarity, embedder)
     neighbours: dict[int, dict[int, float]] = {}
-    by_category: dict[str, list[Any]] = {}
+    # Only memories of one category and one scope merge: a merge never moves what
+    # one person told into what another may read.
+    by_category: dict[tuple[str, str], list[Any]] = {}
     for row in rows:
-        by_category.setdefault(str(row[1]), []).append(row)
+        by_category.setdefault((str(row[1]), str(row[5])), []).append(row)
     for group in by_category.values():
         ids = np.fromiter((int(r[0]) for r in group), dtype=np.int64, count=len(group))
         matrix = np.stack([np.frombuffer(r[3], dtype=np.float32) for r in group])
@@ -328,6 +339,9 @@ async def consolidate(
     skipped: list[int] = []
     for centre, members, similarity in _groups(neighbours, memories):
         survivor, others = memories[centre], [memories[i] for i in members]
+        if any(not _same_scope(survivor, other) for other in others):
+            skipped.append(centre)  # re-scoped since the vectors were read
+            continue
         content, by_llm = survivor.content, False
         if llm is not None:
             texts = [survivor.content, *(m.content for m in others)]

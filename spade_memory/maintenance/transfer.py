@@ -4,11 +4,13 @@
 conversation notes) under a format tag and a version; :func:`import_memory`
 adds such an export, of any agent, to a memory. Import is idempotent: memories
 whose ``uid`` is already present are skipped. The document is described by the
-strict pydantic models :class:`ExportDocument`, :class:`ExportedMemory` and
-:class:`ExportedNote`: an import is parsed through them (a value of the wrong type
-anywhere is refused, naming it), and an export is checked by them before it is
-given out, so what is written is what import reads. The command-line ``export`` and
-``import`` commands and the ``spade_llm`` backend are built on these.
+strict pydantic models :class:`ExportDocument`, :class:`ExportedMemory` (with its
+:class:`ExportedScope`) and :class:`ExportedNote`: an import is parsed through them
+(a value of the wrong type anywhere is refused, naming it), and an export is
+checked by them before it is given out, so what is written is what import reads.
+A memory's scope travels with it; an export made before scopes has none, and its
+memories import as global (as they were seen before). The command-line ``export``
+and ``import`` commands and the ``spade_llm`` backend are built on these.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ __all__ = [
     "ExportDocument",
     "ExportedMemory",
     "ExportedNote",
+    "ExportedScope",
     "export_memory",
     "import_memory",
     "parse_export",
@@ -39,6 +42,14 @@ __all__ = [
 
 EXPORT_FORMAT: Final = "spade_memory.export"
 _EXPORT_VERSION = 1
+
+
+class ExportedScope(Document):
+    """Who a memory of an export belongs to and who may see it (see ``Scope``)."""
+
+    owner: Text | None = None
+    visibility: Literal["global", "private", "shared", "conversation"] = "global"
+    shared_with: list[Text] = Field(default_factory=list)
 
 
 class ExportedMemory(Document):
@@ -63,6 +74,8 @@ class ExportedMemory(Document):
     last_accessed: float | None = None
     access_count: Annotated[int, Field(ge=0)] = 0
     metadata: dict[Text, Any] | None = None
+    scope: ExportedScope | None = None
+    """Absent in exports made before scopes: the memory is global."""
 
 
 class ExportedNote(Document):
@@ -177,6 +190,7 @@ def _imported(
         source_conversation=exported.source_conversation,
         source_sender=exported.source_sender,
         metadata=exported.metadata or {},
+        scope=None if exported.scope is None else exported.scope.model_dump(),
         now=clock() if exported.created_at is None else exported.created_at,
     )
     return (

@@ -14,7 +14,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ..models import Memory
+from ..models import Memory, Viewer
 from ..storage.base import BaseMemoryStore
 from .rerank import asks_question, indexed_tokens
 
@@ -107,6 +107,7 @@ async def add_neighbours(
     weight: float,
     reply_weight: float,
     state: Loaded,
+    viewer: Viewer | None = None,
 ) -> None:
     """Give the memories stored just before and after a top hit, in the same
     conversation, a share of its score: a question's answer is often the
@@ -115,7 +116,8 @@ async def add_neighbours(
 
     The neighbours of a parent are the turns linked to it as its previous and
     next in the conversation; those of a parent in ``state.near`` were read with
-    it, those of another are read here."""
+    it, those of another are read here. A neighbour ``viewer`` does not see gets
+    nothing: it never enters the scores."""
     parents = sorted(scores, key=lambda key: -scores[key])[:limit]
     unread = [parent for parent in parents if parent not in state.near]
     if unread:
@@ -136,6 +138,8 @@ async def add_neighbours(
                 continue
             neighbour = loaded.get(neighbour_id)
             if neighbour is None or neighbour.source_conversation != origin.source_conversation:
+                continue
+            if viewer is not None and not viewer.sees(neighbour):
                 continue
             share = (reply_weight if asks and after else weight) * scores[parent]
             if share > scores.get(neighbour_id, 0.0):

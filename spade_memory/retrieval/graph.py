@@ -51,6 +51,7 @@ from typing import Protocol
 import numpy as np
 
 from ..config import RetrievalConfig
+from ..models import Viewer
 from ..storage.graph_store import GraphStore, NodeHit
 from ..text.extraction import EntityExtractor
 from ..text.speakers import SPEAKER_TYPE
@@ -130,6 +131,7 @@ class GraphRetriever:
         categories: Sequence[str] | None = None,
         query_vector: Awaitable[np.ndarray] | None = None,
         nearest: Awaitable[tuple[np.ndarray, np.ndarray]] | None = None,
+        viewer: Viewer | None = None,
     ) -> GraphHits:
         """The memories the graph links to ``query``, with route scores on [0, 1].
 
@@ -138,9 +140,11 @@ class GraphRetriever:
         memories a speaker the query names said, among those nearest to the
         query, are returned with at least ``graph_speaker_score``. ``nearest``
         is the document-vector search the caller runs anyway (at least
-        :meth:`nearest_wanted` ids, best first); without it there is no speaker step.
+        :meth:`nearest_wanted` ids, best first, filtered as this search is);
+        without it there is no speaker step. With a ``viewer``, only memories it
+        sees are found, and only through edges of memories it sees.
         """
-        raw, nodes, speakers = await self._keyword(query, intent, candidates, categories)
+        raw, nodes, speakers = await self._keyword(query, intent, candidates, categories, viewer)
         floor = self._config.tuning.graph_speaker_score
         spoken: set[int] = set()
         if speakers and nearest is not None and floor > 0:
@@ -196,6 +200,7 @@ class GraphRetriever:
         intent: QueryIntent,
         candidates: int,
         categories: Sequence[str] | None,
+        viewer: Viewer | None,
     ) -> tuple[dict[int, float], tuple[str, ...], list[NodeHit]]:
         """Evidence per memory, summed: each match through an entity weighs its rarity.
 
@@ -241,6 +246,7 @@ class GraphRetriever:
             counted=mentioned,
             read_nodes=read_nodes,
             phrase_counts=phrase_counts,
+            viewer=viewer,
         ):
             raw[memory_id] = raw.get(memory_id, 0.0) + score
         frontier = {n.id: weights[n.id] if n.id in seeds else _HUB_WEIGHT for n in nodes}
@@ -250,7 +256,7 @@ class GraphRetriever:
             if not frontier:
                 break
             frontier, entries = await expand(
-                store, frontier, seen, intent, total, hub, decay, set(hubs), read_nodes
+                store, frontier, seen, intent, total, hub, decay, set(hubs), read_nodes, viewer
             )
             seen.update(frontier)
             for memory_id, score in await memories_of(
@@ -263,11 +269,12 @@ class GraphRetriever:
                 cap=cap,
                 counted=entries,
                 read_nodes=read_nodes,
+                viewer=viewer,
             ):
                 raw[memory_id] = raw.get(memory_id, 0.0) + score
         named_words = {word for key in named for word in key.split()}
         text_hits = await text_matches(
-            store, query, named_words, candidates, total, categories, cap
+            store, query, named_words, candidates, total, categories, cap, viewer
         )
         for memory_id, value in text_hits.items():
             raw[memory_id] = raw.get(memory_id, 0.0) + _FTS_WEIGHT * value

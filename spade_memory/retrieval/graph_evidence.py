@@ -14,6 +14,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 
+from ..models import Viewer
 from ..storage.graph_store import GraphStore, NodeHit
 from ..text.tokenizer import STOPWORDS, get_tokenizer
 from .intent import QueryIntent
@@ -74,6 +75,7 @@ async def memories_of(
     power: int,
     *,
     cap: int,
+    viewer: Viewer | None = None,
     counted: dict[int, int] | None = None,
     read_nodes: dict[int, NodeHit],
     phrase_counts: Mapping[str, int] | None = None,
@@ -97,12 +99,16 @@ async def memories_of(
     unknown = [node_id for node_id in wanted if node_id not in read_nodes]
     if unknown:
         named, fetched = await asyncio.gather(
-            store.node_memories(list(scores), per_node=per_node, categories=categories),
+            store.node_memories(
+                list(scores), per_node=per_node, categories=categories, viewer=viewer
+            ),
             store.nodes_by_ids(unknown),
         )
         read_nodes.update((node.id, node) for node in fetched)
     else:
-        named = await store.node_memories(list(scores), per_node=per_node, categories=categories)
+        named = await store.node_memories(
+                list(scores), per_node=per_node, categories=categories, viewer=viewer
+            )
     # in id order, as one read of them all would give
     phrased = sorted((read_nodes[key] for key in wanted if key in read_nodes), key=lambda n: n.id)
     for node_id, memory_id in named:
@@ -125,6 +131,7 @@ async def memories_of(
                 limit=per_node,
                 cap=cap,
                 categories=categories,
+                viewer=viewer,
                 count=None if cjk else (phrase_counts or {}).get(phrase),
             )
             for _, phrase, cjk in phrases
@@ -151,6 +158,7 @@ async def expand(
     decay: float,
     hubs: set[int],
     read_nodes: dict[int, NodeHit],
+    viewer: Viewer | None = None,
 ) -> tuple[dict[int, float], dict[int, int]]:
     """The nodes one hop from ``frontier``, scored by the path that reaches them.
 
@@ -160,7 +168,7 @@ async def expand(
     reached: dict[int, float] = {}
     entries: dict[int, int] = {}
     for node, hit, relation, weight in await store.neighbour_hits(
-        list(frontier), typed_only=hubs, per_node=_PER_NODE_EDGES
+        list(frontier), typed_only=hubs, per_node=_PER_NODE_EDGES, viewer=viewer
     ):
         neighbour, count = hit.id, hit.entries
         read_nodes.setdefault(neighbour, hit)
@@ -189,6 +197,7 @@ async def text_matches(
     total: int,
     categories: Sequence[str] | None,
     cap: int,
+    viewer: Viewer | None = None,
 ) -> dict[int, float]:
     """Entries holding the query's other words, each word weighted by its rarity.
 
@@ -213,7 +222,7 @@ async def text_matches(
     found: dict[int, float] = {}
     wanted = list(dict.fromkeys(terms))[:_MAX_TERMS]
     results = await asyncio.gather(
-        *(_term_entries(store, term, candidates, cap, categories) for term in wanted)
+        *(_term_entries(store, term, candidates, cap, categories, viewer) for term in wanted)
     )
     for count, ids in results:
         weight = rarity(count, total)
@@ -223,12 +232,21 @@ async def text_matches(
 
 
 async def _term_entries(
-    store: GraphStore, term: str, candidates: int, cap: int, categories: Sequence[str] | None
+    store: GraphStore,
+    term: str,
+    candidates: int,
+    cap: int,
+    categories: Sequence[str] | None,
+    viewer: Viewer | None,
 ) -> tuple[int, list[int]]:
     """``(how many entries hold term, to cap; the newest of them)``."""
     if len(term) < 3:
-        return await store.like_entries(term, limit=candidates, cap=cap, categories=categories)
-    count, hits = await store.search_entries(term, limit=candidates, cap=cap, categories=categories)
+        return await store.like_entries(
+            term, limit=candidates, cap=cap, categories=categories, viewer=viewer
+        )
+    count, hits = await store.search_entries(
+        term, limit=candidates, cap=cap, categories=categories, viewer=viewer
+    )
     if not _CJK_RUN.search(term):
         starts = re.compile(rf"(?<!\w){re.escape(term)}", re.IGNORECASE)
         hits = [hit for hit in hits if starts.search(hit[1])]

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..config import RetrievalConfig
 from ..errors import StorageError
-from ..models import SearchResult
+from ..models import SearchResult, Viewer
 from ..storage.base import BaseMemoryStore
 from ..text.tokenizer import Tokenizer
 from .candidates import (
@@ -46,7 +46,9 @@ __all__ = ["HiddenFilter", "Retriever", "SearchState", "SearchTimings", "VectorS
 
 logger = logging.getLogger(__name__)
 
-_CacheKey = tuple[str, int, tuple[str, ...], bool]
+_CacheKey = tuple[str, int, tuple[str, ...], bool, Viewer | None]
+_VISIBLE_SECONDS = 10.0  # a viewer's visible ids are read again after this at the latest
+_VISIBLE_VIEWERS = 64  # viewers whose visible ids are kept
 
 
 class VectorSource(Protocol):
@@ -94,6 +96,11 @@ class Retriever:
         self._clock = clock
         self._reranker = LexicalReranker(base, tokenizer)
         self._cache: dict[_CacheKey, tuple[float, int, list[SearchResult]]] = {}
+        # Per viewer and categories: (generation, time read, the ids it sees, or
+        # None when it sees every memory of those categories).
+        self._visible: dict[
+            tuple[Viewer, tuple[str, ...]], tuple[int, float, np.ndarray | None]
+        ] = {}
         self._generation = 0
         self.last_timings = SearchTimings()
         """The timings of the search that finished last (searches side by side
@@ -103,6 +110,7 @@ class Retriever:
         """Forget cached results (called on every write, update and delete)."""
         self._generation += 1
         self._cache.clear()
+        self._visible.clear()
 
     async def search(
         self,
@@ -111,10 +119,12 @@ class Retriever:
         limit: int,
         categories: Sequence[str] | None = None,
         explain: bool = False,
+        viewer: Viewer | None = None,
     ) -> list[SearchResult]:
-        """The best ``limit`` active memories for ``query``, best first."""
+        """The best ``limit`` active memories for ``query``, best first; with a
+        ``viewer``, of those it sees."""
         results, _ = await self.search_with_timings(
-            query, limit=limit, categories=categories, explain=explain
+            query, limit=limit, categories=categories, explain=explain, viewer=viewer
         )
         return results
 
@@ -125,11 +135,12 @@ class Retriever:
         limit: int,
         categories: Sequence[str] | None = None,
         explain: bool = False,
+        viewer: Viewer | None = None,
     ) -> tuple[list[SearchResult], SearchTimings]:
         """Like :meth:`search`, with where this search's time went (its own object)."""
         started = time.perf_counter()
         cats = tuple(sorted(categories)) if categories else ()
-        key: _CacheKey = (query, limit, cats, explain)
+        key: _CacheKey = (query, limit, cats, explain, viewer)
         ttl = self._config.cache_ttl_seconds
         if ttl > 0:
             hit = self._cache.get(key)
@@ -137,7 +148,9 @@ class Retriever:
                 cached = SearchTimings(total=time.perf_counter() - started, cached=True)
                 self.last_timings = cached
                 return list(hit[2]), cached
-        state = SearchState(query=query, limit=limit, categories=cats or None, explain=explain)
+        state = SearchState(
+            query=query, limit=limit, categories=cats or None, explain=explain, viewer=viewer
+        )
         bound = 2 * self._config.route_timeout_seconds + 1
         try:
             async with asyncio.timeout(bound):
@@ -200,7 +213,9 @@ class Retriever:
             # keywords alone: nothing to run beside them, so no task either
             try:
                 async with asyncio.timeout(self._config.route_timeout_seconds):
-                    keyword = await self._keyword(terms, candidates, categories, timings)
+                    keyword = await self._keyword(
+                        terms, candidates, categories, state.viewer, timings
+                    )
             except TimeoutError:
                 logger.warning(
                     "the keyword route took longer than %g s; no results from it",
@@ -219,14 +234,18 @@ class Retriever:
         depth = max(k, self._graph.nearest_wanted(candidates)) if graph_on and self._graph else k
         nearest: asyncio.Task[tuple[np.ndarray, np.ndarray]] | None = None
         if embedding is not None:
-            nearest = asyncio.create_task(self._nearest(embedding, depth, categories, timings))
+            nearest = asyncio.create_task(
+                self._nearest(embedding, depth, categories, state.viewer, timings)
+            )
         tasks: dict[str, asyncio.Task[Any]] = {
-            "keyword": asyncio.create_task(self._keyword(terms, candidates, categories, timings)),
+            "keyword": asyncio.create_task(
+                self._keyword(terms, candidates, categories, state.viewer, timings)
+            ),
             "vector": asyncio.create_task(self._vector(nearest, k)),
         }
         if graph_on:
             route = self._graph_route(
-                query, intent, embedding, nearest, candidates, categories, timings
+                query, intent, embedding, nearest, candidates, categories, state.viewer, timings
             )
             tasks["graph"] = asyncio.create_task(route)
         try:
@@ -262,11 +281,14 @@ class Retriever:
         terms: Sequence[str],
         candidates: int,
         categories: tuple[str, ...] | None,
+        viewer: Viewer | None,
         timings: SearchTimings,
     ) -> dict[int, float]:
         started = time.perf_counter()
         try:
-            hits = await self._base.keyword_search(terms, limit=candidates, categories=categories)
+            hits = await self._base.keyword_search(
+                terms, limit=candidates, categories=categories, viewer=viewer
+            )
         except Exception:
             logger.exception("keyword route failed; continuing with vectors only")
             return {}
@@ -287,21 +309,51 @@ class Retriever:
         embedding: asyncio.Task[np.ndarray],
         k: int,
         categories: tuple[str, ...] | None,
+        viewer: Viewer | None,
         timings: SearchTimings,
     ) -> tuple[np.ndarray, np.ndarray]:
-        """The ``k`` memories nearest to the query (ids and scores, best first)."""
+        """The ``k`` memories nearest to the query (ids and scores, best first), of
+        ``categories`` and seen by ``viewer`` (the filter is FAISS's id selector)."""
         assert self._vectors is not None
         query_vector = await asyncio.shield(embedding)
         started = time.perf_counter()
         allowed = None
-        if categories:
+        if viewer is not None:
+            allowed = await self._visible_ids(viewer, categories)
+        elif categories:
             allowed = await self._base.filtered_ids(categories=categories)
-            if len(allowed) == 0:
-                return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
+        if allowed is not None and len(allowed) == 0:
+            return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
         try:
             return await self._vectors.search(query_vector, k, allowed_ids=allowed)
         finally:
             timings.vector = time.perf_counter() - started
+
+    async def _visible_ids(
+        self, viewer: Viewer, categories: tuple[str, ...] | None
+    ) -> np.ndarray | None:
+        """The active ids of ``categories`` that ``viewer`` sees; ``None`` when it sees
+        every memory and no category is asked (no filter needed).
+
+        Kept per viewer until the next write (or ``_VISIBLE_SECONDS``), so that a
+        viewer's searches read them once: a write of this memory drops them all.
+        """
+        key = (viewer, categories or ())
+        now = time.monotonic()
+        found = self._visible.get(key)
+        if found is not None and found[0] == self._generation and now - found[1] < _VISIBLE_SECONDS:
+            return found[2]
+        generation = self._generation
+        ids: np.ndarray | None
+        if not categories and viewer.categories is None and await self._base.all_global():
+            ids = None
+        else:
+            ids = await self._base.filtered_ids(categories=categories, viewer=viewer)
+        if generation == self._generation:  # no write meanwhile
+            if len(self._visible) >= _VISIBLE_VIEWERS:
+                self._visible.clear()
+            self._visible[key] = (generation, now, ids)
+        return ids
 
     async def _vector(
         self, nearest: asyncio.Task[tuple[np.ndarray, np.ndarray]] | None, k: int
@@ -328,6 +380,7 @@ class Retriever:
         nearest: asyncio.Task[tuple[np.ndarray, np.ndarray]] | None,
         candidates: int,
         categories: tuple[str, ...] | None,
+        viewer: Viewer | None,
         timings: SearchTimings,
     ) -> GraphHits:
         assert self._graph is not None
@@ -338,6 +391,7 @@ class Retriever:
                 intent=intent,
                 candidates=candidates,
                 categories=categories,
+                viewer=viewer,
                 query_vector=None if embedding is None else asyncio.shield(embedding),
                 nearest=None if nearest is None else asyncio.shield(nearest),
             )
@@ -417,11 +471,14 @@ class Retriever:
             config.neighbour_weight,
             config.tuning.neighbour_reply_weight,
             state.loaded,
+            state.viewer,
         )
         state.timings.extra["neighbours"] = time.perf_counter() - started
 
     async def _pool(self, state: SearchState) -> None:
-        """The MMR pool: the best active, visible candidates of the wanted categories."""
+        """The MMR pool: the best active, visible candidates of the wanted categories
+        (and, with a viewer, that it sees: the routes found only such; the rule is
+        applied again to the rows as read, and a memory it drops is logged)."""
         assert state.loaded is not None
         scores = state.scores
         ranked = sorted(scores, key=lambda key: -scores[key])[: state.reach]
@@ -434,6 +491,16 @@ class Retriever:
             if memory is None or memory.status != "active" or memory_id in hidden:
                 continue
             if allowed is not None and memory.category not in allowed:
+                continue
+            if state.viewer is not None and not state.viewer.sees(memory):
+                # The routes filter in SQL; only a row re-scoped by another process
+                # since this viewer's visible ids were read gets here.
+                logger.warning(
+                    "memory %d reached the pool of a search by %s, who does not see it; "
+                    "left out",
+                    memory_id,
+                    state.viewer.jid,
+                )
                 continue
             state.pool.append(memory)
             if len(state.pool) >= state.pool_size:

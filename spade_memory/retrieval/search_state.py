@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..models import Memory
+from ..models import Memory, Viewer
 from .candidates import Loaded
 from .fusion import FusedScore
 from .graph import GraphHits
@@ -57,6 +57,7 @@ class SearchState:
     limit: int
     categories: tuple[str, ...] | None
     explain: bool
+    viewer: Viewer | None = None
     timings: SearchTimings = field(default_factory=SearchTimings)
     # plan
     terms: list[str] = field(default_factory=list)

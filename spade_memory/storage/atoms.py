@@ -78,6 +78,13 @@ class AtomBook:
                 found.setdefault(atom.memory_id, []).append(atom)
         return found
 
+    async def atom(self, atom_id: int, now: float) -> Atom | None:
+        """The atom ``atom_id`` with its status at ``now``, or ``None``."""
+        rows = await self._base.fetchall(
+            f"SELECT {_COLUMNS} FROM memory_atoms WHERE id = ?", (int(atom_id),)
+        )
+        return self._atom(rows[0], now) if rows else None
+
     async def live(self, memory_id: int, now: float) -> builtins.list[Atom]:
         """The atoms of a memory that are live now (the ones to recall), in order."""
         return [a for a in (await self.atoms([memory_id], now)).get(memory_id, []) if a.live]

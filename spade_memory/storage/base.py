@@ -30,7 +30,7 @@ import numpy as np
 
 from ..config import StorageConfig
 from ..errors import StorageError, StoreClosedError
-from ..models import Memory
+from ..models import Memory, Viewer
 from ..text.graph import MemoryGraph
 from . import (
     database_open,
@@ -343,8 +343,9 @@ class BaseMemoryStore:
 
     # -- reads -----------------------------------------------------------
 
-    async def get(self, memory_id: int) -> Memory | None:
-        return await memory_reads.get_memory(self._fetchall, memory_id)
+    async def get(self, memory_id: int, *, viewer: Viewer | None = None) -> Memory | None:
+        """The memory ``memory_id``; ``None`` when absent or ``viewer`` does not see it."""
+        return await memory_reads.get_memory(self._fetchall, memory_id, viewer)
 
     async def get_by_uid(self, uid: str) -> Memory | None:
         return await memory_reads.get_by_uid(self._fetchall, uid)
@@ -377,10 +378,16 @@ class BaseMemoryStore:
         statuses: Sequence[str] | None = ("active",),
         limit: int = 20,
         offset: int = 0,
+        viewer: Viewer | None = None,
     ) -> builtins.list[Memory]:
-        """Memories, newest first, filtered by category and status."""
+        """Memories, newest first, filtered by category, status and viewer."""
         return await memory_reads.list_memories(
-            self._fetchall, categories=categories, statuses=statuses, limit=limit, offset=offset
+            self._fetchall,
+            categories=categories,
+            statuses=statuses,
+            limit=limit,
+            offset=offset,
+            viewer=viewer,
         )
 
     async def recent_ids(self, limit: int) -> builtins.list[int]:
@@ -417,12 +424,14 @@ class BaseMemoryStore:
         limit: int,
         categories: Sequence[str] | None = None,
         statuses: Sequence[str] | None = ("active",),
+        viewer: Viewer | None = None,
     ) -> builtins.list[tuple[int, float]]:
         """BM25 over the FTS index: ``(memory id, score)`` best first, score > 0.
 
-        Filters run inside the SQL, before the candidate cut.
+        Filters (``viewer``: only what it sees) run inside the SQL, before the
+        candidate cut.
         """
-        where, params = status_category_filter(categories, statuses, alias="m.")
+        where, params = status_category_filter(categories, statuses, alias="m.", viewer=viewer)
         # The planner runs one exact OR query, or on large memories narrows from
         # the rarest terms so the work does not grow with the commonest term.
         return await self._keyword.search(terms, where=where, params=params, limit=limit)
@@ -432,10 +441,11 @@ class BaseMemoryStore:
         *,
         categories: Sequence[str] | None = None,
         statuses: Sequence[str] | None = ("active",),
+        viewer: Viewer | None = None,
     ) -> np.ndarray:
         """Ids of the memories passing the filters (for filtered vector search)."""
         return await memory_reads.filtered_ids(
-            self._fetchall, categories=categories, statuses=statuses
+            self._fetchall, categories=categories, statuses=statuses, viewer=viewer
         )
 
     async def count(
@@ -443,10 +453,15 @@ class BaseMemoryStore:
         *,
         categories: Sequence[str] | None = None,
         statuses: Sequence[str] | None = ("active",),
+        viewer: Viewer | None = None,
     ) -> int:
         return await memory_reads.count_memories(
-            self._fetchall, categories=categories, statuses=statuses
+            self._fetchall, categories=categories, statuses=statuses, viewer=viewer
         )
+
+    async def all_global(self) -> bool:
+        """Whether every memory is global (a viewer of every category sees them all)."""
+        return await memory_reads.all_global(self._fetchall)
 
     async def counts_by(self, column: str) -> dict[str, int]:
         return await memory_reads.counts_by(self._fetchall, column)

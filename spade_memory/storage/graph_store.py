@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import StorageError
+from ..models import Viewer
+from .scope_filter import visible_clause
 from .sql import (
     SQL_CHUNK,
     chunks,
@@ -128,6 +130,7 @@ class GraphStore:
         cap: int = 10_000,
         categories: Sequence[str] | None = None,
         statuses: Sequence[str] | None = ("active",),
+        viewer: Viewer | None = None,
         count: int | None = None,
     ) -> tuple[int, builtins.list[int]]:
         """Memories whose text holds ``phrase``: ``(how many, to cap; ids newest first, to limit)``.
@@ -142,7 +145,7 @@ class GraphStore:
         """
         if not phrase.strip() or limit <= 0:
             return 0, []
-        where, params = status_category_filter(categories, statuses, "m.")
+        where, params = status_category_filter(categories, statuses, "m.", viewer)
         if tokens:
             match = 'content_tokens : "' + phrase.replace('"', '""') + '"'
             counting = "SELECT 1 FROM memories_fts WHERE memories_fts MATCH ?"
@@ -180,13 +183,14 @@ class GraphStore:
         per_node: int,
         categories: Sequence[str] | None = None,
         statuses: Sequence[str] | None = ("active",),
+        viewer: Viewer | None = None,
     ) -> builtins.list[tuple[int, int]]:
         """``(node id, memory id)`` of the memories naming each node, newest first per node.
 
         Each node walks its index entries from the newest memory and stops at
         ``per_node``, so a node named by many memories costs no more than a rare one.
         """
-        where, params = status_category_filter(categories, statuses, "m.")
+        where, params = status_category_filter(categories, statuses, "m.", viewer)
         part = (
             "SELECT * FROM (SELECT e.node_id, e.memory_id FROM graph_entry_nodes AS e "
             "JOIN memories AS m ON m.id = e.memory_id "
@@ -223,16 +227,26 @@ class GraphStore:
         *,
         typed_only: Collection[int] = (),
         per_node: int = 400,
+        viewer: Viewer | None = None,
     ) -> builtins.list[tuple[int, NodeHit, str, float]]:
         """``(node, neighbour node, relation, total weight)``, either direction.
 
         Each node contributes its ``per_node`` newest edges each way (a node named
         everywhere co-occurs with everything: its oldest links add nothing but
         time); from the nodes in ``typed_only`` only typed relations are followed.
+        With a ``viewer``, only edges of memories it sees are followed (an edge
+        says what its memory said).
         """
         wanted = list(dict.fromkeys(node_ids))[: SQL_CHUNK // 4]
         if not wanted:
             return []
+        seen, seen_params = visible_clause(viewer, "m.")
+        visible = (
+            ""
+            if viewer is None
+            else " AND EXISTS (SELECT 1 FROM memories AS m "
+            f"WHERE m.id = graph_edges.memory_id AND {seen})"
+        )
         parts: builtins.list[str] = []
         params: builtins.list[Any] = []
         for node_id in wanted:
@@ -240,9 +254,10 @@ class GraphStore:
             for near, far in (("source_id", "target_id"), ("target_id", "source_id")):
                 parts.append(
                     f"SELECT * FROM (SELECT {near} AS a, {far} AS b, relation, weight "
-                    f"FROM graph_edges WHERE {near} = ?{typed} ORDER BY rowid DESC LIMIT ?)"
+                    f"FROM graph_edges WHERE {near} = ?{typed}{visible} "
+                    "ORDER BY rowid DESC LIMIT ?)"
                 )
-                params += [node_id, int(per_node)]
+                params += [node_id, *seen_params, int(per_node)]
         rows = await self._base.fetchall(
             "SELECT e.a, e.b, e.relation, sum(e.weight), n.entries, n.key, n.type, n.value FROM ("
             + " UNION ALL ".join(parts)
@@ -262,6 +277,7 @@ class GraphStore:
         cap: int = 10_000,
         categories: Sequence[str] | None = None,
         statuses: Sequence[str] | None = ("active",),
+        viewer: Viewer | None = None,
     ) -> tuple[int, builtins.list[tuple[int, str]]]:
         """Entries containing ``term`` (trigram FTS; at least three characters).
 
@@ -277,7 +293,7 @@ class GraphStore:
             "(SELECT 1 FROM graph_entries_fts WHERE graph_entries_fts MATCH ? LIMIT ?)",
             (match, int(cap)),
         )
-        where, params = status_category_filter(categories, statuses, "m.")
+        where, params = status_category_filter(categories, statuses, "m.", viewer)
         rows = await self._base.fetchall(
             "SELECT g.memory_id, g.summary FROM graph_entries_fts AS f "
             "JOIN graph_entries AS g ON g.memory_id = f.rowid JOIN memories AS m ON m.id = f.rowid "
@@ -294,6 +310,7 @@ class GraphStore:
         cap: int = 10_000,
         categories: Sequence[str] | None = None,
         statuses: Sequence[str] | None = ("active",),
+        viewer: Viewer | None = None,
     ) -> tuple[int, builtins.list[int]]:
         """Entries containing a short ``needle`` (plain ``LIKE``, for under three characters).
 
@@ -309,7 +326,7 @@ class GraphStore:
             "WHERE summary LIKE ? ESCAPE '\\' LIMIT ?)",
             (pattern, int(cap)),
         )
-        where, params = status_category_filter(categories, statuses, "m.")
+        where, params = status_category_filter(categories, statuses, "m.", viewer)
         rows = await self._base.fetchall(
             "SELECT g.memory_id FROM graph_entries AS g JOIN memories AS m ON m.id = g.memory_id "
             f"WHERE g.summary LIKE ? ESCAPE '\\' AND {where} ORDER BY g.memory_id DESC LIMIT ?",

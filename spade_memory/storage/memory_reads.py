@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from ..models import Memory
+from ..models import Memory, Viewer
 from .memory_rows import (
     COLUMNS,
     M_COLUMNS,
@@ -22,6 +22,7 @@ from .sql import SQL_CHUNK, chunks, placeholders, status_category_filter
 
 __all__ = [
     "agent_stats",
+    "all_global",
     "count_memories",
     "counts_by",
     "created_range",
@@ -37,9 +38,12 @@ __all__ = [
 ]
 
 
-async def get_memory(fetch: Fetch, memory_id: int) -> Memory | None:
-    """The memory ``memory_id``, or ``None``."""
-    rows = await fetch(f"SELECT {COLUMNS} FROM memories WHERE id = ?", (memory_id,))
+async def get_memory(fetch: Fetch, memory_id: int, viewer: Viewer | None = None) -> Memory | None:
+    """The memory ``memory_id``, or ``None`` (also when ``viewer`` does not see it)."""
+    where, params = status_category_filter(None, None, viewer=viewer)
+    rows = await fetch(
+        f"SELECT {COLUMNS} FROM memories WHERE id = ? AND {where}", (memory_id, *params)
+    )
     return row_to_memory(rows[0]) if rows else None
 
 
@@ -102,9 +106,10 @@ async def list_memories(
     statuses: Sequence[str] | None,
     limit: int,
     offset: int,
+    viewer: Viewer | None = None,
 ) -> list[Memory]:
-    """Memories, newest first, filtered by category and status."""
-    where, params = status_category_filter(categories, statuses)
+    """Memories, newest first, filtered by category, status and viewer."""
+    where, params = status_category_filter(categories, statuses, viewer=viewer)
     rows = await fetch(
         f"SELECT {COLUMNS} FROM memories WHERE {where} "
         "ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?",
@@ -129,19 +134,27 @@ async def iter_all(fetch: Fetch, batch: int) -> AsyncIterator[Memory]:
 
 
 async def filtered_ids(
-    fetch: Fetch, *, categories: Sequence[str] | None, statuses: Sequence[str] | None
+    fetch: Fetch,
+    *,
+    categories: Sequence[str] | None,
+    statuses: Sequence[str] | None,
+    viewer: Viewer | None = None,
 ) -> np.ndarray:
     """Ids of the memories passing the filters (for filtered vector search)."""
-    where, params = status_category_filter(categories, statuses)
+    where, params = status_category_filter(categories, statuses, viewer=viewer)
     rows = await fetch(f"SELECT id FROM memories WHERE {where}", params)
     return np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
 
 
 async def count_memories(
-    fetch: Fetch, *, categories: Sequence[str] | None, statuses: Sequence[str] | None
+    fetch: Fetch,
+    *,
+    categories: Sequence[str] | None,
+    statuses: Sequence[str] | None,
+    viewer: Viewer | None = None,
 ) -> int:
     """How many memories pass the filters."""
-    where, params = status_category_filter(categories, statuses)
+    where, params = status_category_filter(categories, statuses, viewer=viewer)
     rows = await fetch(f"SELECT count(*) FROM memories WHERE {where}", params)
     return int(rows[0][0])
 
@@ -173,6 +186,14 @@ async def recent_ids(fetch: Fetch, limit: int) -> list[int]:
         (limit,),
     )
     return [int(row[0]) for row in rows]
+
+
+async def all_global(fetch: Fetch) -> bool:
+    """Whether every memory is global (so a viewer of all categories sees them all)."""
+    rows = await fetch(
+        "SELECT NOT EXISTS (SELECT 1 FROM memories WHERE visibility != 'global')", ()
+    )
+    return bool(rows[0][0])
 
 
 async def created_range(fetch: Fetch) -> tuple[float | None, float | None]:

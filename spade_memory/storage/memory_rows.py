@@ -13,22 +13,24 @@ import contextlib
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import aiosqlite
 
-from ..models import Memory
+from ..models import GLOBAL_SCOPE, Memory, Scope, Visibility
 from ..text.tokenizer import get_tokenizer
 
 __all__ = [
     "COLUMNS",
     "M_COLUMNS",
+    "ROW_WIDTH",
     "Fetch",
     "IndexedText",
     "NewMemory",
     "Transaction",
     "new_to_memory",
     "row_to_memory",
+    "scope_of",
 ]
 
 Fetch = Callable[[str, Sequence[Any]], Awaitable[list[Any]]]
@@ -37,15 +39,30 @@ Fetch = Callable[[str, Sequence[Any]], Awaitable[list[Any]]]
 Transaction = Callable[[], contextlib.AbstractAsyncContextManager[aiosqlite.Connection]]
 """Opens one write transaction (``BEGIN IMMEDIATE`` ... ``COMMIT``) of the store."""
 
-COLUMNS = (
+_PLAIN = (
     "id, uid, category, content, context, confidence, importance, status, "
     "source_conversation, source_sender, created_at, updated_at, last_accessed, "
-    "access_count, metadata"
+    "access_count, metadata, owner, visibility"
 )
-"""The columns :func:`row_to_memory` reads, in its order."""
 
-M_COLUMNS = ", ".join("m." + name.strip() for name in COLUMNS.split(","))
+
+def _readers(table: str) -> str:
+    # The readers of a shared memory as a JSON array; other memories read none
+    # (no lookup at all for them).
+    return (
+        f"CASE WHEN {table}.visibility = 'shared' THEN (SELECT json_group_array(r.reader) "
+        f"FROM memory_readers AS r WHERE r.memory_id = {table}.id) END"
+    )
+
+
+COLUMNS = f"{_PLAIN}, {_readers('memories')}"
+"""The columns :func:`row_to_memory` reads, in its order (from ``memories`` unaliased)."""
+
+M_COLUMNS = ", ".join("m." + name.strip() for name in _PLAIN.split(",")) + ", " + _readers("m")
 """:data:`COLUMNS` of the table aliased ``m``."""
+
+ROW_WIDTH = 18
+"""How many values :data:`COLUMNS` selects (a query may add its own after them)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +97,17 @@ class NewMemory:
     updated_at: float | None = None
     last_accessed: float | None = None
     access_count: int = 0
+    scope: Scope = GLOBAL_SCOPE
+
+
+def scope_of(owner: str | None, visibility: str | None, readers: str | None) -> Scope:
+    """The :class:`Scope` of a row's ``owner``, ``visibility`` and readers (JSON array)."""
+    if visibility in (None, "global") and owner is None:
+        return GLOBAL_SCOPE
+    shared = frozenset(str(r) for r in json.loads(readers)) if readers else frozenset()
+    return Scope(
+        owner=owner, visibility=cast(Visibility, visibility or "global"), shared_with=shared
+    )
 
 
 def row_to_memory(row: Sequence[Any]) -> Memory:
@@ -105,6 +133,7 @@ def row_to_memory(row: Sequence[Any]) -> Memory:
         last_accessed=None if row[12] is None else float(row[12]),
         access_count=int(row[13]),
         metadata=metadata if isinstance(metadata, dict) else {"value": metadata},
+        scope=scope_of(row[15], row[16], row[17]),
     )
 
 
@@ -127,4 +156,5 @@ def new_to_memory(memory_id: int, new: NewMemory, metadata_json: str) -> Memory:
         last_accessed=None if new.last_accessed is None else float(new.last_accessed),
         access_count=int(new.access_count),
         metadata=metadata if isinstance(metadata, dict) else {"value": metadata},
+        scope=new.scope,
     )

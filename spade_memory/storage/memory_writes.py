@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..errors import StorageError
-from ..models import Memory
+from ..models import Memory, Scope
 from ..text.graph import MemoryGraph
 from .graph import (
     delete_graph,
@@ -45,16 +45,17 @@ __all__ = [
 ]
 
 UPDATABLE = frozenset(
-    {"category", "content", "context", "confidence", "importance", "status", "metadata"}
+    {"category", "content", "context", "confidence", "importance", "status", "metadata", "scope"}
 )
 """The fields :func:`update_memory` may change."""
 
 _INSERT_MEMORY = (
     "INSERT INTO memories (uid, category, content, context, confidence, importance, "
     "status, source_conversation, source_sender, created_at, updated_at, last_accessed, "
-    "access_count, metadata, previous_id) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id"
+    "access_count, metadata, previous_id, owner, visibility) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id"
 )
+_INSERT_READER = "INSERT OR IGNORE INTO memory_readers (memory_id, reader) VALUES (?, ?)"
 _LAST_TURN = "SELECT id FROM memories WHERE source_conversation = ? ORDER BY id DESC LIMIT 1"
 _INSERT_FTS = "INSERT INTO memories_fts (rowid, content_tokens, context_tokens) VALUES (?, ?, ?)"
 
@@ -101,10 +102,14 @@ def insert_rows(
                 new.access_count,
                 metadata,
                 previous,
+                new.scope.owner,
+                new.scope.visibility,
             ),
         )
         memory_id = int(cursor.fetchone()[0])
         cursor.close()
+        if new.scope.shared_with:
+            db.executemany(_INSERT_READER, [(memory_id, r) for r in sorted(new.scope.shared_with)])
         if conversation is not None:
             last_turn[conversation] = memory_id
         db.execute(_INSERT_FTS, (memory_id, text.content_tokens, text.context_tokens))
@@ -205,6 +210,10 @@ async def update_memory(
     values = dict(changes)
     if "metadata" in values:
         values["metadata"] = json.dumps(dict(values["metadata"]), ensure_ascii=False)
+    scope: Scope | None = values.pop("scope", None)
+    if scope is not None:
+        values["owner"] = scope.owner
+        values["visibility"] = scope.visibility
     assignments = ", ".join(f"{name} = ?" for name in values)
     params = [*values.values(), now, memory_id]
     try:
@@ -218,6 +227,11 @@ async def update_memory(
             await cursor.close()
             if not changed:
                 return False
+            if scope is not None:
+                await db.execute("DELETE FROM memory_readers WHERE memory_id = ?", (memory_id,))
+                await db.executemany(
+                    _INSERT_READER, [(memory_id, r) for r in sorted(scope.shared_with)]
+                )
             if text is not None:
                 await db.execute("DELETE FROM memories_fts WHERE rowid = ?", (memory_id,))
                 await db.execute(

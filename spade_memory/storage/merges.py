@@ -35,10 +35,16 @@ class MergedFields:
 
 
 async def active_vectors(base: BaseMemoryStore, fingerprint: str, dim: int) -> list[Any]:
-    """``(id, category, metadata JSON, vector blob, seq)`` of every active memory with a
-    well-formed vector of ``fingerprint`` and ``dim``, by id."""
+    """``(id, category, metadata JSON, vector blob, seq, scope key)`` of every active
+    memory with a well-formed vector of ``fingerprint`` and ``dim``, by id. The scope
+    key (JSON text) is equal for two memories exactly when their scopes are: owner,
+    visibility, the conversation of a conversation scope, the readers of a shared one."""
     return await base.fetchall(
-        "SELECT m.id, m.category, m.metadata, e.vector, e.seq FROM memories AS m "
+        "SELECT m.id, m.category, m.metadata, e.vector, e.seq, json_array(m.owner, "
+        "m.visibility, CASE WHEN m.visibility = 'conversation' THEN m.source_conversation END, "
+        "CASE WHEN m.visibility = 'shared' THEN (SELECT json_group_array(reader) FROM "
+        "(SELECT reader FROM memory_readers WHERE memory_id = m.id ORDER BY reader)) END) "
+        "FROM memories AS m "
         "JOIN embeddings AS e ON e.memory_id = m.id WHERE m.status = 'active' "
         "AND e.fingerprint = ? AND e.dim = ? AND length(e.vector) = e.dim * 4 ORDER BY m.id",
         (fingerprint, dim),

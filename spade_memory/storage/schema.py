@@ -186,12 +186,33 @@ _V5 = (
     "CREATE INDEX memories_by_previous ON memories (previous_id) WHERE previous_id IS NOT NULL",
 )
 
+_V6 = (
+    # Scopes: who told a memory and who may see it besides the agent (models.Scope).
+    # Existing memories become global: everyone the agent talked with saw them.
+    "ALTER TABLE memories ADD COLUMN owner TEXT",
+    "ALTER TABLE memories ADD COLUMN visibility TEXT NOT NULL DEFAULT 'global' "
+    "CHECK (visibility IN ('global', 'private', 'shared', 'conversation'))",
+    # The readers of a shared memory besides its owner (a viewer's filter probes
+    # (memory, reader) by primary key).
+    """CREATE TABLE memory_readers (
+        memory_id INTEGER NOT NULL REFERENCES memories (id) ON DELETE CASCADE,
+        reader    TEXT NOT NULL,
+        PRIMARY KEY (memory_id, reader)
+    ) WITHOUT ROWID""",
+    "CREATE INDEX memory_readers_by_reader ON memory_readers (reader)",
+    # What one owner told, and the few memories that are not global: the filters'
+    # "is there anything a viewer may not see" and per-owner reads.
+    "CREATE INDEX memories_by_owner ON memories (owner) WHERE owner IS NOT NULL",
+    "CREATE INDEX memories_not_global ON memories (visibility) WHERE visibility != 'global'",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _V1),
     Migration(2, "graph nodes, edges, entries and memory atoms", _V2),
     Migration(3, "entry counts of graph nodes", _V3),
     Migration(4, "graph edge indexes for the newest and the typed edges of a node", _V4),
     Migration(5, "the previous turn of each memory of a conversation", _V5),
+    Migration(6, "scopes: the owner and visibility of each memory, readers of shared ones", _V6),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 from ..config import MemoryConfig
 from ..errors import BudgetExceeded, InvalidToolInput, SpadeMemoryError
-from ..models import InteractionNote, Memory, SearchResult
+from ..models import InteractionNote, Memory, Scope, SearchResult, Viewer
 from .budget import RequestBudget
 from .validation import ToolArguments, tool_schema, validate_model
 
@@ -49,19 +49,31 @@ class MemoryBackend(Protocol):
         source_sender: str | None = None,
         entities: Sequence[str] | None = None,
         relations: Sequence[Mapping[str, str]] | None = None,
+        scope: Scope | Mapping[str, Any] | None = None,
     ) -> Memory: ...
 
     async def search(
-        self, query: str, *, limit: int = 5, category: str | None = None, explain: bool = False
+        self,
+        query: str,
+        *,
+        limit: int = 5,
+        category: str | None = None,
+        explain: bool = False,
+        viewer: Viewer | None = None,
     ) -> builtins.list[SearchResult]: ...
 
     async def list(
-        self, category: str | None = None, *, limit: int = 20, offset: int = 0
+        self,
+        category: str | None = None,
+        *,
+        limit: int = 20,
+        offset: int = 0,
+        viewer: Viewer | None = None,
     ) -> builtins.list[Memory]: ...
 
-    async def get(self, memory_id: int) -> Memory: ...
+    async def get(self, memory_id: int, *, viewer: Viewer | None = None) -> Memory: ...
 
-    async def forget(self, memory_id: int) -> None: ...
+    async def forget(self, memory_id: int, *, viewer: Viewer | None = None) -> None: ...
 
     async def add_note(
         self, conversation_id: str, content: str, *, author: str | None = None

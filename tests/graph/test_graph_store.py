@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from factories import UNDO_SCOPES
 
 from spade_memory.config import MemoryConfig, StorageConfig
 from spade_memory.errors import StorageError
@@ -120,6 +121,7 @@ async def test_a_version_1_database_migrates_and_gets_its_graph(tmp_path: Path) 
         path = db_path(memory)
     with sqlite3.connect(path) as db:  # wind the file back to schema version 1
         for statement in (
+            *UNDO_SCOPES,
             "DROP INDEX memories_by_previous",
             "DROP INDEX memories_by_conversation",
             "ALTER TABLE memories DROP COLUMN previous_id",

@@ -12,6 +12,8 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+from factories import UNDO_SCOPES
+
 from spade_memory import MemoryConfig, MemoryManager, RetrievalConfig
 
 START = 1_700_000_000.0
@@ -145,6 +147,7 @@ def downgrade_to_v4(database: Path) -> None:
     """Make ``database`` as schema v4 left it: no previous-turn links."""
     db = sqlite3.connect(database)
     try:
+        db.executescript(";".join(UNDO_SCOPES) + ";")
         db.executescript(
             "DROP INDEX memories_by_previous; DROP INDEX memories_by_conversation; "
             "ALTER TABLE memories DROP COLUMN previous_id; PRAGMA user_version = 4;"

@@ -1,0 +1,55 @@
+"""The visibility rule of scopes as SQL: what a viewer may see, inside every query.
+
+:meth:`~spade_memory.models.Viewer.sees` is the rule; :func:`visible_clause` is the
+same rule as a ``WHERE`` term over the ``memories`` table, so that a filtered read
+cuts its candidates after the filter, never before (no result is lost to it).
+Without a viewer (the agent itself) the clause is ``"1"`` and queries run as they
+did before scopes. Each column is compared with ``IS``, so the clause is never
+``NULL`` and may be negated or coalesced safely.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..models import Viewer
+
+__all__ = ["visible_clause"]
+
+
+def visible_clause(viewer: Viewer | None, alias: str = "") -> tuple[str, list[Any]]:
+    """A ``WHERE`` term (``"1"`` for no viewer) and its parameters: the memories
+    ``viewer`` sees (:meth:`Viewer.sees`).
+
+    ``alias`` prefixes the column names, e.g. ``"m."``; without one the columns
+    are those of ``memories`` itself.
+    """
+    if viewer is None:
+        return "1", []
+    table = alias[:-1] if alias.endswith(".") else "memories"
+    params: list[Any] = []
+    # A conversation memory only inside its own conversation (none: nowhere).
+    if viewer.conversation_id is None:
+        within = f"{alias}visibility != 'conversation'"
+    else:
+        within = f"({alias}visibility != 'conversation' OR {alias}source_conversation IS ?)"
+        params.append(viewer.conversation_id)
+    # What the viewer told is its own; the rest only of its categories, and only
+    # if global, of its conversation, or shared with it.
+    params.append(viewer.jid)
+    others = (
+        f"({alias}visibility IN ('global', 'conversation') OR ({alias}visibility = 'shared' "
+        "AND EXISTS (SELECT 1 FROM memory_readers AS r "
+        f"WHERE r.memory_id = {table}.id AND r.reader = ?)))"
+    )
+    if viewer.categories is not None:
+        categories = sorted(viewer.categories)
+        if categories:
+            marks = ",".join("?" * len(categories))
+            others = f"{alias}category IN ({marks}) AND {others}"
+            params.extend(categories)
+        else:
+            others = "0"
+    if others != "0":
+        params.append(viewer.jid)
+    return f"({within} AND ({alias}owner IS ? OR ({others})))", params
