@@ -26,6 +26,7 @@ from .models import Embedder  # read at run time: the field checks resolve annot
 
 __all__ = [
     "DEFAULT_CATEGORIES",
+    "DEFAULT_PRIVATE_CATEGORIES",
     "RETRIEVAL_KNOBS",
     "TUNING_KNOBS",
     "AtomConfig",
@@ -43,6 +44,8 @@ __all__ = [
 ]
 
 DEFAULT_CATEGORIES: tuple[str, ...] = ("fact", "pattern", "preference", "capability")
+DEFAULT_PRIVATE_CATEGORIES: frozenset[str] = frozenset({"private"})
+"""Categories no partner sees unless it told the memory (``SharingConfig.private_categories``)."""
 
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 FusionMode = Literal["minmax", "rrf"]
@@ -421,7 +424,7 @@ class SharingConfig:
     """
 
     allow: Mapping[str, JidList] = field(default_factory=dict, hash=False)
-    private_categories: frozenset[str] = frozenset({"private"})
+    private_categories: frozenset[str] = DEFAULT_PRIVATE_CATEGORIES
     accept_from: JidSet = frozenset()
     rate_per_minute: float = knob(30.0, gt=0)
     burst: int = knob(10, ge=1, le=10_000)

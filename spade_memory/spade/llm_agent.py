@@ -162,6 +162,7 @@ class LLMAgent(MemoryMixin, Agent):  # type: ignore[misc]
             max_tool_rounds=self.max_tool_rounds,
             history_turns=self.history_turns,
             limiter=self.chat_limiter,
+            disclosure=self.disclosure,
         )
         self.add_behaviour(self._conversation, self.template)
 

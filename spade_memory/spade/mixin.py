@@ -39,6 +39,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from ..config import MemoryConfig
+from ..disclosure import Disclosure
 from ..errors import ConfigError, SharingError, StoreClosedError
 from ..manager import MemoryManager
 from .maintenance_behaviour import MaintenanceBehaviour
@@ -85,6 +86,8 @@ class MemoryMixin:
         self._maintenance_behaviour: MaintenanceBehaviour | None = None
         self._sharing: MemorySharing | None = None
         self._sharing_responder: SharingResponder | None = None
+        self.disclosure = Disclosure(self._memory_config)
+        """Who sees what of this agent's memory (``MemoryConfig.scope`` and ``sharing``)."""
         chat = self._memory_config.chat
         self.chat_limiter = RateLimiter(rate_per_minute=chat.rate_per_minute, burst=chat.burst)
         """The per-sender token bucket of chat messages and ``not-understood`` answers."""
@@ -156,7 +159,10 @@ class MemoryMixin:
         sharing = self._memory_config.sharing
         if sharing is not None and self._sharing_responder is None:
             responder = SharingResponder(
-                lambda: self.memory, sharing, self._memory_config.categories
+                lambda: self.memory,
+                sharing,
+                self._memory_config.categories,
+                disclosure=self.disclosure,
             )
             self._sharing_responder = responder
             self._sharing = MemorySharing(

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..errors import ConfigError, InvalidToolInput, MemoryNotFound
+from ..errors import ConfigError, InvalidToolInput, MemoryNotFound, ScopeDenied
 from ..models import Memory
 from ..text.quoting import quote_data, quote_stored
 from .arguments import (
@@ -108,6 +108,7 @@ class StoreMemoryTool(MemoryTool):
             importance=arguments.importance,
             source_conversation=context.conversation_id,
             source_sender=context.sender,
+            scope=context.scope,
             **graph,
         )
         return f"Stored as memory {memory.id} in category {memory.category}."
@@ -134,7 +135,9 @@ class SearchMemoriesTool(MemoryTool):
 
     async def run(self, arguments: SearchMemoriesArguments, context: ToolContext) -> str:
         query, category = arguments.query, arguments.category
-        results = await context.manager.search(query, limit=arguments.limit, category=category)
+        results = await context.manager.search(
+            query, limit=arguments.limit, category=category, viewer=context.viewer
+        )
         scope = f" in category {category}" if category else ""
         quoted = quote_line(query, 100)
         if not results:
@@ -162,7 +165,9 @@ class ListMemoriesTool(MemoryTool):
 
     async def run(self, arguments: ListMemoriesArguments, context: ToolContext) -> str:
         category = arguments.category
-        memories = await context.manager.list(category, limit=arguments.limit)
+        memories = await context.manager.list(
+            category, limit=arguments.limit, viewer=context.viewer
+        )
         scope = f" in category {category}" if category else ""
         if not memories:
             return f"No memories{scope} stored yet."
@@ -218,14 +223,20 @@ class ForgetMemoryTool(MemoryTool):
         )
 
     async def run(self, arguments: ForgetMemoryArguments, context: ToolContext) -> str:
-        memory_id = arguments.memory_id
+        memory_id, viewer = arguments.memory_id, context.viewer
         try:
-            memory = await context.manager.get(memory_id)
-            await context.manager.forget(memory_id)
+            memory = await context.manager.get(memory_id, viewer=viewer)
+            await context.manager.forget(memory_id, viewer=viewer)
         except MemoryNotFound:
+            # the same answer whether it does not exist or is someone else's
             raise MemoryNotFound(
                 f"there is no memory with id {memory_id}; use search_memories or "
                 "list_memories to find the right id"
+            ) from None
+        except ScopeDenied:
+            raise ScopeDenied(
+                f"memory {memory_id} is not yours to forget: only whoever told it (or "
+                "the agent itself) may; nothing was changed"
             ) from None
         category = quote_data(memory.category)[1:-1]
         return f"Forgot memory {memory_id}: [{category}] {quote_line(memory.content)}"

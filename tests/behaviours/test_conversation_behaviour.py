@@ -17,7 +17,7 @@ from spade.message import Message
 
 from spade_memory.config import ContextBudget, MemoryConfig, ToolBudget
 from spade_memory.errors import LLMError
-from spade_memory.identity import conversation_id_for
+from spade_memory.identity import conversation_id_for, thread_conversation_id
 from spade_memory.llm import ChatMessage, LLMResponse, ToolCall
 from spade_memory.manager import MemoryManager
 from spade_memory.spade.conversation import IN_REPLY_TO, REPLY_WITH, ConversationBehaviour
@@ -145,15 +145,34 @@ async def test_notes_are_recalled_again_every_turn(manager: MemoryManager) -> No
     assert await manager.notes(conversation_id_for(ME, PEER))
 
 
-async def test_thread_is_the_conversation_id_and_is_kept_in_the_reply(
+async def test_thread_and_sender_make_the_conversation_id_and_the_thread_is_kept(
     manager: MemoryManager,
 ) -> None:
     behaviour = await make(manager, llm=ScriptedLLM())
     reply = await turn(behaviour, incoming("note that this is thread work", thread="t-42"))
     assert reply is not None
     assert reply.thread == "t-42"
-    assert [n.content for n in await manager.notes("t-42")] == ["this is thread work"]
+    cid = thread_conversation_id(ME, PEER, "t-42")
+    assert cid.startswith("t-42~") and cid == thread_conversation_id(PEER, ME, "t-42")
+    assert [n.content for n in await manager.notes(cid)] == ["this is thread work"]
+    assert await manager.notes("t-42") == []
     assert await manager.notes(conversation_id_for(ME, PEER)) == []
+
+
+async def test_another_sender_reusing_a_thread_neither_reads_nor_adds_to_its_notes(
+    manager: MemoryManager,
+) -> None:
+    llm = ScriptedLLM()
+    behaviour = await make(manager, llm=llm, history_turns=3)
+    await turn(behaviour, incoming("note that the safe code is 7531", thread="t-42"))
+    intruder = "mallory@localhost"
+    reply = await turn(behaviour, incoming("hello again", sender=intruder, thread="t-42"))
+    assert reply is not None and "7531" not in str(reply.body)
+    prompt = "\n".join(m.content or "" for m in llm.calls[-1].messages)
+    assert "7531" not in prompt  # neither the note nor the replayed history
+    await turn(behaviour, incoming("note that it changed", sender=intruder, thread="t-42"))
+    own = await manager.notes(thread_conversation_id(ME, PEER, "t-42"))
+    assert [n.content for n in own] == ["the safe code is 7531"]
 
 
 async def test_conversation_id_ignores_resources(manager: MemoryManager) -> None:

@@ -12,7 +12,7 @@ import pytest
 from spade_memory.config import MemoryConfig
 from spade_memory.errors import ConfigError, MemoryNotFound, StoreClosedError
 from spade_memory.limits import LIMITS
-from spade_memory.models import InteractionNote, Memory, SearchResult
+from spade_memory.models import InteractionNote, Memory, Scope, SearchResult, Viewer
 from spade_memory.tools import (
     MemoryTool,
     ToolContext,
@@ -71,7 +71,13 @@ class FakeManager:
         return memory
 
     async def search(
-        self, query: str, *, limit: int = 5, category: str | None = None, explain: bool = False
+        self,
+        query: str,
+        *,
+        limit: int = 5,
+        category: str | None = None,
+        explain: bool = False,
+        viewer: Viewer | None = None,
     ) -> list[SearchResult]:
         self._record("search", query, limit=limit, category=category)
         words = query.lower().split()
@@ -84,19 +90,24 @@ class FakeManager:
         return [SearchResult(m, 1.0 / (i + 1)) for i, m in enumerate(hits[:limit])]
 
     async def list(
-        self, category: str | None = None, *, limit: int = 20, offset: int = 0
+        self,
+        category: str | None = None,
+        *,
+        limit: int = 20,
+        offset: int = 0,
+        viewer: Viewer | None = None,
     ) -> list[Memory]:
         self._record("list", category, limit=limit, offset=offset)
         newest = sorted(self.memories.values(), key=lambda m: m.created_at, reverse=True)
         return [m for m in newest if category is None or m.category == category][:limit]
 
-    async def get(self, memory_id: int) -> Memory:
+    async def get(self, memory_id: int, *, viewer: Viewer | None = None) -> Memory:
         self._record("get", memory_id)
         if memory_id not in self.memories:
             raise MemoryNotFound(f"no memory with id {memory_id}")
         return self.memories[memory_id]
 
-    async def forget(self, memory_id: int) -> None:
+    async def forget(self, memory_id: int, *, viewer: Viewer | None = None) -> None:
         self._record("forget", memory_id)
         if self.memories.pop(memory_id, None) is None:
             raise MemoryNotFound(f"no memory with id {memory_id}")
@@ -162,6 +173,7 @@ async def test_store_memory_passes_everything_and_its_source(
         '"importance": 0.9}',
         conversation_id="pair-1",
         sender="bob@example.org",
+        scope=Scope.private("bob@example.org"),
     )
     assert result == ToolResult(ok=True, text="Stored as memory 1 in category preference.")
     assert manager.calls == [
@@ -175,6 +187,7 @@ async def test_store_memory_passes_everything_and_its_source(
                 "importance": 0.9,
                 "source_conversation": "pair-1",
                 "source_sender": "bob@example.org",
+                "scope": Scope.private("bob@example.org"),
             },
         )
     ]

@@ -5,7 +5,9 @@ message, normalised with :func:`~spade_memory.identity.normalize_jid`; nothing a
 message says about itself in its body or metadata counts.
 
 - A sender may query the categories whose allow-list names it (or ``"*"``),
-  never a private category; with no such category it may ask nothing.
+  never a private category; with no such category it may ask nothing. Within
+  them it gets only what its viewer sees (:mod:`spade_memory.disclosure`): never
+  what another partner told the agent privately.
 - A sender's shared memories are stored only if ``accept_from`` names it (or ``"*"``).
 - Every protocol message a sender sends takes a token from its bucket
   (``rate_per_minute``, up to ``burst`` at once); an empty bucket means a refusal.
@@ -17,11 +19,12 @@ import time
 from collections.abc import Callable
 
 from ...config import SharingConfig
+from ...disclosure import ANYONE, visible_categories
 from ..rate_limit import RateLimiter
 
 __all__ = ["RateLimiter", "SharingPolicy"]
 
-ANYONE = "*"
+
 class SharingPolicy:
     """The owner's decisions for one memory, from its :class:`SharingConfig`.
 
@@ -45,17 +48,11 @@ class SharingPolicy:
         )
 
     def visible_categories(self, sender: str) -> tuple[str, ...]:
-        """The categories ``sender`` (a normalised bare JID) may query, in memory order."""
-        private = self.config.private_categories
-        return tuple(
-            category
-            for category in self.categories
-            if category not in private
-            and (
-                sender in self.config.allow.get(category, ())
-                or ANYONE in self.config.allow.get(category, ())
-            )
-        )
+        """The categories ``sender`` (a normalised bare JID) may query, in memory order.
+
+        The same categories it sees in chat (:func:`spade_memory.disclosure.visible_categories`).
+        """
+        return visible_categories(self.config, self.categories, sender)
 
     def may_query(self, sender: str) -> bool:
         """Whether ``sender`` may query any category at all."""

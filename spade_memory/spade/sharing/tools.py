@@ -161,7 +161,7 @@ class ShareMemoryTool(MemoryTool):
     async def run(self, arguments: ShareMemoryArguments, context: ToolContext) -> str:
         agent, memory_id = arguments.agent, arguments.memory_id
         try:
-            stored = await self._sharing.share(agent, memory_id)
+            stored = await self._sharing.share(agent, memory_id, viewer=context.viewer)
         except MemoryNotFound:
             raise MemoryNotFound(
                 f"you have no memory with id {memory_id}; use search_memories or "
