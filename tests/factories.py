@@ -8,11 +8,12 @@ fixtures that use them live in ``conftest.py``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -142,6 +143,12 @@ class Client(Agent):  # type: ignore[misc]
         self.inbox = _Inbox()
         self.add_behaviour(self.inbox)
 
+    async def _hook_plugin_after_connection(self, *args: Any, **kwargs: Any) -> None:
+        # a ping is answered once the server has handled the session's first presence,
+        # so that replies to this account's bare JID find it (as LLMAgent does)
+        with contextlib.suppress(Exception):
+            await self.client["xep_0199"].ping(timeout=10)
+
     async def send(self, msg: Message) -> None:
         """Send ``msg`` from this account."""
         once = _Once(msg)
@@ -150,11 +157,14 @@ class Client(Agent):  # type: ignore[misc]
 
     async def reply_on(self, thread: str, timeout: float = 10.0) -> Message:
         """The first message received on ``thread`` (waiting up to ``timeout`` seconds)."""
+        return await self._first(lambda msg: msg.thread == thread, timeout)
 
+    async def _first(self, wanted: Callable[[Message], bool], timeout: float) -> Message:
         async def wait() -> Message:
             while True:
                 for msg in self.inbox.messages:
-                    if msg.thread == thread:
+                    if wanted(msg):
+                        self.inbox.messages.remove(msg)
                         return msg
                 self.inbox.arrived.clear()
                 await self.inbox.arrived.wait()
@@ -162,10 +172,21 @@ class Client(Agent):  # type: ignore[misc]
         return await asyncio.wait_for(wait(), timeout)
 
     async def say(
-        self, to: str, body: str, *, timeout: float = 10.0, **metadata: str
+        self,
+        to: str,
+        body: str,
+        *,
+        thread: str | None = None,
+        timeout: float = 10.0,
+        **metadata: str,
     ) -> Message:
-        """Send ``body`` to ``to`` on a fresh thread and return the reply on it."""
-        thread = f"t-{uuid.uuid4().hex}"
-        msg = Message(to=to, body=body, thread=thread, metadata=dict(metadata))
+        """Send ``body`` to ``to`` (on ``thread``, else a fresh one) and return the reply.
+
+        The reply is the message whose ``in-reply-to`` repeats this one's ``reply-with``.
+        """
+        key = uuid.uuid4().hex
+        msg = Message(
+            to=to, body=body, thread=thread or f"t-{key}", metadata={**metadata, "reply-with": key}
+        )
         await self.send(msg)
-        return await self.reply_on(thread, timeout)
+        return await self._first(lambda m: m.get_metadata("in-reply-to") == key, timeout)
