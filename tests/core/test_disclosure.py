@@ -65,5 +65,5 @@ def test_senders_are_bare_jids_or_anyone() -> None:
     assert Disclosure(config()).admits(VISITOR)
     only = Disclosure(config(scope=ScopePolicy(senders=["Analyst@X.org/phone"])))
     assert only.admits(ANALYST) and not only.admits(VISITOR)
-    with pytest.raises(ConfigError, match="ScopePolicy.senders"):
+    with pytest.raises(ConfigError, match=r"ScopePolicy\.senders"):
         ScopePolicy(senders=["not a jid"])
