@@ -71,6 +71,11 @@ async def test_protocols_the_agent_does_not_speak_are_not_understood_and_skip_th
         assert "does not speak protocol" in parse_reason(answer.body)
         assert "2.4" not in str(answer.body)
     assert agent.llm.calls == []  # type: ignore[attr-defined]
+    # and plain chat gives away no more than the sharing protocol does
+    await agent.memory.store("The Lisbon team meets every Monday", category="pattern")
+    for question in ("What is the Lisbon office budget?", "list your memories"):
+        reply = str((await visitor.say(to, question)).body)
+        assert "2.4" not in reply and "Monday" not in reply, reply
 
 
 async def test_an_agent_without_sharing_says_so_at_once(
