@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -245,3 +246,19 @@ def test_any_stored_text_stays_quoted_inside_one_block(
         assert decoded in stored or (
             decoded.endswith("…") and any(s.startswith(decoded[:-1]) for s in stored)
         )
+
+
+TAG_PIECES = st.sampled_from(
+    ["<", ">", "/", "＜", "＞", "〈", "〉", "&lt;", "&gt;", "\\u003c", "\\u003e", " ", "\u200b",
+     "memory", "MEMORY", "ｍｅｍｏｒｙ", "-", "_", "－", "context", "Context", "ｃｏｎｔｅｘｔ", "x"]
+)  # fmt: skip
+LOOKS_LIKE_A_TAG = re.compile(r"(?:<|&lt;|\\u003c)\s*/?\s*memory[-_ ]?context", re.I)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(TAG_PIECES, st.text(max_size=5)), max_size=20).map("".join))
+def test_neutralized_text_holds_no_tag_and_stays_put(text: str) -> None:
+    once = neutralize_markers(text)
+    assert neutralize_markers(once) == once
+    plain = unicodedata.normalize("NFKC", once).replace("\u200b", "").replace("〈", "<")
+    assert not LOOKS_LIKE_A_TAG.search(plain), (text, once)
