@@ -249,8 +249,9 @@ def test_any_stored_text_stays_quoted_inside_one_block(
 
 
 TAG_PIECES = st.sampled_from(
-    ["<", ">", "/", "＜", "＞", "〈", "〉", "&lt;", "&gt;", "\\u003c", "\\u003e", " ", "\u200b",
-     "memory", "MEMORY", "ｍｅｍｏｒｙ", "-", "_", "－", "context", "Context", "ｃｏｎｔｅｘｔ", "x"]
+    ["<", ">", "/", "＜", "＞", "〈", "〉", "&lt;", "&gt;", "\\u003c", "\\u003e", " ",
+     "\u200b", "memory", "MEMORY", "ｍｅｍｏｒｙ", "-", "_", "－", "context", "Context",
+     "ｃｏｎｔｅｘｔ", "x"]
 )  # fmt: skip
 LOOKS_LIKE_A_TAG = re.compile(r"(?:<|&lt;|\\u003c)\s*/?\s*memory[-_ ]?context", re.I)
 
