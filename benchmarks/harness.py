@@ -386,10 +386,12 @@ async def query_memory(
     key: str,
     limit: int,
     base_overrides: Mapping[str, Any] | None = None,
+    viewer: Any = None,
 ) -> QueryRun:
     """Reopen the memory at ``root`` with ``system``'s config and run every query.
 
-    Each ranking lists the ``metadata[key]`` of the results, best first.
+    Each ranking lists the ``metadata[key]`` of the results, best first; with a
+    ``viewer`` (a :class:`~spade_memory.Viewer`) every search is that partner's.
     """
     config = MemoryConfig(
         root=root,
@@ -400,7 +402,7 @@ async def query_memory(
     async with await MemoryManager.open(AGENT_JID, config) as manager:
         for query in queries:
             started = time.perf_counter()
-            results = await manager.search(query, limit=limit)
+            results = await manager.search(query, limit=limit, viewer=viewer)
             run.seconds.append(time.perf_counter() - started)
             run.rankings.append([str(result.memory.metadata.get(key, "")) for result in results])
     return run

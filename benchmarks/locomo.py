@@ -11,6 +11,14 @@ Run from the repository root::
     .venv/bin/python -m benchmarks.locomo                      # all systems, all conversations
     .venv/bin/python -m benchmarks.locomo --conversations 3 --sweep
     .venv/bin/python -m benchmarks.locomo --systems default --config fusion_bm25_weight=0.3
+    .venv/bin/python -m benchmarks.locomo --systems default --scoped
+
+``--scoped`` adds a ``+scoped`` row per system: every turn is stored private to one
+asker (``Scope.private``) and every question is searched with the asker's
+``Viewer``: filters that lose nothing give the plain row's figures. With
+``--others``, the next conversation's turns are stored beside them, private to three
+other owners (BM25 and graph statistics then count them too); any result of another
+owner is counted as a leak.
 
 Document vectors are kept in an on-disk cache (``benchmarks/results/.cache`` or
 ``$SPADE_MEMORY_BENCH_CACHE``), so a second run embeds only the questions. Index
@@ -29,6 +37,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from spade_memory import Scope, Viewer
 
 from .data import CATEGORY_NAMES, Conversation, load_locomo, resolve_data_dir
 from .harness import (
@@ -68,6 +78,9 @@ ALL_SYSTEMS = (*SPADE_MEMORY_SYSTEMS, "spade_llm")
 LIMIT = 10
 VARIANT = "variant of default"
 MAIN_CATEGORIES = frozenset({"1", "2", "3", "4"})
+ASKER = "asker@bench.example"
+OTHERS = tuple(f"other{n}@bench.example" for n in range(3))
+SCOPED = "+scoped"
 
 
 @dataclass(slots=True)
@@ -82,6 +95,34 @@ class SystemResult:
     index_cached: bool = False
     rankings: dict[str, list[list[str]]] = field(default_factory=dict)
     query_seconds: list[float] = field(default_factory=list)
+    leaks: int = 0  # results of another owner returned to a viewer (scoped rows)
+
+
+def scoped_batches(
+    conversation: Conversation, others: Conversation | None
+) -> list[list[dict[str, Any]]]:
+    """The batches of ``conversation``, every turn private to :data:`ASKER`, then those
+    of ``others``, each turn private to one of :data:`OTHERS` in turn (their dialog
+    ids marked, so they can never count as an answer)."""
+    mine = [
+        [{**item, "scope": Scope.private(ASKER)} for item in batch]
+        for batch in locomo_batches(conversation)
+    ]
+    if others is None:
+        return mine
+    theirs = [
+        [
+            {
+                **item,
+                "metadata": {"dia_id": f"other:{item['metadata']['dia_id']}"},
+                "source_conversation": f"other:{item['source_conversation']}",
+                "scope": Scope.private(OTHERS[index % len(OTHERS)]),
+            }
+            for index, item in enumerate(batch)
+        ]
+        for batch in locomo_batches(others)
+    ]
+    return [*mine, *theirs]
 
 
 def locomo_batches(conversation: Conversation) -> list[list[dict[str, Any]]]:
@@ -106,15 +147,26 @@ async def run_spade_memory(
     *,
     base_overrides: Mapping[str, Any],
     cache: Path | None = None,
+    scoped: bool = False,
+    everything: Sequence[Conversation] = (),
+    others: bool = False,
 ) -> dict[str, SystemResult]:
     """Build each conversation's memory once per embedder and query it with every system.
 
-    ``cache`` is a folder for the document embedding cache (``None``: none).
+    ``cache`` is a folder for the document embedding cache (``None``: none). With
+    ``scoped``, each system also gets a ``+scoped`` result (see the module docstring;
+    with ``others``, other owners' turns come from the next of ``everything``, or of
+    ``conversations`` when it is empty).
     """
     results = {
         system.name: SystemResult(system.name, system.description, system.label())
         for system in systems
     }
+    pool = list(everything or conversations)
+    if scoped:
+        for system in systems:
+            name = system.name + SCOPED
+            results[name] = SystemResult(name, system.description, system.label())
     builders: dict[EmbedderName | None, str] = {}
     for system in systems:
         builder = builders.setdefault(system.embedder, system.name)
@@ -145,6 +197,18 @@ async def run_spade_memory(
                     builder,
                     seconds,
                 )
+            scoped_roots: dict[EmbedderName | None, Path] = {}
+            if scoped:
+                beside = pool[(pool.index(conversation) + 1) % len(pool)] if others else None
+                for embedder in builders:
+                    root = Path(folder) / f"{embedder or 'keyword'}-scoped"
+                    seconds = await build_memory(
+                        root, embedder, scoped_batches(conversation, beside), cache=cache
+                    )
+                    scoped_roots[embedder] = root
+                    for system in systems:
+                        if system.embedder == embedder:
+                            results[system.name + SCOPED].index_seconds += seconds
             for system in systems:
                 run = await query_memory(
                     roots[system.embedder],
@@ -156,6 +220,23 @@ async def run_spade_memory(
                 )
                 results[system.name].rankings[conversation.sample_id] = run.rankings
                 results[system.name].query_seconds.extend(run.seconds)
+                if not scoped:
+                    continue
+                run = await query_memory(
+                    scoped_roots[system.embedder],
+                    system,
+                    questions,
+                    key="dia_id",
+                    limit=LIMIT,
+                    base_overrides=base_overrides,
+                    viewer=Viewer(jid=ASKER),
+                )
+                twin = results[system.name + SCOPED]
+                twin.rankings[conversation.sample_id] = run.rankings
+                twin.query_seconds.extend(run.seconds)
+                twin.leaks += sum(
+                    item.startswith("other:") for ranking in run.rankings for item in ranking
+                )
     return results
 
 
@@ -331,6 +412,17 @@ def _parser() -> argparse.ArgumentParser:
         help="keep document vectors in an on-disk cache (default: on; --no-cache gives "
         "fresh-index times)",
     )
+    parser.add_argument(
+        "--scoped",
+        action="store_true",
+        help="add a +scoped row per system: turns private to an asker, searched with "
+        "the asker's Viewer",
+    )
+    parser.add_argument(
+        "--others",
+        action="store_true",
+        help="with --scoped: the next conversation's turns beside them, of other owners",
+    )
     parser.add_argument("--write-md", action="store_true", help="update BENCHMARKS.md")
     parser.add_argument("--note", default="", help="a sentence added to the BENCHMARKS.md section")
     parser.add_argument(
@@ -357,9 +449,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     conversations = load_locomo(data_dir, limit=args.conversations)
     cache = default_cache_dir() if args.cache else None
     results = asyncio.run(
-        run_spade_memory(conversations, systems, base_overrides=base_overrides, cache=cache)
+        run_spade_memory(
+            conversations,
+            systems,
+            base_overrides=base_overrides,
+            cache=cache,
+            scoped=args.scoped,
+            everything=load_locomo(data_dir) if args.others else (),
+            others=args.others,
+        )
     )
     ordered = [results[system.name] for system in systems]
+    if args.scoped:
+        ordered += [results[system.name + SCOPED] for system in systems]
     if "spade_llm" in args.systems.split(","):
         ordered.append(
             run_spade_llm(
@@ -381,6 +483,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"({no_gold} without usable evidence, not scored); {dropped} evidence ids dropped "
         "(malformed or naming no turn)."
     )
+    if args.scoped:
+        leaks = ", ".join(f"{r.name} {r.leaks}" for r in ordered if r.name.endswith(SCOPED))
+        facts += f" Results of another owner returned to the asker: {leaks}."
     print(f"{facts}\nCategories 1-4 unless noted.\n\n{table}")
     path = write_json(
         "locomo-sweep" if sweeping else "locomo",
@@ -400,6 +505,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     else 0.0,
                     "summary": {k: v.as_dict() for k, v in summaries[result.name].items()},
                     "rankings": result.rankings,
+                    "leaks": result.leaks,
                 }
                 for result in ordered
             },

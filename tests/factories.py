@@ -40,6 +40,7 @@ MEMORY_TOOL_NAMES = (
 
 
 UNDO_SCOPES = (
+    "DROP INDEX memories_scope",
     "DROP INDEX memories_not_global",
     "DROP INDEX memories_by_owner",
     "DROP TABLE memory_readers",

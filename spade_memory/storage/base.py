@@ -21,6 +21,7 @@ import builtins
 import contextlib
 import logging
 import sqlite3
+import time
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,7 @@ from .group_commit import GroupCommit
 from .keyword_plan import KeywordPlanner
 from .memory_rows import IndexedText, NewMemory
 from .migrations import backup_database, create_database, migrate
+from .scope_filter import memories_joined
 from .sql import status_category_filter
 from .wal import check_wal
 from .writer import Writer
@@ -53,6 +55,8 @@ __all__ = ["BaseMemoryStore", "IndexedText", "NewMemory"]
 logger = logging.getLogger(__name__)
 
 _BM25_WEIGHTS = "1.0, 0.3"  # content tokens, context tokens
+_SHARE_SECONDS = 30.0  # how long a viewer's visible share is taken as known
+_SHARE_VIEWERS = 256
 
 # Database files open in this process (resolved paths), so a restore can refuse them.
 _OPEN_PATHS: dict[Path, int] = {}
@@ -73,6 +77,7 @@ class BaseMemoryStore:
         self._created = False
         # Group commit: single inserts waiting for the next transaction.
         self._group = GroupCommit(self.insert_many, self.get_by_uid)
+        self._shares: dict[Viewer, tuple[float, float]] = {}  # viewer -> (when, share)
         self._keyword = KeywordPlanner(
             self._fetchall, bm25_weights=_BM25_WEIGHTS, changes=lambda: db.total_changes
         )
@@ -432,9 +437,31 @@ class BaseMemoryStore:
         candidate cut.
         """
         where, params = status_category_filter(categories, statuses, alias="m.", viewer=viewer)
+        share = 1.0 if viewer is None else await self._visible_share(viewer)
         # The planner runs one exact OR query, or on large memories narrows from
         # the rarest terms so the work does not grow with the commonest term.
-        return await self._keyword.search(terms, where=where, params=params, limit=limit)
+        return await self._keyword.search(
+            terms,
+            where=where,
+            params=params,
+            limit=limit,
+            share=share,
+            joined=memories_joined(viewer),
+        )
+
+    async def _visible_share(self, viewer: Viewer) -> float:
+        """About which part of the active memories ``viewer`` sees (a hint for how
+        many keyword rows to fetch; read again after ``_SHARE_SECONDS``)."""
+        now = time.monotonic()
+        known = self._shares.get(viewer)
+        if known is not None and now - known[0] < _SHARE_SECONDS:
+            return known[1]
+        seen, total = await asyncio.gather(self.count(viewer=viewer), self.count())
+        share = seen / total if total else 1.0
+        if len(self._shares) >= _SHARE_VIEWERS:
+            self._shares.clear()
+        self._shares[viewer] = (now, share)
+        return share
 
     async def filtered_ids(
         self,

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import StorageError
 from ..models import Viewer
-from .scope_filter import visible_clause
+from .scope_filter import memories_joined, visible_clause
 from .sql import (
     SQL_CHUNK,
     chunks,
@@ -151,8 +151,9 @@ class GraphStore:
             counting = "SELECT 1 FROM memories_fts WHERE memories_fts MATCH ?"
             value = match
             listing = self._base.fetchall(
-                "SELECT m.id FROM memories_fts AS f JOIN memories AS m ON m.id = f.rowid "
-                f"WHERE memories_fts MATCH ? AND {where} ORDER BY f.rowid DESC LIMIT ?",
+                f"SELECT m.id FROM memories_fts AS f JOIN {memories_joined(viewer)} "
+                f"ON m.id = f.rowid WHERE memories_fts MATCH ? AND {where} "
+                "ORDER BY f.rowid DESC LIMIT ?",
                 [match, *params, int(limit)],
             )
         else:
@@ -193,7 +194,7 @@ class GraphStore:
         where, params = status_category_filter(categories, statuses, "m.", viewer)
         part = (
             "SELECT * FROM (SELECT e.node_id, e.memory_id FROM graph_entry_nodes AS e "
-            "JOIN memories AS m ON m.id = e.memory_id "
+            f"JOIN {memories_joined(viewer)} ON m.id = e.memory_id "
             f"WHERE e.node_id = ? AND {where} ORDER BY e.memory_id DESC LIMIT ?)"
         )
         pairs: builtins.list[tuple[int, int]] = []
@@ -296,7 +297,8 @@ class GraphStore:
         where, params = status_category_filter(categories, statuses, "m.", viewer)
         rows = await self._base.fetchall(
             "SELECT g.memory_id, g.summary FROM graph_entries_fts AS f "
-            "JOIN graph_entries AS g ON g.memory_id = f.rowid JOIN memories AS m ON m.id = f.rowid "
+            "JOIN graph_entries AS g ON g.memory_id = f.rowid "
+            f"JOIN {memories_joined(viewer)} ON m.id = f.rowid "
             f"WHERE graph_entries_fts MATCH ? AND {where} ORDER BY f.rowid DESC LIMIT ?",
             [match, *params, int(limit)],
         )
@@ -328,7 +330,8 @@ class GraphStore:
         )
         where, params = status_category_filter(categories, statuses, "m.", viewer)
         rows = await self._base.fetchall(
-            "SELECT g.memory_id FROM graph_entries AS g JOIN memories AS m ON m.id = g.memory_id "
+            f"SELECT g.memory_id FROM graph_entries AS g JOIN {memories_joined(viewer)} "
+            "ON m.id = g.memory_id "
             f"WHERE g.summary LIKE ? ESCAPE '\\' AND {where} ORDER BY g.memory_id DESC LIMIT ?",
             [pattern, *params, int(limit)],
         )

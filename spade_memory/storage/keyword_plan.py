@@ -46,6 +46,7 @@ _VOCAB = "temp.memories_fts_vocab"
 _MAX_AND_TERMS = 4
 _CHECK_SECONDS = 5.0  # how often the memory's growth is looked at
 _OVERFETCH = 8  # rows asked of FTS5 beyond the limit, for those a filter drops
+_FILTER_FIRST = 0.5  # a filter passing fewer rows than this share goes inside the query
 
 
 def _quote(term: str) -> str:
@@ -98,19 +99,39 @@ class KeywordPlanner:
         self._checked_at = -math.inf
 
     async def search(
-        self, terms: Sequence[str], *, where: str, params: Sequence[Any], limit: int
+        self,
+        terms: Sequence[str],
+        *,
+        where: str,
+        params: Sequence[Any],
+        limit: int,
+        share: float = 1.0,
+        joined: str = "memories AS m",
     ) -> list[tuple[int, float]]:
-        """``(memory id, score)`` best first for ``terms`` under the SQL filter ``where``."""
+        """``(memory id, score)`` best first for ``terms`` under the SQL filter ``where``.
+
+        ``share`` is about which part of the rows pass ``where`` (a viewer who sees
+        a tenth of the memory: 0.1). Below one half the filter runs inside the
+        query at once: only the rows it keeps are scored, instead of scoring the
+        best rows first and likely running again with the filter inside. It only
+        changes the work, never the results. ``joined`` is how the filtered query
+        joins ``memories AS m`` (see ``scope_filter.memories_joined``).
+        """
         unique = list(dict.fromkeys(term for term in terms if term))
         if not unique or limit <= 0:
             return []
         frequencies, _ = await self.document_frequencies(unique)
         if sum(frequencies.values()) <= self._exact_rows:
-            return await self._bm25(or_query(unique), where, params, limit)
+            return await self._bm25(
+                or_query(unique), where, params, limit, share=share, joined=joined
+            )
         present = sorted((t for t in unique if frequencies[t] > 0), key=lambda t: frequencies[t])
         found: dict[int, float] = {}
         for count in range(min(_MAX_AND_TERMS, len(present)), 1, -1):
-            self._merge(found, await self._bm25(and_query(present[:count]), where, params, limit))
+            hits = await self._bm25(
+                and_query(present[:count]), where, params, limit, share=share, joined=joined
+            )
+            self._merge(found, hits)
             if len(found) >= limit:
                 return list(found.items())[:limit]
         chosen: list[str] = []
@@ -123,7 +144,12 @@ class KeywordPlanner:
         floor = 0
         if rows > self._budget_rows:  # ids grow with time: keep the newest matches
             floor = int(self._max_id * (1.0 - self._budget_rows / rows))
-        self._merge(found, await self._bm25(or_query(chosen), where, params, limit, floor))
+        self._merge(
+            found,
+            await self._bm25(
+                or_query(chosen), where, params, limit, floor, share=share, joined=joined
+            ),
+        )
         return list(found.items())[:limit]
 
     @staticmethod
@@ -139,7 +165,15 @@ class KeywordPlanner:
             ceiling = score if ceiling is None else min(ceiling, score)
 
     async def _bm25(
-        self, match: str, where: str, params: Sequence[Any], limit: int, floor: int = 0
+        self,
+        match: str,
+        where: str,
+        params: Sequence[Any],
+        limit: int,
+        floor: int = 0,
+        *,
+        share: float = 1.0,
+        joined: str = "memories AS m",
     ) -> list[tuple[int, float]]:
         # The best rows by FTS5 alone, then the filter on those few, in the same
         # query: joining ``memories`` for every matching row doubled the cost of a
@@ -155,6 +189,10 @@ class KeywordPlanner:
         if where == "1":
             rows = await self._fetch(top, [match, int(floor), int(fetched)])
             return [(int(row[0]), -float(row[1])) for row in rows[:limit]]
+        if share < _FILTER_FIRST:
+            # Most rows fail the filter (a viewer who sees a small part of the
+            # memory): filtered inside, only the rows it keeps are scored.
+            return await self._filtered(match, where, params, limit, floor, joined)
         # NOT INDEXED: by primary key. Otherwise SQLite may pick the (status, ...)
         # index for the filter and walk every active memory (15 ms at 100k).
         rows = await self._fetch(
@@ -167,15 +205,27 @@ class KeywordPlanner:
         rows.sort(key=lambda row: float(row[1]))
         hits = [(int(row[0]), -float(row[1])) for row in rows if row[2]]
         if len(hits) < limit and len(rows) == fetched:
-            rows = await self._fetch(
-                f"SELECT f.rowid, bm25(memories_fts, {self._weights}) AS rank "
-                "FROM memories_fts AS f JOIN memories AS m ON m.id = f.rowid "
-                f"WHERE memories_fts MATCH ? AND f.rowid >= ? AND {where} "
-                "ORDER BY rank LIMIT ?",
-                [match, int(floor), *params, int(limit)],
-            )
-            return [(int(row[0]), -float(row[1])) for row in rows]
+            return await self._filtered(match, where, params, limit, floor, joined)
         return hits[:limit]
+
+    async def _filtered(
+        self,
+        match: str,
+        where: str,
+        params: Sequence[Any],
+        limit: int,
+        floor: int,
+        joined: str = "memories AS m",
+    ) -> list[tuple[int, float]]:
+        """The best ``limit`` rows matching ``match`` that pass ``where`` (inside the query)."""
+        rows = await self._fetch(
+            f"SELECT f.rowid, bm25(memories_fts, {self._weights}) AS rank "
+            f"FROM memories_fts AS f JOIN {joined} ON m.id = f.rowid "
+            f"WHERE memories_fts MATCH ? AND f.rowid >= ? AND {where} "
+            "ORDER BY rank LIMIT ?",
+            [match, int(floor), *params, int(limit)],
+        )
+        return [(int(row[0]), -float(row[1])) for row in rows]
 
     async def document_frequencies(self, terms: Sequence[str]) -> tuple[dict[str, int], int]:
         """How many memories hold each term (cached; see the module docstring), and

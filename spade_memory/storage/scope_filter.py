@@ -14,7 +14,15 @@ from typing import Any
 
 from ..models import Viewer
 
-__all__ = ["visible_clause"]
+__all__ = ["memories_joined", "visible_clause"]
+
+
+def memories_joined(viewer: Viewer | None) -> str:
+    """How a query joins ``memories AS m`` for a filter: by the index holding every
+    column the filter reads (``memories_scope``) when a viewer's filter runs, as
+    before (by rowid) otherwise. A filter that drops most candidates makes a
+    route walk many more of them; each then costs an index probe, not a row read."""
+    return "memories AS m" if viewer is None else "memories AS m INDEXED BY memories_scope"
 
 
 def visible_clause(viewer: Viewer | None, alias: str = "") -> tuple[str, list[Any]]:

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from spade_memory import Scope
 from spade_memory.cli.transfer import export_lines, parse_export_lines
 from spade_memory.config import MemoryConfig
 from spade_memory.errors import InvalidToolInput
@@ -36,7 +37,9 @@ async def test_an_export_of_the_earlier_encoder_imports_every_field(
     data = OLD_JSON if form == "json" else parse_export_lines(OLD_LINES.splitlines())
     assert await carol.import_data(data) == (4, 3)
     exported = await carol.export()
-    strip = [{k: v for k, v in m.items() if k != "id"} for m in exported["memories"]]
+    # an export made before scopes imports as global, and is exported so
+    assert all(m["scope"] == Scope().to_dict() for m in exported["memories"])
+    strip = [{k: v for k, v in m.items() if k not in ("id", "scope")} for m in exported["memories"]]
     old = [{k: v for k, v in m.items() if k != "id"} for m in OLD_JSON["memories"]]
     assert sorted(strip, key=lambda m: m["uid"]) == sorted(old, key=lambda m: m["uid"])
     assert exported["notes"] == OLD_JSON["notes"]
@@ -52,8 +55,18 @@ def test_the_lines_are_written_byte_for_byte_as_before() -> None:
 
 texts = st.text(st.characters(blacklist_categories=("Cs",)), max_size=20)
 times = st.floats(min_value=0, max_value=4e9, allow_nan=False)
+scopes = st.none() | st.builds(
+    lambda owner, visibility, readers: {
+        "owner": owner,
+        "visibility": visibility,
+        "shared_with": readers,
+    },
+    st.none() | st.sampled_from(["alice@localhost", "bob@localhost"]),
+    st.sampled_from(["global", "private", "shared", "conversation"]),
+    st.lists(st.sampled_from(["bob@localhost", "carol@localhost"]), max_size=2, unique=True),
+)
 memories = st.builds(
-    lambda uid, content, importance, status, created, accessed, count, metadata: {
+    lambda uid, content, importance, status, created, accessed, count, metadata, scope: {
         "id": None,
         "uid": uid,
         "category": "fact",
@@ -69,6 +82,7 @@ memories = st.builds(
         "last_accessed": accessed,
         "access_count": count,
         "metadata": metadata,
+        "scope": scope,
     },
     st.uuids().map(lambda u: u.hex),
     texts,
@@ -78,6 +92,7 @@ memories = st.builds(
     st.none() | times,
     st.integers(0, 10**6),
     st.dictionaries(texts, st.none() | st.integers() | texts, max_size=3),
+    scopes,
 )
 notes = st.dictionaries(
     texts,
