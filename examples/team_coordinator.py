@@ -3,7 +3,9 @@
 A researcher and a planner (LLM agents) report facts to the coordinator; its LLM
 stores each one with store_memory, with the reporter as the source. A client
 agent then asks questions; the coordinator's LLM looks them up with
-search_memories and answers from what it stored.
+search_memories and answers from what it stored. The team shares what it tells
+the coordinator (``ScopePolicy(mode="shared")``); by default what a partner tells
+an agent is that partner's alone.
 
     python examples/team_coordinator.py                     # embedded XMPP server
     python examples/team_coordinator.py --xmpp-host example.org --xmpp-port 5222
@@ -17,7 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from spade_memory import MemoryConfig
+from spade_memory import MemoryConfig, ScopePolicy
 from spade_memory.spade.llm_agent import LLMAgent
 from spade_memory.testing.xmpp_server import xmpp_endpoint
 
@@ -37,7 +39,11 @@ QUESTIONS = [
 
 async def main(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="team-") as scratch:
-        memory = MemoryConfig(root=args.root or Path(scratch), embedder="hashing")
+        memory = MemoryConfig(
+            root=args.root or Path(scratch),
+            embedder="hashing",
+            scope=ScopePolicy(mode="shared"),  # one memory for the whole team
+        )
         async with xmpp_endpoint(args.xmpp_host, args.xmpp_port) as xmpp:
             team = {
                 name: LLMAgent(xmpp.jid(name), args.password, memory=memory, port=xmpp.port)

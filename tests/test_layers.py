@@ -9,7 +9,8 @@ pairs in ``SAME_ROW``)::
     aliases     agents, sharing, xmpp_server   (deprecated paths of moved modules)
     edge        spade (agents, behaviours, sharing), cli, integrations
     facade      manager
-    services    maintenance, tools, context (prompt context from notes and memories)
+    services    maintenance, tools, context (prompt context from notes and memories),
+                disclosure (who sees what: the viewer and scope of a partner)
     engine      engine
     retrieval   retrieval, embedding
     storage     storage, text          (storage may import text)
@@ -38,7 +39,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("aliases", ("agents", "sharing", "xmpp_server")),
     ("edge", ("spade", "cli", "integrations")),
     ("facade", ("manager",)),
-    ("services", ("maintenance", "tools", "context")),
+    ("services", ("maintenance", "tools", "context", "disclosure")),
     ("engine", ("engine",)),
     ("retrieval", ("retrieval", "embedding")),
     ("storage", ("storage", "text")),

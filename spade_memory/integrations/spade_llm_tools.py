@@ -12,7 +12,12 @@ spade_llm's ``LLMBehaviour`` tells each tool the conversation it runs in
 (``set_conversation_id``) before every LLM request, and ``LLMAgent`` hands it the
 agent (``set_agent``); the tools use these for the conversation of
 ``remember_interaction_info``, for the sender recorded with a stored memory, and to
-start a fresh per-request budget (``MemoryConfig.tools``).
+start a fresh per-request budget (``MemoryConfig.tools``). When the sender of the
+conversation is known, the tools act for it as the LLMAgent's do
+(:class:`~spade_memory.disclosure.Disclosure`): they read and forget only what it
+sees, and what it tells is stored in its scope (``MemoryConfig.scope``). spade_llm's
+conversation id is taken as it is (it may be an XMPP thread the sender chose), so
+prefer ``ScopePolicy(mode="per_sender")`` (the default) there.
 
 spade_llm imports LiteLLM, which fetches a model price list from the network on
 import unless ``LITELLM_LOCAL_MODEL_COST_MAP`` is set: this module sets it to
@@ -29,6 +34,7 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
+from ..disclosure import Disclosure
 from ..errors import ConfigError
 from ..identity import normalize_jid
 from ..manager import MemoryManager
@@ -133,12 +139,20 @@ class ToolBinding:
             return None
 
     def context(self) -> ToolContext:
-        """The :class:`ToolContext` of a call made now."""
+        """The :class:`ToolContext` of a call made now: for the sender, when known."""
+        sender = self.current_sender()
+        if sender is None:
+            return ToolContext(
+                self.manager, conversation_id=self.conversation_id, budget=self._budget
+            )
+        disclosure = Disclosure(self.manager.config)
         return ToolContext(
             self.manager,
             conversation_id=self.conversation_id,
-            sender=self.current_sender(),
+            sender=sender,
             budget=self._budget,
+            viewer=disclosure.viewer(sender, self.conversation_id),
+            scope=disclosure.scope_for(sender, self.conversation_id),
         )
 
 

@@ -2,11 +2,25 @@
 
 For each incoming message with a body, :class:`ConversationBehaviour`:
 
-1. finds the conversation id: the XMPP thread, else a stable id of the two bare JIDs;
+0. takes from the sender's token bucket (``MemoryConfig.chat``), then checks that
+   the agent listens to the sender (``ScopePolicy.senders``): otherwise the message
+   is refused with a short ``refuse`` reply, nothing is recorded and no LLM runs.
+   A message naming a ``protocol`` is never chat: the agent answers it
+   ``not-understood`` (:mod:`spade_memory.spade.not_understood`), and this
+   behaviour drops one that reaches it anyway;
+1. finds the conversation id: a stable id of the two bare JIDs, and of the XMPP
+   thread when there is one (:func:`~spade_memory.identity.thread_conversation_id`:
+   a sender reusing another's thread id gets a conversation of its own);
 2. recalls the conversation's interaction notes and the memories that best match
-   the message (their live atoms only: ``MemoryManager.recall``), and assembles them
-   into one quoted ``<memory-context>`` user message (:mod:`spade_memory.context`),
-   placed before the incoming text;
+   the message and that the sender may see (its
+   :class:`~spade_memory.models.Viewer`, from :class:`~spade_memory.disclosure.Disclosure`;
+   their live atoms only: ``MemoryManager.recall``), and assembles them into one
+   quoted ``<memory-context>`` user message (:mod:`spade_memory.context`), placed
+   before the incoming text. The tools of the turn act for the same viewer, and
+   what the sender tells is stored in its scope (``ScopePolicy.mode``);
+   The incoming text is given to the LLM with every imitation of that block's
+   tags made plain words (:func:`~spade_memory.context.neutralize_markers`), so a
+   message cannot pass for recalled memory;
 3. runs the LLM with the tools, executing its tool calls (bounded by
    ``max_tool_rounds``, then one last request without tools);
 4. replies in the same thread with performative ``inform`` (``failure`` when the
@@ -30,13 +44,16 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from spade.behaviour import CyclicBehaviour
 from spade.message import Message
 
-from ..context import build_memory_context
+from ..context import build_memory_context, neutralize_markers
+from ..disclosure import Disclosure
 from ..errors import InvalidAgentId
-from ..identity import conversation_id_for
+from ..identity import conversation_id_for, normalize_jid, thread_conversation_id
 from ..limits import LIMITS
 from ..llm import ChatMessage, LLMClient, ToolCall
-from ..models import InteractionNote, SearchResult
+from ..models import InteractionNote, SearchResult, Viewer
 from ..tools import RequestBudget, ToolContext, ToolResult
+from .not_understood import carries_protocol
+from .rate_limit import RateLimiter
 
 if TYPE_CHECKING:
     from ..manager import MemoryManager
@@ -59,6 +76,8 @@ TIMEOUT_ANSWER = (
     "Sorry, I could not answer within {seconds:g} s (my language model is slow or not "
     "answering). Please try again later."
 )
+RATE_LIMITED_ANSWER = "Too many messages: please wait {seconds:.0f} s before writing again."
+NOT_LISTENING_ANSWER = "This agent does not take messages from {sender}."
 _MAX_QUERY_CHARS = LIMITS.query_chars
 
 DEFAULT_SYSTEM_PROMPT = (
@@ -108,7 +127,14 @@ class ConversationBehaviour(CyclicBehaviour):  # type: ignore[misc]
         turn_timeout: seconds one message may take, recall, every LLM request and
             tool call included; past it the sender gets a ``failure`` saying so.
             ``None`` for no limit.
+        limiter: the token bucket per sender the messages take from; ``None``
+            for no limit.
+        disclosure: who sees what (viewers, scopes, whom the agent listens to);
+            default: the policy of the agent's ``MemoryConfig``.
     """
+
+    takes_protocol_messages = False
+    """The agent's dispatch never gives it a message naming a ``protocol``."""
 
     def __init__(
         self,
@@ -121,6 +147,8 @@ class ConversationBehaviour(CyclicBehaviour):  # type: ignore[misc]
         max_conversations: int = 64,
         receive_timeout: float = 1.0,
         turn_timeout: float | None = 60.0,
+        limiter: RateLimiter | None = None,
+        disclosure: Disclosure | None = None,
     ) -> None:
         super().__init__()
         if max_tool_rounds < 0:
@@ -141,6 +169,8 @@ class ConversationBehaviour(CyclicBehaviour):  # type: ignore[misc]
         self.max_conversations = max_conversations
         self.receive_timeout = receive_timeout
         self.turn_timeout = turn_timeout
+        self.limiter = limiter
+        self._disclosure = disclosure
         self._history: OrderedDict[str, deque[ChatMessage]] = OrderedDict()
         self._waiting: dict[str, asyncio.Future[Message]] = {}
 
@@ -157,6 +187,13 @@ class ConversationBehaviour(CyclicBehaviour):  # type: ignore[misc]
                 "%s: ignoring a message without a body from %s", self.agent.jid, msg.sender
             )
             return
+        if carries_protocol(msg):
+            logger.debug("%s: a protocol message is not chat; dropping %s", self.agent.jid, msg)
+            return
+        refusal = self.refusal(msg)
+        if refusal is not None:
+            await self._reply(msg, refusal, "refuse")
+            return
         try:
             async with asyncio.timeout(self.turn_timeout):
                 text = await self.answer(msg)
@@ -172,6 +209,27 @@ class ConversationBehaviour(CyclicBehaviour):  # type: ignore[misc]
             text = FAILURE_ANSWER.format(reason=type(exc).__name__)
             performative = "failure"
         await self._reply(msg, text, performative)
+
+    def refusal(self, msg: Message) -> str | None:
+        """Why ``msg`` is refused before any LLM runs, or ``None`` to answer it."""
+        try:
+            sender = normalize_jid(msg.sender)
+        except InvalidAgentId:
+            return "I cannot tell who sent this message, so I do not answer it."
+        if self.limiter is not None:
+            wait = self.limiter.take(sender)
+            if wait > 0:
+                return RATE_LIMITED_ANSWER.format(seconds=max(wait, 1.0))
+        if not self.disclosure.admits(sender):
+            return NOT_LISTENING_ANSWER.format(sender=sender)
+        return None
+
+    @property
+    def disclosure(self) -> Disclosure:
+        """Who sees what: the policy given, else the one of the agent's memory config."""
+        if self._disclosure is None:
+            self._disclosure = Disclosure(self._manager().config)
+        return self._disclosure
 
     def _resolve_answer(self, msg: Message) -> bool:
         """Hand an answer to the :meth:`ask` waiting for it; ``True`` if it was an answer."""
@@ -206,9 +264,13 @@ class ConversationBehaviour(CyclicBehaviour):  # type: ignore[misc]
     # -- one turn --------------------------------------------------------------
 
     def conversation_id(self, msg: Message) -> str:
-        """The XMPP thread of ``msg``, else the stable id of the two agents."""
+        """The stable id of the two agents, and of the XMPP thread of ``msg`` if it has one.
+
+        Raises:
+            InvalidAgentId: the sender is no valid JID.
+        """
         if msg.thread:
-            return str(msg.thread)
+            return thread_conversation_id(self.agent.jid.bare, msg.sender.bare, str(msg.thread))
         return conversation_id_for(self.agent.jid.bare, msg.sender.bare)
 
     async def answer(self, msg: Message) -> str:
@@ -219,12 +281,13 @@ class ConversationBehaviour(CyclicBehaviour):  # type: ignore[misc]
                 into a ``failure`` reply.
         """
         manager = self._manager()
-        body = str(msg.body)
+        body = neutralize_markers(str(msg.body))
         cid = self.conversation_id(msg)
-        sender = str(msg.sender.bare)
+        sender = normalize_jid(msg.sender)  # the server's, never a name in the body
+        viewer = self.disclosure.viewer(sender, cid)
         context = build_memory_context(
             await self._recall_notes(manager, cid),
-            await self._recall_memories(manager, body),
+            await self._recall_memories(manager, body, viewer),
             manager.config.context,
         )
         request = ChatMessage(role="user", content=body)
@@ -240,6 +303,8 @@ class ConversationBehaviour(CyclicBehaviour):  # type: ignore[misc]
             conversation_id=cid,
             sender=sender,
             budget=RequestBudget(manager.config.tools),
+            viewer=viewer,
+            scope=self.disclosure.scope_for(sender, cid),
         )
         text = await self._tool_loop(messages, tool_context)
         self._remember_turn(cid, request, ChatMessage(role="assistant", content=text))
@@ -258,13 +323,16 @@ class ConversationBehaviour(CyclicBehaviour):  # type: ignore[misc]
             return []
         return await manager.notes(cid, limit=limit)
 
-    async def _recall_memories(self, manager: MemoryManager, body: str) -> list[SearchResult]:
+    async def _recall_memories(
+        self, manager: MemoryManager, body: str, viewer: Viewer
+    ) -> list[SearchResult]:
         limit = manager.config.context.recall_limit
         query = body.strip()[:_MAX_QUERY_CHARS]
         if limit <= 0 or not query:
             return []
-        # live atoms only: a superseded or lapsed sentence never reaches the prompt
-        return await manager.recall(query, limit=limit)
+        # live atoms only: a superseded or lapsed sentence never reaches the prompt;
+        # only what the sender sees
+        return await manager.recall(query, limit=limit, viewer=viewer)
 
     async def _tool_loop(self, messages: list[ChatMessage], context: ToolContext) -> str:
         schemas = [tool.schema() for tool in self.tools]

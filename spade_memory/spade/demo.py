@@ -5,7 +5,9 @@ SPADE agent sending scripted messages) talk over an XMPP server. The agents stor
 facts and notes through LLM tool calls, recall them in later turns, then all stop
 and start again on the same memory root and are asked again. The transcript is
 printed; the exit status is 0 only if every fact is recalled after the restart
-(in ``--in-memory`` mode: only if every fact is gone, as it should be).
+(in ``--in-memory`` mode: only if every fact is gone, as it should be). The agents
+work as one team: what one member tells an agent, the others may read
+(``ScopePolicy(mode="shared")``; by default what a partner tells is its own).
 
 This module is an application: it prints. The library never does.
 """
@@ -30,7 +32,7 @@ from spade.behaviour import CyclicBehaviour
 from spade.container import Container
 from spade.message import Message
 
-from ..config import MemoryConfig
+from ..config import MemoryConfig, ScopePolicy
 from ..errors import LLMError
 from ..llm import (
     ChatMessage,
@@ -172,10 +174,11 @@ class Demo:
     def __init__(self, options: DemoOptions, endpoint: XMPPEndpoint, root: Path) -> None:
         self.options = options
         self.endpoint = endpoint
+        team = ScopePolicy(mode="shared")  # what one member tells, the others may read
         self.config = (
-            MemoryConfig(in_memory=True, embedder=options.embedder)
+            MemoryConfig(in_memory=True, embedder=options.embedder, scope=team)
             if options.in_memory
-            else MemoryConfig(root=root, embedder=options.embedder)
+            else MemoryConfig(root=root, embedder=options.embedder, scope=team)
         )
         self.shared_llm: LLMClient | None = None
         if options.llm_url:

@@ -167,6 +167,8 @@ class LLMAgent(MemoryMixin, Agent):  # type: ignore[misc]
             max_tool_rounds=self.max_tool_rounds,
             history_turns=self.history_turns,
             turn_timeout=self.turn_timeout,
+            limiter=self.chat_limiter,
+            disclosure=self.disclosure,
         )
         self.add_behaviour(self._conversation, self.template)
 

@@ -55,6 +55,10 @@ class MaintenanceBehaviour(PeriodicBehaviour):  # type: ignore[misc]
         failures: runs that failed so far.
     """
 
+    def match(self, message: Any) -> bool:
+        """Never: it reads no messages, so none piles up in its mailbox."""
+        return False
+
     def __init__(
         self,
         memory: MemoryManager | Callable[[], MemoryManager],

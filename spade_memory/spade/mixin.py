@@ -24,7 +24,11 @@ run in progress, before the memory closes. With ``MemoryConfig.sharing`` set, th
 agent also answers the memory-sharing protocol (:mod:`spade_memory.spade.sharing`),
 exposes ``self.sharing`` and adds the tools ``ask_agent_memory`` and
 ``share_memory``; protocol messages reach only that responder, never the other
-behaviours (without sharing they are dropped). The mixin cooperates with other
+behaviours. A message of a protocol no behaviour speaks — a ``spade-memory``
+protocol of another version, or with sharing off, or any ``protocol`` no behaviour's
+template takes (the LLM conversation takes none) — is answered FIPA
+``not-understood`` (:mod:`spade_memory.spade.not_understood`), within the per-sender
+rate limit of ``MemoryConfig.chat``. The mixin cooperates with other
 plugin mixins: it calls the next class's hooks and ``stop()`` through
 ``super()``. Put it before ``Agent`` in the bases.
 """
@@ -35,11 +39,14 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from ..config import MemoryConfig
+from ..disclosure import Disclosure
 from ..errors import ConfigError, SharingError, StoreClosedError
 from ..manager import MemoryManager
 from .maintenance_behaviour import MaintenanceBehaviour
+from .not_understood import NotUnderstood, carries_protocol
+from .rate_limit import RateLimiter
 from .sharing.client import MemorySharing
-from .sharing.protocol import is_protocol_message, protocol_template
+from .sharing.protocol import is_memory_protocol, is_protocol_message, protocol_template
 from .sharing.responder import SharingResponder
 
 if TYPE_CHECKING:
@@ -68,6 +75,9 @@ class MemoryMixin:
         def has_behaviour(self, behaviour: Any) -> bool: ...
         def submit(self, coro: Any) -> Any: ...
 
+        behaviours: list[Any]
+        traces: Any
+
     def __init__(self, *args: Any, memory: MemoryConfig | None = None, **kwargs: Any) -> None:
         if memory is not None and not isinstance(memory, MemoryConfig):
             raise TypeError(f"memory must be a MemoryConfig, got {type(memory).__name__}")
@@ -76,6 +86,12 @@ class MemoryMixin:
         self._maintenance_behaviour: MaintenanceBehaviour | None = None
         self._sharing: MemorySharing | None = None
         self._sharing_responder: SharingResponder | None = None
+        self.disclosure = Disclosure(self._memory_config)
+        """Who sees what of this agent's memory (``MemoryConfig.scope`` and ``sharing``)."""
+        chat = self._memory_config.chat
+        self.chat_limiter = RateLimiter(rate_per_minute=chat.rate_per_minute, burst=chat.burst)
+        """The per-sender token bucket of chat messages and ``not-understood`` answers."""
+        self._not_understood: NotUnderstood | None = None
         super().__init__(*args, **kwargs)
 
     @property
@@ -143,7 +159,10 @@ class MemoryMixin:
         sharing = self._memory_config.sharing
         if sharing is not None and self._sharing_responder is None:
             responder = SharingResponder(
-                lambda: self.memory, sharing, self._memory_config.categories
+                lambda: self.memory,
+                sharing,
+                self._memory_config.categories,
+                disclosure=self.disclosure,
             )
             self._sharing_responder = responder
             self._sharing = MemorySharing(
@@ -155,16 +174,42 @@ class MemoryMixin:
                 policy=responder.policy,
             )
             self.add_behaviour(responder, protocol_template())
+        if self._not_understood is None:
+            self._not_understood = NotUnderstood(self.chat_limiter)
+            self.add_behaviour(self._not_understood)
 
     def dispatch(self, msg: Any) -> list[Any]:
-        """Give a memory-sharing message only to the sharing responder; others as usual."""
-        if not is_protocol_message(msg):
+        """Route a message: memory-sharing ones to the sharing responder, other protocol
+        messages to the behaviours that speak them, the rest as SPADE does.
+
+        A protocol message nobody speaks goes to the ``not-understood`` answerer.
+        """
+        if is_memory_protocol(msg):
+            responder = self._sharing_responder
+            if responder is not None and is_protocol_message(msg):
+                return [self.submit(responder.enqueue(msg))]
+            return self._not_understood_by_all(msg)
+        if not carries_protocol(msg):
             return super().dispatch(msg)  # type: ignore[misc,no-any-return]
-        responder = self._sharing_responder
-        if responder is None:
-            logger.debug("%s: memory sharing is off; dropping %s", self.jid, msg)
+        takers = [
+            behaviour
+            for behaviour in self.behaviours
+            if getattr(behaviour, "takes_protocol_messages", True) and behaviour.match(msg)
+        ]
+        if not takers:
+            return self._not_understood_by_all(msg)
+        tasks = []
+        for behaviour in takers:
+            tasks.append(self.submit(behaviour.enqueue(msg)))
+            self.traces.append(msg, category=str(behaviour))
+        return tasks
+
+    def _not_understood_by_all(self, msg: Any) -> list[Any]:
+        answerer = self._not_understood
+        if answerer is None:
+            logger.debug("%s: not started; dropping %s", self.jid, msg)
             return []
-        return [self.submit(responder.enqueue(msg))]
+        return [self.submit(answerer.enqueue(msg))]
 
     def _message_received(self, stanza: Any) -> list[Any]:
         """An XMPP error bouncing a sharing request ends that request; others go on."""
@@ -202,6 +247,11 @@ class MemoryMixin:
             await self._close_memory()
 
     async def _close_memory(self) -> None:
+        answerer, self._not_understood = self._not_understood, None
+        if answerer is not None:
+            answerer.kill()
+            if self.has_behaviour(answerer) and not answerer.is_running:
+                self.remove_behaviour(answerer)
         responder, self._sharing_responder, self._sharing = self._sharing_responder, None, None
         if responder is not None:
             responder.kill()

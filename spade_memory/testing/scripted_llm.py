@@ -7,7 +7,10 @@ and, in English or Chinese, recognises:
 - "note that X", "记下：X", "备注：X" -> ``remember_interaction_info``
 - "what do you know about X", "你知道X吗", "X是什么" -> ``search_memories``
 - "list your memories", "你记得什么" -> ``list_memories``
-- "forget memory 12", "忘记记忆12" -> ``forget_memory``
+- "forget memory 12", "delete memory #12", "忘记记忆12" -> ``forget_memory``
+
+A request that is not one of these as a whole is read sentence by sentence, last
+first, then clause by clause ("I am bob. list your memories" lists them).
 
 It calls a tool only when that tool is offered, makes at most one call per request,
 and after a tool result always answers in text, so a tool loop driven by it ends.
@@ -49,8 +52,8 @@ _SEP = r"[\s,，:：]*"
 
 _FORGET = [
     re.compile(
-        r"^(?:forget|delete|remove|erase)\s+(?:the\s+)?(?:memory\s*)?(?:#|id\s*|number\s*|no\.?\s*)?"
-        r"(\d{1,18})$",
+        r"^(?:forget|delete|remove|erase|drop)\s+(?:the\s+)?(?:memory\s*)?(?:with\s+)?"
+        r"(?:#|id\s*|number\s*|no\.?\s*)?(\d{1,18})$",
         _I,
     ),
     re.compile(
@@ -71,8 +74,12 @@ _LIST = [
     ),
     re.compile(r"^what (?:do|did|can) you (?:remember|recall|know)$", _I),
     re.compile(r"^what have you (?:remembered|memori[sz]ed|stored|learned|learnt)$", _I),
+    re.compile(r"^what memories do you (?:have|keep|hold)$", _I),
+    re.compile(r"^(?:show me |tell me )?everything you (?:remember|know|stored)$", _I),
+    re.compile(r"^dump (?:all )?(?:of )?your memor(?:y|ies)$", _I),
     re.compile(r"^(?:列出|显示|查看)(?:所有|全部)?的?(事实|习惯|模式|偏好|能力)?的?记忆$"),
-    re.compile(r"^你(?:都)?(?:记得|记住了|知道)(?:些)?什么$"),
+    re.compile(r"^你(?:都)?(?:记得|记住了|知道)(?:些|哪些)?(?:什么|事情?)$"),
+    re.compile(r"^把你的(?:所有|全部)?记忆(?:都)?列出来$"),
 ]
 _NOTE = [
     re.compile(
@@ -94,6 +101,7 @@ _SEARCH = [
     re.compile(r"^what (?:do|did) you (?:know|remember|recall) about\s+(.+)$", _I),
     re.compile(r"^do you (?:remember|know|recall)(?:\s+anything)?(?:\s+about)?\s+(.+)$", _I),
     re.compile(r"^tell me (?:what you know about|everything about|about)\s+(.+)$", _I),
+    re.compile(r"^(?:tell|give) me\s+(?:the\s+)?(.+)$", _I),
     re.compile(
         r"^(?:search|look up|find|recall)(?:\s+(?:your\s+)?memor(?:y|ies))?"
         r"(?:\s+(?:for|about))?\s+(.+)$",
@@ -124,9 +132,12 @@ _LEAD_TAGS = re.compile(r"^(?:\[[^\]]*\]\s*|#\d+[:.]?\s+|\(id\s*[:=]?\s*\d+\)\s*
 _TRAIL_ID = re.compile(r"\s*[(\[][^()\[\]]*(?:\bid\b\s*[:=#]?\s*|#)\d+[^()\[\]]*[)\]]\s*$", _I)
 _ERROR = re.compile(
     r"^\W*(?:error|invalid|failed|failure|cannot|can't|could not|couldn't|refused|denied"
-    r"|not allowed|budget|no memory with|错误|失败|无效|出错|拒绝)",
+    r"|not allowed|budget|no memory with|unknown tool|[a-z_]+ (?:failed|ran out of time)\b"
+    r"|错误|失败|无效|出错|拒绝)",
     _I,
 )
+_SENTENCES = re.compile(r"(?<=[.!?;])\s+|[。！？；\n]+")
+_CLAUSES = re.compile(r"[,，:：]\s*")
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,7 +182,8 @@ def memory_lines(text: str) -> list[str]:
     """The memory contents in a tool result or a recalled-memory block.
 
     Lines starting with ``- `` (or ``* ``, ``1.``) hold memories; a leading
-    ``[category]`` and a trailing ``(id N)`` / ``(#N)`` are removed. A JSON result
+    ``[category]`` and a trailing ``(id N)`` / ``(#N)`` are removed, and a quoted
+    content (a JSON string literal) is decoded. A JSON result
     holding ``content`` fields is read too.
     """
     found = _json_contents(text)
@@ -183,10 +195,22 @@ def memory_lines(text: str) -> list[str]:
         if match is None and line.lstrip().startswith("["):
             match = re.match(r"^\s*(\[.*\S)\s*$", line)
         if match is not None:
-            content = _strip_tags(match.group(1))
+            content = _unquote(_strip_tags(match.group(1)))
             if content:
                 items.append(content)
     return items
+
+
+def _unquote(content: str) -> str:
+    """The text of a quoted entry (a JSON string literal, as the memory shows it)."""
+    if len(content) >= 2 and content[0] == content[-1] == '"':
+        try:
+            decoded = json.loads(content)
+        except json.JSONDecodeError:
+            return content
+        if isinstance(decoded, str):
+            return decoded.strip()
+    return content
 
 
 def _json_contents(text: str) -> list[str] | None:
@@ -299,7 +323,7 @@ class ScriptedLLM:
         if results:
             text = self._after_tools(messages[: index + 1], messages[index + 1 :], chinese)
             return LLMResponse(text=text, finish_reason="stop")
-        intent = self._intent(_clean(request), tools)
+        intent = self._intent(request, tools)
         if intent is not None and intent[0] in offered:
             self._next_id += 1
             name, args = intent
@@ -314,7 +338,25 @@ class ScriptedLLM:
     def _intent(
         self, request: str, tools: Sequence[Mapping[str, Any]]
     ) -> tuple[str, dict[str, Any]] | None:
-        """The tool call a cleaned request asks for, or ``None`` for a plain reply."""
+        """The tool call a request asks for: as a whole, else its last sentence or
+        clause that asks for one; ``None`` for a plain reply."""
+        whole = self._whole_intent(_clean(request), tools)
+        if whole is not None:
+            return whole
+        for splitter in (_SENTENCES, _CLAUSES):
+            parts = [part for part in splitter.split(request) if part.strip()]
+            if len(parts) < 2:
+                continue
+            for part in reversed(parts):
+                found = self._whole_intent(_clean(part), tools)
+                if found is not None:
+                    return found
+        return None
+
+    def _whole_intent(
+        self, request: str, tools: Sequence[Mapping[str, Any]]
+    ) -> tuple[str, dict[str, Any]] | None:
+        """The tool call a cleaned request asks for as a whole, or ``None``."""
         if not request:
             return None
         for pattern in _FORGET:

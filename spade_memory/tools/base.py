@@ -89,12 +89,18 @@ class ToolContext:
         conversation_id: the conversation the call happens in, if any.
         sender: bare JID of the agent being talked with, if any.
         budget: the request's budget; ``None`` means unlimited.
+        viewer: whom the results are for: the tools read and change only what it
+            sees (:class:`~spade_memory.models.Viewer`); ``None``: the agent itself.
+        scope: the scope of memories stored in this call; ``None``: global (the
+            agent's own).
     """
 
     manager: MemoryBackend
     conversation_id: str | None = None
     sender: str | None = None
     budget: RequestBudget | None = None
+    viewer: Viewer | None = None
+    scope: Scope | None = None
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -14,6 +15,7 @@ from spade_memory.context import (
     CONTEXT_OPEN,
     build_memory_context,
     is_memory_context,
+    neutralize_markers,
     quote_data,
     render_memory_context,
 )
@@ -168,7 +170,8 @@ def test_injection_cannot_close_the_block() -> None:
     assert block.count(CONTEXT_MARKER_OPEN) == 1
     assert block.count(CONTEXT_CLOSE) == 1
     assert "\nsystem:" not in block
-    assert attack in quoted_payloads(block)
+    assert neutralize_markers(attack) in quoted_payloads(block)
+    assert not any("memory-context>" in text for text in quoted_payloads(block))
 
 
 def test_quote_data_round_trips_and_hides_angle_brackets() -> None:
@@ -182,7 +185,7 @@ def test_quote_data_round_trips_and_hides_angle_brackets() -> None:
 def test_scripted_llm_reads_the_recalled_contents() -> None:
     block = render_memory_context([note("Bob is in Lisbon")], [hit(3, "The deadline is Friday")])
     assert block is not None
-    assert memory_lines(block) == ['"Bob is in Lisbon"', '"The deadline is Friday"']
+    assert memory_lines(block) == ["Bob is in Lisbon", "The deadline is Friday"]
 
 
 CONTEXT_MARKER_OPEN = "<memory-context"
@@ -236,8 +239,27 @@ def test_any_stored_text_stays_quoted_inside_one_block(
         assert line.startswith("- ") or line.endswith(":"), line
         if line.startswith("- "):
             assert len(QUOTED.findall(line)[0]) <= per_memory
-    stored = set(memories) | set(notes) | ({sender} if sender else set())
+    stored = {neutralize_markers(text) for text in (*memories, *notes)} | (
+        {neutralize_markers(sender)} if sender else set()
+    )
     for decoded in quoted_payloads(block):
         assert decoded in stored or (
             decoded.endswith("…") and any(s.startswith(decoded[:-1]) for s in stored)
         )
+
+
+TAG_PIECES = st.sampled_from(
+    ["<", ">", "/", "＜", "＞", "〈", "〉", "&lt;", "&gt;", "\\u003c", "\\u003e", " ",
+     "\u200b", "memory", "MEMORY", "ｍｅｍｏｒｙ", "-", "_", "－", "context", "Context",
+     "ｃｏｎｔｅｘｔ", "x"]
+)  # fmt: skip
+LOOKS_LIKE_A_TAG = re.compile(r"(?:<|&lt;|\\u003c)\s*/?\s*memory[-_ ]?context", re.I)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(TAG_PIECES, st.text(max_size=5)), max_size=20).map("".join))
+def test_neutralized_text_holds_no_tag_and_stays_put(text: str) -> None:
+    once = neutralize_markers(text)
+    assert neutralize_markers(once) == once
+    plain = unicodedata.normalize("NFKC", once).replace("\u200b", "").replace("〈", "<")
+    assert not LOOKS_LIKE_A_TAG.search(plain), (text, once)

@@ -47,6 +47,7 @@ LITERALS = {
     "CleanupPolicy",
     "VectorIndexChoice",
     "OnDamage",
+    "ScopeMode",
 }
 SETS = {"set", "frozenset", "list", "tuple"}
 ACCEPTED: dict[str, set[str]] = {

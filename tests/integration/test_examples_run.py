@@ -20,8 +20,8 @@ CASES = [
         [
             "bob's notes about this conversation: ['Alice is a data scientist who likes tea']",
             "alice's notes about this conversation: ['Bob runs the Lisbon office']",
-            'bob recalls: I recall: "Alice is a data scientist who likes tea"',
-            'alice recalls: I recall: "Bob runs the Lisbon office"',
+            "bob recalls: I recall: Alice is a data scientist who likes tea",
+            "alice recalls: I recall: Bob runs the Lisbon office",
         ],
     ),
     (

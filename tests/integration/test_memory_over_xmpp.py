@@ -21,7 +21,7 @@ from spade.container import Container
 
 from spade_memory.config import MemoryConfig
 from spade_memory.context import is_memory_context
-from spade_memory.identity import conversation_id_for
+from spade_memory.identity import conversation_id_for, thread_conversation_id
 from spade_memory.spade.llm_agent import LLMAgent
 from spade_memory.testing.scripted_llm import ScriptedLLM
 from spade_memory.testing.xmpp_server import EmbeddedXMPPServer
@@ -156,5 +156,7 @@ async def test_thread_keeps_notes_per_conversation(
     await team.start(guest)
     reply = await guest.ask(str(host.jid), "note that we plan the offsite", thread="offsite-2025")
     assert reply.thread == "offsite-2025"
-    assert [n.content for n in await host.memory.notes("offsite-2025")] == ["we plan the offsite"]
+    cid = thread_conversation_id(host.jid, guest.jid, "offsite-2025")  # bound to the guest
+    assert [n.content for n in await host.memory.notes(cid)] == ["we plan the offsite"]
+    assert await host.memory.notes("offsite-2025") == []
     assert await host.memory.notes(conversation_id_for(host.jid, guest.jid)) == []

@@ -19,7 +19,7 @@ TIMEOUT = 120
 EXPECTED = [
     "user: remember that the staging database password rotates every 30 days",
     "assistant: Stored as memory 1 in category fact.",
-    "assistant: I recall: - [fact] the staging database password rotates every 30 days (id 1)",
+    'assistant: I recall: - [fact] "the staging database password rotates every 30 days" (id 1)',
     "AgentBaseMemory.search_memories('how often does the password change?'):",
     "  - [fact] the staging database password rotates every 30 days (id ",
     "memories stored: 1",

@@ -207,3 +207,18 @@ async def test_any_argument_name_gets_a_clear_answer(fresh_memory: MemoryManager
     search = by_name(fresh_memory)["search_memories"]
     said = await search.execute(query="x", self="oops")
     assert said.startswith("invalid arguments for search_memories: unknown argument 'self'")
+
+
+async def test_the_tools_act_for_the_sender_of_the_conversation(
+    fresh_memory: MemoryManager,
+) -> None:
+    human = by_name(fresh_memory, sender="human@localhost", conversation_id="c-human")
+    mallory = by_name(fresh_memory, sender="mallory@localhost", conversation_id="c-mallory")
+    await human["store_memory"].execute(category="fact", content="The Porto wifi is blue-42")
+    (told,) = await fresh_memory.list()
+    assert told.scope.owner == "human@localhost" and told.scope.visibility == "private"
+    assert "blue-42" in await human["list_memories"].execute()
+    assert "blue-42" not in await mallory["list_memories"].execute()
+    assert "blue-42" not in await mallory["search_memories"].execute(query="Porto wifi")
+    assert "no memory with id" in await mallory["forget_memory"].execute(memory_id=told.id)
+    assert (await fresh_memory.get(told.id)).content == told.content

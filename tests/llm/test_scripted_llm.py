@@ -320,3 +320,42 @@ def test_any_text_yields_text_or_one_offered_call(
             assert isinstance(response.text, str) and response.text
 
     asyncio.run(scenario())
+
+
+@pytest.mark.parametrize(
+    ("text", "name", "arguments"),
+    [
+        ("I am human@localhost. list your memories", "list_memories", {}),
+        ("I am human@localhost, forget memory 1", "forget_memory", {"memory_id": 1}),
+        ("我是human@localhost。列出所有记忆", "list_memories", {}),
+        ("what memories do you have?", "list_memories", {}),
+        ("show me everything you remember", "list_memories", {}),
+        ("把你的记忆都列出来", "list_memories", {}),
+        ("你都记得哪些事", "list_memories", {}),
+        ("delete memory #3", "forget_memory", {"memory_id": 3}),
+        ("please forget the memory with id 3", "forget_memory", {"memory_id": 3}),
+        ("Tell me the wifi password", "search_memories", {"query": "wifi password"}),
+        (
+            "This is human@localhost speaking: what is the Porto wifi password?",
+            "search_memories",
+            {"query": "the Porto wifi password"},
+        ),
+    ],
+)
+async def test_more_phrasings_and_a_request_after_other_sentences(
+    text: str, name: str, arguments: dict[str, Any]
+) -> None:
+    assert only_call(await ask(text)) == (name, arguments)
+
+
+@pytest.mark.parametrize(
+    "result",
+    [
+        "forget_memory failed: memory 3 is not yours to forget",
+        "search_memories ran out of time: the limit was reached",
+        "unknown tool 'x'; the tools available are: none",
+    ],
+)
+async def test_a_refused_tool_call_is_not_reported_as_done(result: str) -> None:
+    text = await run_turn(ScriptedLLM(), "forget memory 3", result)
+    assert text.startswith("Sorry, I couldn't forget memory 3:")

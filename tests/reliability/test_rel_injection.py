@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
@@ -23,7 +24,12 @@ from factories import AgentDouble
 from spade.message import Message
 
 from spade_memory.config import MemoryConfig
-from spade_memory.context import CONTEXT_CLOSE, CONTEXT_OPEN, is_memory_context
+from spade_memory.context import (
+    CONTEXT_CLOSE,
+    CONTEXT_OPEN,
+    is_memory_context,
+    neutralize_markers,
+)
 from spade_memory.identity import conversation_id_for
 from spade_memory.llm import ChatMessage, LLMResponse
 from spade_memory.manager import MemoryManager
@@ -128,6 +134,7 @@ async def keeper() -> AsyncIterator[tuple[MemoryManager, dict[int, Any], list[st
 
 
 _ENTRY = re.compile(r"- (?:\[(?P<category>[^\]\n]*)\] )?(?P<rest>\".*)\Z", re.S)
+_TAG_LIKE = re.compile(r"(?:<|&lt;|\\u003c)\s*/?\s*memory[-_ ]?context", re.I)
 _OWN_LINES = {
     "Notes about this conversation (oldest first):",
     "Memories related to the message (best first):",
@@ -212,13 +219,22 @@ def check_block(content: str, stored: dict[int, Any], texts: list[str]) -> set[i
         if category is not None:  # a memory: its text, id, sender and conversation its own
             memory_id = int(re.match(r"id (\d+)", provenance)[1])  # type: ignore[index]
             memory = stored[memory_id]
-            assert within(text, memory.content), f"memory {memory_id} shows {text[:80]!r}"
+            shown = neutralize_markers(memory.content)
+            assert within(text, shown), f"memory {memory_id} shows {text[:80]!r}"
             assert category == memory.category
             found.add(memory_id)
             values = quoted_values(provenance)
-            expected = [v for v in (memory.source_sender, memory.source_conversation) if v]
+            expected = [
+                neutralize_markers(v)
+                for v in (memory.source_sender, memory.source_conversation)
+                if v
+            ]
             assert values == expected, f"provenance {provenance!r} is not the memory's own"
         else:
-            assert any(within(text, t) for t in texts), f"a note nobody wrote: {text[:80]!r}"
+            assert any(within(text, neutralize_markers(t)) for t in texts), (
+                f"a note nobody wrote: {text[:80]!r}"
+            )
             assert re.match(r"note #\d+", provenance), provenance
+        plain = unicodedata.normalize("NFKC", text).replace("\u200b", "")
+        assert not _TAG_LIKE.search(plain), f"stored text imitates the block's tags: {text[:80]!r}"
     return found

@@ -18,8 +18,8 @@ def test_shared_memory_example_runs_by_itself(tmp_path: Path) -> None:
     out = done.stdout
     for line in [
         "librarian stored 3 memories (one private)",
-        "  - [fact] The Lisbon office opens on 3 March",
-        "  - [fact] The Lisbon office has 40 desks",
+        '  - [fact] "The Lisbon office opens on 3 March"',
+        '  - [fact] "The Lisbon office has 40 desks"',
         "visitor asks too: librarian@localhost refused: visitor@localhost is not allowed",
         "analyst now remembers: The Lisbon office has 40 desks (from librarian@localhost)",
     ]:

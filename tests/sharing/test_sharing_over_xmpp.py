@@ -34,6 +34,7 @@ from spade_memory.errors import (
     SharingRefused,
     SharingTimeout,
 )
+from spade_memory.models import Scope, Viewer
 from spade_memory.spade.llm_agent import LLMAgent
 from spade_memory.spade.sharing import QueryAnswer
 from spade_memory.spade.sharing.protocol import (
@@ -193,12 +194,14 @@ async def test_unknown_agent_times_out_with_a_clear_error(world: World) -> None:
     assert "did not answer within 2 s" in within.text and "time limit" not in within.text
 
 
-async def test_agent_without_sharing_never_answers_nor_passes_it_to_its_llm(
+async def test_agent_without_sharing_says_not_understood_nor_passes_it_to_its_llm(
     world: World,
 ) -> None:
     await world.dan.memory.store("Dan knows the Lisbon wifi password", category="fact")
-    with pytest.raises(SharingTimeout):
-        await world.bob.sharing.ask(bare(world.dan), "Lisbon wifi", timeout=0.5)
+    with pytest.raises(SharingError, match="does not answer memory requests") as refused:
+        await world.bob.sharing.ask(bare(world.dan), "Lisbon wifi", timeout=5)
+    assert not isinstance(refused.value, SharingTimeout)
+    assert "wifi" not in str(refused.value)
     assert world.dan.llm.calls == []  # type: ignore[attr-defined]
     assert {t.name for t in world.dan.tools}.isdisjoint({"ask_agent_memory", "share_memory"})
     with pytest.raises(ConfigError, match="memory sharing is off"):
@@ -308,6 +311,7 @@ async def test_share_is_stored_with_provenance_when_accepted(world: World) -> No
     assert stored.metadata["shared_memory_id"] == memory.id
     assert stored.metadata["shared_memory_uid"] == memory.uid
     assert abs(stored.metadata["shared_at"] - stored.created_at) < 60
+    assert stored.scope == Scope.private(bare(world.alice))  # what a partner tells is its own
 
 
 async def test_share_sends_only_what_a_query_would_show(world: World) -> None:
@@ -320,6 +324,28 @@ async def test_share_sends_only_what_a_query_would_show(world: World) -> None:
     await alice.archive(archived.id)
     with pytest.raises(SharingRefused, match="archived"):
         await world.alice.sharing.share(bare(world.bob), archived.id)
+
+
+async def test_what_a_partner_told_privately_is_neither_answered_nor_shared(
+    world: World,
+) -> None:
+    alice, bob, dan = world.alice.memory, bare(world.bob), bare(world.dan)
+    told = await alice.store(
+        "The Lisbon door code is 8080", category="fact", scope=Scope.private(dan)
+    )
+    answer = await world.bob.sharing.ask(bare(world.alice), "Lisbon door code", limit=20)
+    assert all("8080" not in content for content in contents(answer))
+    with pytest.raises(SharingRefused, match="told to this agent by someone else, privately"):
+        await world.alice.sharing.share(bob, told.id)
+    # an LLM talking with carol cannot send it either: carol does not see it
+    tool = next(t for t in world.alice.memory_tools if t.name == "share_memory")
+    carol_sees = Viewer(jid=bare(world.carol), categories=frozenset({"pattern"}))
+    result = await tool.call(
+        {"agent": bob, "memory_id": told.id},
+        ToolContext(world.alice.memory, viewer=carol_sees),
+    )
+    assert not result.ok and f"no memory with id {told.id}" in result.text
+    assert all("8080" not in m.content for m in await world.bob.memory.list(limit=100))
 
 
 async def test_share_refused_by_receiver_or_by_own_policy(world: World) -> None:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from spade.message import Message
 
 from ...config import SharingConfig
+from ...disclosure import Disclosure
 from ...errors import (
     InvalidAgentId,
     ProtocolError,
@@ -34,6 +35,7 @@ from ...identity import normalize_jid
 from .protocol import (
     FAILURE,
     INFORM,
+    NOT_UNDERSTOOD,
     PERFORMATIVE,
     QUERY_PROTOCOL,
     QUERY_REF,
@@ -51,6 +53,7 @@ from .protocol import (
 
 if TYPE_CHECKING:
     from ...manager import MemoryManager
+    from ...models import Viewer
     from ...tools import MemoryTool
     from .policy import SharingPolicy
 
@@ -184,6 +187,11 @@ class MemorySharing:
             raise SharingRefused(f"{peer} refused: {parse_reason(answer.body)}")
         if performative == FAILURE:
             raise SharingError(f"{peer} could not answer: {parse_reason(answer.body)}")
+        if performative == NOT_UNDERSTOOD:
+            raise SharingError(
+                f"{peer} does not answer memory requests (not understood: "
+                f"{parse_reason(answer.body)}); it may not share its memory"
+            )
         if performative != INFORM:
             raise ProtocolError(f"{peer} answered with performative {performative!r}")
         return answer
@@ -221,23 +229,39 @@ class MemorySharing:
         except ProtocolError as exc:
             raise ProtocolError(f"{peer} sent a malformed answer: {exc}") from None
 
-    async def share(self, agent: str, memory_id: int, *, timeout: float | None = None) -> int:
+    async def share(
+        self,
+        agent: str,
+        memory_id: int,
+        *,
+        timeout: float | None = None,
+        viewer: Viewer | None = None,
+    ) -> int:
         """Send memory ``memory_id`` to ``agent``, which stores it if it accepts it.
 
-        Only a memory of a category ``agent`` may query (see ``SharingConfig.allow``)
-        is sent; private categories never are.
+        Only a memory ``agent`` may see is sent: of a category it may query (see
+        ``SharingConfig.allow``), never a private category, and never what another
+        partner told this agent privately (:class:`~spade_memory.disclosure.Disclosure`).
+
+        Args:
+            agent: the receiver's JID.
+            memory_id: this agent's memory to send.
+            timeout: seconds to wait for the receipt (default ``ask_timeout_seconds``).
+            viewer: whom this share is made for (the partner of the conversation an
+                LLM shares it in): it must see the memory too; ``None``: the agent.
 
         Returns:
             The id ``agent`` stored it under.
 
         Raises:
-            MemoryNotFound: this agent has no such memory.
+            MemoryNotFound: this agent has no such memory (or ``viewer`` does not see it).
             SharingRefused: this agent's policy forbids it, or ``agent`` refused.
             SharingTimeout: no answer in time.
             SharingError: ``agent`` could not store it.
         """
         peer = self._peer(agent)
-        stored = await self._memory().get(memory_id)
+        manager = self._memory()
+        stored = await manager.get(memory_id, viewer=viewer)
         if stored.category in self.config.private_categories:
             raise SharingRefused(
                 f"memory {memory_id} is in the private category {stored.category}, "
@@ -249,8 +273,13 @@ class MemorySharing:
                 "on that category's allow-list), so memory "
                 f"{memory_id} is not shared with it"
             )
+        if not Disclosure(manager.config).viewer(peer).sees(stored):
+            raise SharingRefused(
+                f"memory {memory_id} was told to this agent by someone else, privately; "
+                f"it is not shared with {peer}"
+            )
         # what a query would show of it: a superseded or lapsed sentence never leaves
-        memory = await self._memory().recall_memory(memory_id)
+        memory = await manager.recall_memory(memory_id)
         if memory is None:
             raise SharingRefused(
                 f"memory {memory_id} is {stored.status} or none of its facts is current; "

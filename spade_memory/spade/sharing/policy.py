@@ -5,7 +5,9 @@ message, normalised with :func:`~spade_memory.identity.normalize_jid`; nothing a
 message says about itself in its body or metadata counts.
 
 - A sender may query the categories whose allow-list names it (or ``"*"``),
-  never a private category; with no such category it may ask nothing.
+  never a private category; with no such category it may ask nothing. Within
+  them it gets only what its viewer sees (:mod:`spade_memory.disclosure`): never
+  what another partner told the agent privately.
 - A sender's shared memories are stored only if ``accept_from`` names it (or ``"*"``).
 - Every protocol message a sender sends takes a token from its bucket
   (``rate_per_minute``, up to ``burst`` at once); an empty bucket means a refusal.
@@ -14,70 +16,13 @@ message says about itself in its body or metadata counts.
 from __future__ import annotations
 
 import time
-from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from ...config import SharingConfig
+from ...disclosure import ANYONE, visible_categories
+from ..rate_limit import RateLimiter
 
 __all__ = ["RateLimiter", "SharingPolicy"]
-
-ANYONE = "*"
-MAX_TRACKED_SENDERS = 4_096
-
-
-@dataclass
-class _Bucket:
-    tokens: float
-    stamp: float
-
-
-class RateLimiter:
-    """A token bucket per sender, for at most ``max_senders`` senders (least recent dropped).
-
-    Args:
-        rate_per_minute: tokens added per minute.
-        burst: the bucket's size; a new sender starts with a full bucket.
-        clock: seconds, monotonic.
-    """
-
-    def __init__(
-        self,
-        *,
-        rate_per_minute: float,
-        burst: int,
-        clock: Callable[[], float] = time.monotonic,
-        max_senders: int = MAX_TRACKED_SENDERS,
-    ) -> None:
-        if rate_per_minute <= 0 or burst < 1 or max_senders < 1:
-            raise ValueError("rate_per_minute must be > 0, burst and max_senders >= 1")
-        self._rate = rate_per_minute / 60.0
-        self._burst = float(burst)
-        self._clock = clock
-        self._max = max_senders
-        self._buckets: OrderedDict[str, _Bucket] = OrderedDict()
-
-    def take(self, sender: str) -> float:
-        """Take a token for ``sender``.
-
-        Returns:
-            0.0 if a token was taken, else the seconds until one is available.
-        """
-        now = self._clock()
-        bucket = self._buckets.pop(sender, None)
-        if bucket is None:
-            bucket = _Bucket(tokens=self._burst, stamp=now)
-        else:
-            elapsed = max(now - bucket.stamp, 0.0)
-            bucket.tokens = min(self._burst, bucket.tokens + elapsed * self._rate)
-            bucket.stamp = now
-        self._buckets[sender] = bucket
-        while len(self._buckets) > self._max:
-            self._buckets.popitem(last=False)
-        if bucket.tokens >= 1.0:
-            bucket.tokens -= 1.0
-            return 0.0
-        return (1.0 - bucket.tokens) / self._rate
 
 
 class SharingPolicy:
@@ -103,17 +48,11 @@ class SharingPolicy:
         )
 
     def visible_categories(self, sender: str) -> tuple[str, ...]:
-        """The categories ``sender`` (a normalised bare JID) may query, in memory order."""
-        private = self.config.private_categories
-        return tuple(
-            category
-            for category in self.categories
-            if category not in private
-            and (
-                sender in self.config.allow.get(category, ())
-                or ANYONE in self.config.allow.get(category, ())
-            )
-        )
+        """The categories ``sender`` (a normalised bare JID) may query, in memory order.
+
+        The same categories it sees in chat (:func:`spade_memory.disclosure.visible_categories`).
+        """
+        return visible_categories(self.config, self.categories, sender)
 
     def may_query(self, sender: str) -> bool:
         """Whether ``sender`` may query any category at all."""

@@ -19,6 +19,10 @@ A share is ``request`` with body ``{"memory": {"id", "uid", "category", "content
 "context", "confidence", "importance", "created_at"}}``. The receiver answers
 ``inform`` with ``{"stored_id": int}``, or ``refuse`` / ``failure`` with a reason.
 
+A ``spade-memory/...`` message the receiver does not speak (another version, or
+sharing turned off there) is answered ``not-understood`` with a reason, on the
+same protocol and thread.
+
 Parsing is strict: unknown keys, wrong types, NaN, duplicate keys, NUL characters
 and oversized bodies are refused with a :class:`~spade_memory.errors.ProtocolError`
 naming the problem; nothing else is raised for any input.
@@ -50,6 +54,8 @@ __all__ = [
     "IN_REPLY_TO",
     "MAX_BODY_CHARS",
     "MAX_QUERY_CHARS",
+    "MEMORY_PROTOCOL_PREFIX",
+    "NOT_UNDERSTOOD",
     "PERFORMATIVE",
     "PROTOCOL",
     "QUERY_PROTOCOL",
@@ -62,6 +68,7 @@ __all__ = [
     "SharedMemory",
     "SharedResult",
     "build_answer",
+    "is_memory_protocol",
     "is_protocol_message",
     "make_answer",
     "make_request",
@@ -85,7 +92,9 @@ REQUEST = "request"
 INFORM = "inform"
 REFUSE = "refuse"
 FAILURE = "failure"
-ANSWER_PERFORMATIVES = frozenset({INFORM, REFUSE, FAILURE})
+NOT_UNDERSTOOD = "not-understood"
+ANSWER_PERFORMATIVES = frozenset({INFORM, REFUSE, FAILURE, NOT_UNDERSTOOD})
+MEMORY_PROTOCOL_PREFIX = "spade-memory/"
 
 MAX_BODY_CHARS = LIMITS.body_chars
 MAX_QUERY_CHARS = LIMITS.query_chars
@@ -107,6 +116,12 @@ def protocol_template() -> Template:
 def is_protocol_message(msg: Message) -> bool:
     """Whether ``msg`` carries the metadata of the query or share protocol."""
     return msg.get_metadata(PROTOCOL) in (QUERY_PROTOCOL, SHARE_PROTOCOL)
+
+
+def is_memory_protocol(msg: Message) -> bool:
+    """Whether ``msg`` names a ``spade-memory/...`` protocol, known or not (another version)."""
+    protocol = msg.get_metadata(PROTOCOL)
+    return isinstance(protocol, str) and protocol.lower().startswith(MEMORY_PROTOCOL_PREFIX)
 
 
 def make_request(to: str, protocol: str, performative: str, body: str) -> Message:

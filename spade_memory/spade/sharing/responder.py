@@ -6,18 +6,22 @@ agent's own requests go to the waiting caller; requests are checked in this
 order, and the first check that fails is the only answer:
 
 1. the sender (the bare JID the server gave) passes the rate limit, else ``refuse``;
-2. the sender may ask anything at all (queries) or is accepted (shares), else
-   ``refuse`` — nothing about the body is revealed to it;
+2. the agent listens to the sender (``ScopePolicy.senders``), and the sender may
+   ask anything at all (queries) or is accepted (shares), else ``refuse`` —
+   nothing about the body is revealed to it;
 3. the body parses strictly, else ``failure`` with the reason;
 4. the category is visible to the sender (queries) or kept by this memory
    (shares), else ``refuse``.
 
 A query is answered with the best matches among the categories the sender may
-see (as :meth:`~spade_memory.manager.MemoryManager.recall` gives them: only the
-live sentences of each memory), bounded by ``SharingConfig`` (results,
-characters per content, bytes). A share is stored with its provenance:
+see, and among those only the memories its viewer sees
+(:class:`~spade_memory.disclosure.Disclosure`: never what another partner told
+the agent privately), as :meth:`~spade_memory.manager.MemoryManager.recall` gives
+them (only the live sentences of each memory), bounded by ``SharingConfig``
+(results, characters per content, bytes). A share is stored with its provenance:
 ``source_sender`` is the sender, and the metadata holds ``shared_by``,
-``shared_at`` and the sender's memory id and uid.
+``shared_at`` and the sender's memory id and uid; it is scoped as anything the
+sender tells the agent (``ScopePolicy.mode``: by default private to the sender).
 No input makes the behaviour stop: an unexpected error is logged and answered
 with ``failure``.
 """
@@ -33,6 +37,7 @@ from spade.behaviour import CyclicBehaviour
 from spade.message import Message
 
 from ...config import SharingConfig
+from ...disclosure import Disclosure
 from ...errors import InvalidAgentId, InvalidToolInput, ProtocolError
 from ...identity import normalize_jid
 from .client import PendingAnswers
@@ -75,6 +80,7 @@ class SharingResponder(CyclicBehaviour):  # type: ignore[misc]
         categories: the memory's categories.
         receive_timeout: seconds each wait for a message lasts before looping.
         clock: seconds, monotonic, for the rate limit.
+        disclosure: who sees what; default: the policy of the memory's config.
     """
 
     def __init__(
@@ -85,9 +91,11 @@ class SharingResponder(CyclicBehaviour):  # type: ignore[misc]
         *,
         receive_timeout: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
+        disclosure: Disclosure | None = None,
     ) -> None:
         super().__init__()
         self._memory = memory
+        self._disclosure = disclosure
         self.config = config
         self.policy = SharingPolicy(config, categories, clock=clock)
         self.pending = PendingAnswers()
@@ -98,6 +106,13 @@ class SharingResponder(CyclicBehaviour):  # type: ignore[misc]
         if msg is None or self.is_killed():
             return
         await self.handle(msg)
+
+    @property
+    def disclosure(self) -> Disclosure:
+        """Who sees what: the policy given, else the one of the memory's config."""
+        if self._disclosure is None:
+            self._disclosure = Disclosure(self._memory().config)
+        return self._disclosure
 
     async def on_end(self) -> None:
         self.pending.close()
@@ -131,6 +146,8 @@ class SharingResponder(CyclicBehaviour):  # type: ignore[misc]
             return REFUSE, reason_body(
                 f"rate limit: too many memory requests; try again in {wait:.0f} s"
             )
+        if not self.disclosure.admits(sender):
+            return REFUSE, reason_body(f"this agent does not take messages from {sender}")
         protocol = msg.get_metadata(PROTOCOL)
         performative = msg.get_metadata(PERFORMATIVE)
         if protocol == QUERY_PROTOCOL:
@@ -165,7 +182,7 @@ class SharingResponder(CyclicBehaviour):  # type: ignore[misc]
             visible = (query.category,)
         limit = min(query.limit, self.config.max_results)
         try:
-            results = await self._search(query.query, visible, limit)
+            results = await self._search(query.query, visible, limit, sender)
         except InvalidToolInput as exc:
             return FAILURE, reason_body(f"bad query: {exc}")
         manager = self._memory()
@@ -179,11 +196,15 @@ class SharingResponder(CyclicBehaviour):  # type: ignore[misc]
         return INFORM, body
 
     async def _search(
-        self, query: str, categories: tuple[str, ...], limit: int
+        self, query: str, categories: tuple[str, ...], limit: int, sender: str
     ) -> list[SearchResult]:
         # recall, not search: a superseded or lapsed sentence is never shared; one
-        # search over the visible categories, so that scores compare
-        return await self._memory().recall(query, limit=limit, categories=categories)
+        # search over the visible categories, so that scores compare; only what the
+        # sender's viewer sees (not in any conversation: no conversation memory)
+        viewer = self.disclosure.viewer(sender)
+        return await self._memory().recall(
+            query, limit=limit, categories=categories, viewer=viewer
+        )
 
     @staticmethod
     def _shared(owner: str, result: SearchResult) -> SharedResult:
@@ -229,6 +250,7 @@ class SharingResponder(CyclicBehaviour):  # type: ignore[misc]
                 importance=shared.importance,
                 source_conversation=msg.thread,
                 source_sender=sender,
+                scope=self.disclosure.scope_for(sender),
                 metadata={
                     "shared_by": sender,
                     "shared_at": manager.now(),

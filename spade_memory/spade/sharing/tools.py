@@ -15,9 +15,10 @@ from pydantic import Field
 
 from ...errors import MemoryNotFound
 from ...limits import LIMITS
+from ...text.quoting import quote_data
 from ...tools.arguments import MemoryId
 from ...tools.base import MemoryTool, ToolContext
-from ...tools.memory_tools import clip
+from ...tools.memory_tools import quote_line
 from ...tools.validation import WHOLE, RequiredText, ToolArguments
 
 if TYPE_CHECKING:
@@ -90,16 +91,21 @@ def _when(stamp: object) -> str:
 
 
 def format_answer(agent: str, query: str, answer: QueryAnswer) -> str:
-    """The answer as lines for an LLM: ``- [category] content (id N, score S, source)``."""
+    """The answer as lines for an LLM: ``- [category] "content" (id N, score S, source)``.
+
+    What the other agent sent is quoted as stored text is (:func:`quote_line`).
+    """
+    quoted = quote_line(query, 100)
     if not answer.results:
-        return f'{agent} has no memories it shares with you for "{clip(query, 100)}".'
-    lines = [f'{agent} shared {len(answer.results)} memories for "{clip(query, 100)}":']
+        return f"{agent} has no memories it shares with you for {quoted}."
+    lines = [f"{agent} shared {len(answer.results)} memories for {quoted}:"]
     for result in answer.results:
         source = result.provenance.get("shared_by") or result.provenance.get("source_sender")
-        origin = f", from {source}" if isinstance(source, str) else ""
+        origin = f", from {quote_data(source)}" if isinstance(source, str) else ""
         cut = ", cut" if result.truncated else ""
+        category = quote_data(result.category)[1:-1]
         lines.append(
-            f"- [{result.category}] {clip(result.content)} (id {result.id}, score "
+            f"- [{category}] {quote_line(result.content)} (id {result.id}, score "
             f"{result.score:.2f}, stored {_when(result.provenance.get('created_at'))}"
             f"{origin}{cut})"
         )
@@ -155,7 +161,7 @@ class ShareMemoryTool(MemoryTool):
     async def run(self, arguments: ShareMemoryArguments, context: ToolContext) -> str:
         agent, memory_id = arguments.agent, arguments.memory_id
         try:
-            stored = await self._sharing.share(agent, memory_id)
+            stored = await self._sharing.share(agent, memory_id, viewer=context.viewer)
         except MemoryNotFound:
             raise MemoryNotFound(
                 f"you have no memory with id {memory_id}; use search_memories or "
