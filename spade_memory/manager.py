@@ -214,12 +214,12 @@ class MemoryManager:
         ones the text does not show. ``scope`` (a :class:`Scope` or its dict;
         default global, the agent's own) says who may see it besides the agent.
 
-        A copy of an active memory (same category and scope, the same text once
-        case, width, punctuation and spacing are set aside) is not stored again:
-        that memory is reinforced instead (one more access, the higher importance
-        and confidence of the two, its atoms' lives lengthened) and returned, with
-        its own id, ``created_at`` and an ``updated_at`` of now. ``dedupe=False``
-        stores the copy anyway.
+        A copy of an active memory (same category and scope, the same content and
+        context once case, width, punctuation and spacing are set aside) is not
+        stored again: that memory is reinforced instead (one more access, the
+        higher importance and confidence of the two, its atoms' lives lengthened)
+        and returned, with its own id, ``created_at`` and an ``updated_at`` of now.
+        ``dedupe=False`` stores the copy anyway.
 
         Raises:
             InvalidToolInput: a value is invalid (also a private scope without

@@ -18,8 +18,8 @@ from typing import Any
 
 from ..errors import StorageError
 from ..models import Memory, Scope
-from ..text.graph import MemoryGraph
 from ..text.content_key import content_key
+from ..text.graph import MemoryGraph
 from .graph import (
     delete_graph,
     reinforce_atoms,
@@ -121,7 +121,7 @@ def insert_rows(
     made: dict[tuple[Any, ...], int] = {}
     last_turn: dict[str, int] = {}
     for new, text, metadata in rows:
-        key = content_key(new.content)
+        key = content_key(new.content, new.context)
         copy = _copy_of(new, key, made, db) if new.dedupe else None
         if copy is not None:
             db.execute(

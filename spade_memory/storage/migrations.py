@@ -85,7 +85,7 @@ async def migrate(
     pending = [m for m in migrations if m.version > current]
     if not pending:
         return current
-    await db.create_function(CONTENT_KEY_FUNCTION, 1, content_key, deterministic=True)
+    await db.create_function(CONTENT_KEY_FUNCTION, 2, content_key, deterministic=True)
     backup: Path | None = None
     if current > 0 and backup_dir is not None:
         stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
@@ -199,7 +199,7 @@ def _build(private: Path, script: str, rows: Sequence[tuple[str, Sequence[Sequen
     """Write the schema and ``rows`` into ``private`` and switch it to WAL mode."""
     db = sqlite3.connect(private, isolation_level=None)
     try:
-        db.create_function(CONTENT_KEY_FUNCTION, 1, content_key, deterministic=True)
+        db.create_function(CONTENT_KEY_FUNCTION, 2, content_key, deterministic=True)
         # A private file: a crash here leaves only a file nobody opens.
         db.execute("PRAGMA journal_mode = OFF")
         db.execute("PRAGMA synchronous = OFF")

@@ -207,12 +207,12 @@ _V6 = (
 )
 
 _V7 = (
-    # The key under which a stored copy of a memory is found (text.content_key: the
-    # text with case, width, punctuation and spacing set aside), so that storing it
-    # again reinforces the memory instead of adding a copy. The SQL function is
-    # registered by the migration runner; memories stored before get their key here.
+    # The key under which a stored copy of a memory is found (text.content_key: its
+    # content and context with case, width, punctuation and spacing set aside), so
+    # that storing it again reinforces the memory instead of adding a copy. The SQL
+    # function is registered by the migration runner; older memories get keys here.
     "ALTER TABLE memories ADD COLUMN content_key BLOB",
-    "UPDATE memories SET content_key = spade_content_key(content)",
+    "UPDATE memories SET content_key = spade_content_key(content, context)",
     "CREATE INDEX memories_by_content_key ON memories (content_key)",
 )
 

@@ -1,11 +1,11 @@
-"""When two texts are the same memory: equal once case, width, punctuation and spacing
-are set aside.
+"""When two memories are the same: their content and their context each equal once case,
+width, punctuation and spacing are set aside.
 
 :func:`content_key` is what a store compares to find a copy of what it already
 holds ("Bob prefers answers in Chinese." and "bob prefers answers in chinese" are one
 memory); symbols and digits count ("C++" is not "C", "3.5" is not "35"), and so does
-every word, negations included. Paraphrases are left to consolidation, which compares
-meanings.
+every word, negations included, and the context (the same words said on two dates are
+two memories). Paraphrases are left to consolidation, which compares meanings.
 """
 
 from __future__ import annotations
@@ -45,6 +45,8 @@ def normalized_text(text: str) -> str:
     return " ".join(folded.translate(_PUNCTUATION).split())
 
 
-def content_key(text: str) -> bytes:
-    """A 16-byte key equal for texts whose :func:`normalized_text` is equal."""
-    return hashlib.blake2b(normalized_text(text).encode("utf-8"), digest_size=16).digest()
+def content_key(content: str, context: str | None = None) -> bytes:
+    """A 16-byte key, equal for memories whose content and context are each equal once
+    normalised (:func:`normalized_text`; no context is an empty one)."""
+    both = f"{normalized_text(content)}\x00{normalized_text(context or '')}"
+    return hashlib.blake2b(both.encode("utf-8"), digest_size=16).digest()

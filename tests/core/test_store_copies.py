@@ -34,6 +34,13 @@ def test_what_counts_as_the_same_text(a: str, b: str, same: bool) -> None:
     assert (normalized_text(a) == normalized_text(b)) is same
 
 
+def test_the_context_is_part_of_the_key() -> None:
+    assert content_key("Yes!", None) == content_key("yes", "")
+    assert content_key("Yes!", "8 May 2023") == content_key("yes", "8 may, 2023")
+    assert content_key("Yes!", "8 May 2023") != content_key("Yes!", "9 June 2023")
+    assert content_key("a", "b c") != content_key("a b", "c")
+
+
 async def test_a_copy_reinforces_the_memory_it_copies(fresh_memory: MemoryManager) -> None:
     first = await fresh_memory.store("Bob prefers answers in Chinese.", importance=0.3)
     again = await fresh_memory.store(
@@ -65,6 +72,7 @@ async def test_only_a_copy_of_the_same_category_and_scope_is_reinforced(
     text = "The wifi password is blue-falcon-42"
     ids = {
         (await fresh_memory.store(text)).id,
+        (await fresh_memory.store(text, context="said in the Lisbon office")).id,
         (await fresh_memory.store(text, category="preference")).id,
         (await fresh_memory.store(text, scope=Scope.private(ALICE))).id,
         (await fresh_memory.store(text, scope=Scope.private(BOB))).id,
@@ -81,7 +89,7 @@ async def test_only_a_copy_of_the_same_category_and_scope_is_reinforced(
             )
         ).id,
     }
-    assert len(ids) == 8
+    assert len(ids) == 9
     again = {
         (await fresh_memory.store(text.upper())).id,
         (await fresh_memory.store(text, scope=Scope.private(ALICE))).id,
@@ -93,7 +101,7 @@ async def test_only_a_copy_of_the_same_category_and_scope_is_reinforced(
         ).id,
     }
     assert again <= ids and len(again) == 4
-    assert len(await fresh_memory.list(limit=50)) == 8
+    assert len(await fresh_memory.list(limit=50)) == 9
 
 
 async def test_an_archived_memory_is_not_revived_by_a_copy(fresh_memory: MemoryManager) -> None:
