@@ -254,6 +254,7 @@ class MemoryManager:
         entities: Sequence[str] | None = None,
         relations: Sequence[Mapping[str, str]] | None = None,
         scope: Scope | Mapping[str, Any] | None = None,
+        dedupe: bool = True,
     ) -> Memory:
         """Store one memory; returns once it is durably committed.
 
@@ -263,6 +264,13 @@ class MemoryManager:
         (names) and ``relations`` (``{"source", "relation", "target"}``) add
         ones the text does not show. ``scope`` (a :class:`Scope` or its dict;
         default global, the agent's own) says who may see it besides the agent.
+
+        A copy of an active memory (same category and scope, the same content and
+        context once case, width, punctuation and spacing are set aside) is not
+        stored again: that memory is reinforced instead (one more access, the
+        higher importance and confidence of the two, its atoms' lives lengthened)
+        and returned, with its own id, ``created_at`` and an ``updated_at`` of now.
+        ``dedupe=False`` stores the copy anyway.
 
         Raises:
             InvalidToolInput: a value is invalid (also a private scope without
@@ -280,6 +288,7 @@ class MemoryManager:
             source_sender=source_sender,
             metadata=metadata,
             scope=scope,
+            dedupe=dedupe,
             now=self._engine.now(),
         )
         graph = (await self._engine.input.graphs_of([new], [(entities, relations)]))[0]
@@ -291,7 +300,9 @@ class MemoryManager:
         """Store many memories in one transaction (all or none).
 
         Each item is a mapping of :meth:`store`'s arguments (``content`` required;
-        ``scope`` a :class:`Scope` or its dict).
+        ``scope`` a :class:`Scope` or its dict). A copy, of a stored memory or of
+        an earlier item, reinforces that memory as in :meth:`store` (unless the
+        item says ``"dedupe": False``); its place in the result holds that memory.
         """
         self._engine.check_open()
         now = self._engine.now()

@@ -39,7 +39,15 @@ MEMORY_TOOL_NAMES = (
 )
 
 
+UNDO_CONTENT_KEYS = (
+    "DROP INDEX memories_by_content_key",
+    "ALTER TABLE memories DROP COLUMN content_key",
+    "PRAGMA user_version = 6",
+)
+"""Statements taking a database of schema v7 back to v6 (before content keys)."""
+
 UNDO_SCOPES = (
+    *UNDO_CONTENT_KEYS[:-1],
     "DROP INDEX memories_scope",
     "DROP INDEX memories_not_global",
     "DROP INDEX memories_by_owner",
@@ -48,7 +56,7 @@ UNDO_SCOPES = (
     "ALTER TABLE memories DROP COLUMN owner",
     "PRAGMA user_version = 5",
 )
-"""Statements taking a database of schema v6 back to v5 (before scopes)."""
+"""Statements taking a database of schema v7 back to v5 (before scopes)."""
 
 
 def hashing_config(root: Path | None = None, **storage: Any) -> MemoryConfig:

@@ -47,6 +47,7 @@ _STORE_FIELDS = frozenset(
         "entities",
         "relations",
         "scope",
+        "dedupe",
     }
 )
 _SCOPE_FIELDS = frozenset({"owner", "visibility", "shared_with"})
@@ -143,9 +144,12 @@ class MemoryInput:
         source_sender: Any = None,
         metadata: Any = None,
         scope: Any = None,
+        dedupe: Any = True,
         now: float,
     ) -> tuple[NewMemory, IndexedText]:
         """A checked new memory and its index text. Raises InvalidToolInput."""
+        if not isinstance(dedupe, bool):
+            raise InvalidToolInput(f"dedupe must be true or false, got {dedupe!r}")
         content = check_text("content", content, max_chars=self._config.max_content_chars)
         context = check_optional_text("context", context, max_chars=_MAX_CONTEXT_CHARS)
         source_conversation = check_optional_text(
@@ -165,6 +169,7 @@ class MemoryInput:
             ),
             metadata=check_metadata(metadata),
             scope=check_scope(scope, source_conversation),
+            dedupe=dedupe,
         )
         return new, self.index_text(content, context)
 

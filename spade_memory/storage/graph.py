@@ -29,6 +29,7 @@ from .sql import SQL_CHUNK, chunks, placeholders
 
 __all__ = [
     "delete_graph",
+    "reinforce_atoms",
     "run_on_connection",
     "write_graph",
     "write_graph_rows",
@@ -72,6 +73,11 @@ _REINFORCE = (
     "UPDATE memory_atoms SET reinforcements = reinforcements + 1, reinforced_at = ?, "
     "status = 'active', expires_at = ? + ttl_seconds * (1 + ? * (reinforcements + 1)) "
     "WHERE id = ?"
+)
+_REINFORCE_OF_MEMORY = (
+    "UPDATE memory_atoms SET reinforcements = reinforcements + 1, reinforced_at = ?, "
+    "status = 'active', expires_at = ? + ttl_seconds * (1 + ? * (reinforcements + 1)) "
+    "WHERE memory_id = ? AND status IN ('active', 'dormant')"
 )
 _INSERT_ATOM = (
     "INSERT INTO memory_atoms (memory_id, position, text, key, type, status, subject, "
@@ -131,6 +137,12 @@ def write_graph_rows(
         )
     if graph.atoms:
         _write_atoms(db, memory_id, graph, now)
+
+
+def reinforce_atoms(memory_id: int, factor: float, now: float, db: sqlite3.Connection) -> None:
+    """The same memory told again: each of its live or dormant atoms is reinforced
+    (a longer life, dormant ones active again); inside the caller's transaction."""
+    db.execute(_REINFORCE_OF_MEMORY, (now, now, factor, memory_id))
 
 
 def _write_atoms(db: sqlite3.Connection, memory_id: int, graph: MemoryGraph, now: float) -> None:

@@ -81,7 +81,12 @@ class IndexedText:
 
 @dataclass(frozen=True, slots=True)
 class NewMemory:
-    """A memory about to be inserted (validated by the caller)."""
+    """A memory about to be inserted (validated by the caller).
+
+    With ``dedupe``, a stored active memory of the same category and scope whose
+    content has the same :func:`~spade_memory.text.content_key.content_key` is
+    reinforced instead (see ``memory_writes.insert_rows``).
+    """
 
     uid: str
     category: str
@@ -98,6 +103,7 @@ class NewMemory:
     last_accessed: float | None = None
     access_count: int = 0
     scope: Scope = GLOBAL_SCOPE
+    dedupe: bool = False
 
 
 def scope_of(owner: str | None, visibility: str | None, readers: str | None) -> Scope:

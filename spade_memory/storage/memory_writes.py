@@ -18,17 +18,21 @@ from typing import Any
 
 from ..errors import StorageError
 from ..models import Memory, Scope
+from ..text.content_key import content_key
 from ..text.graph import MemoryGraph
 from .graph import (
     delete_graph,
+    reinforce_atoms,
     write_graph,
     write_graph_rows,
 )
 from .memory_rows import (
+    COLUMNS,
     IndexedText,
     NewMemory,
     Transaction,
     new_to_memory,
+    row_to_memory,
 )
 from .writer import WriteFailed, Writer
 
@@ -51,12 +55,44 @@ UPDATABLE = frozenset(
 _INSERT_MEMORY = (
     "INSERT INTO memories (uid, category, content, context, confidence, importance, "
     "status, source_conversation, source_sender, created_at, updated_at, last_accessed, "
-    "access_count, metadata, previous_id, owner, visibility) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id"
+    "access_count, metadata, previous_id, owner, visibility, content_key) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id"
+)
+# Stored copies of a memory: active, same key, category and scope (a conversation's
+# own memory only within its conversation); readers of shared ones compared apart.
+_COPIES = (
+    "SELECT id, CASE WHEN visibility = 'shared' THEN (SELECT json_group_array(r.reader) "
+    "FROM memory_readers AS r WHERE r.memory_id = memories.id) END "
+    "FROM memories WHERE content_key = ? AND category = ? AND status = 'active' "
+    "AND owner IS ? AND visibility = ? "
+    "AND (visibility != 'conversation' OR source_conversation IS ?) "
+    "ORDER BY id DESC LIMIT 8"
+)
+# Told again: one more access, the higher importance and confidence of the two.
+_REINFORCE_MEMORY = (
+    "UPDATE memories SET access_count = access_count + 1, last_accessed = ?, "
+    "updated_at = ?, importance = max(importance, ?), confidence = max(confidence, ?) "
+    "WHERE id = ?"
 )
 _INSERT_READER = "INSERT OR IGNORE INTO memory_readers (memory_id, reader) VALUES (?, ?)"
 _LAST_TURN = "SELECT id FROM memories WHERE source_conversation = ? ORDER BY id DESC LIMIT 1"
 _INSERT_FTS = "INSERT INTO memories_fts (rowid, content_tokens, context_tokens) VALUES (?, ?, ?)"
+
+
+def _copy_of(
+    new: NewMemory, key: bytes, made: dict[tuple[Any, ...], int], db: sqlite3.Connection
+) -> int | None:
+    """The id of a stored (or just inserted) active copy of ``new``, if any."""
+    scope = new.scope
+    conversation = new.source_conversation if scope.visibility == "conversation" else None
+    same = (key, new.category, scope.owner, scope.visibility, conversation, scope.shared_with)
+    if same in made:
+        return made[same]
+    params = (key, new.category, scope.owner, scope.visibility, new.source_conversation)
+    for memory_id, readers in db.execute(_COPIES, params).fetchall():
+        if frozenset(json.loads(readers) if readers else ()) == scope.shared_with:
+            return int(memory_id)
+    return None
 
 
 def insert_rows(
@@ -64,16 +100,36 @@ def insert_rows(
     agent: str,
     last: float,
     db: sqlite3.Connection,
-) -> list[int]:
+) -> tuple[list[int], set[int]]:
     """Insert memories and their FTS rows and count them (on the connection's thread).
 
     A memory of a conversation is linked to its previous turn: the newest memory
     of the same ``source_conversation`` before it, read inside this transaction
     (so rows of one conversation in one transaction chain in their order).
+
+    A memory with ``dedupe`` set that has an active copy (same content key,
+    category and scope; stored before or earlier in this transaction) is not
+    inserted: the copy is reinforced (one more access, the higher importance and
+    confidence) and its id stands in for it.
+
+    Returns:
+        The id of each row, and the ids that were reinforced rather than inserted.
     """
     ids: list[int] = []
+    reinforced: set[int] = set()
+    made: dict[tuple[Any, ...], int] = {}
     last_turn: dict[str, int] = {}
     for new, text, metadata in rows:
+        key = content_key(new.content, new.context)
+        copy = _copy_of(new, key, made, db) if new.dedupe else None
+        if copy is not None:
+            db.execute(
+                _REINFORCE_MEMORY,
+                (new.created_at, new.created_at, new.importance, new.confidence, copy),
+            )
+            ids.append(copy)
+            reinforced.add(copy)
+            continue
         previous: int | None = None
         conversation = new.source_conversation
         if conversation is not None:
@@ -103,10 +159,17 @@ def insert_rows(
                 previous,
                 new.scope.owner,
                 new.scope.visibility,
+                key,
             ),
         )
         memory_id = int(cursor.fetchone()[0])
         cursor.close()
+        if new.dedupe:
+            scope = new.scope
+            conversation = new.source_conversation if scope.visibility == "conversation" else None
+            made[
+                (key, new.category, scope.owner, scope.visibility, conversation, scope.shared_with)
+            ] = memory_id
         if new.scope.shared_with:
             db.executemany(_INSERT_READER, [(memory_id, r) for r in sorted(new.scope.shared_with)])
         if conversation is not None:
@@ -117,7 +180,7 @@ def insert_rows(
         "UPDATE agent_stats SET stores = stores + ?, last_store_at = ? WHERE agent = ?",
         (len(rows), last, agent),
     )
-    return ids
+    return ids, reinforced
 
 
 class InsertTransaction:
@@ -137,6 +200,7 @@ class InsertTransaction:
         self.last = last
         self.graphs = graphs
         self.graph_time = graph_time
+        self.reinforced: dict[int, Memory] = {}  # copies told again, as they now are
 
     @classmethod
     def of(
@@ -154,20 +218,36 @@ class InsertTransaction:
         return cls(rows, agent, last, graphs, graph_time)
 
     def memories(self, ids: Sequence[int]) -> list[Memory]:
-        """The memories written under ``ids``, built from what was written: no read back."""
+        """The memories written under ``ids``, built from what was written (no read
+        back), or as read at the end of the transaction for a reinforced copy."""
         return [
-            new_to_memory(memory_id, new, metadata)
+            self.reinforced.get(memory_id) or new_to_memory(memory_id, new, metadata)
             for memory_id, (new, _, metadata) in zip(ids, self.rows, strict=True)
         ]
 
     def __call__(self, db: sqlite3.Connection) -> list[int]:
-        """The rows, FTS rows, stats and graphs; inside the writer's transaction."""
-        ids = insert_rows(self.rows, self.agent, self.last, db)
+        """The rows, FTS rows, stats and graphs; inside the writer's transaction.
+
+        A reinforced copy gets no new graph: its atoms are reinforced instead, and
+        it is read back as it now is.
+        """
+        ids, reinforced = insert_rows(self.rows, self.agent, self.last, db)
         if self.graphs is not None:
             for (new, _, _), memory_id, graph in zip(self.rows, ids, self.graphs, strict=True):
-                if graph is not None:
-                    when = new.created_at if self.graph_time is None else self.graph_time
+                if graph is None:
+                    continue
+                when = new.created_at if self.graph_time is None else self.graph_time
+                if memory_id in reinforced:
+                    reinforce_atoms(memory_id, graph.reinforcement_factor, when, db)
+                else:
                     write_graph_rows(memory_id, graph, when, db)
+        if reinforced:
+            found = db.execute(
+                f"SELECT {COLUMNS} FROM memories WHERE id IN "
+                f"({', '.join('?' * len(reinforced))})",
+                sorted(reinforced),
+            ).fetchall()
+            self.reinforced = {int(row[0]): row_to_memory(row) for row in found}
         return ids
 
 

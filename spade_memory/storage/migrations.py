@@ -20,6 +20,7 @@ from typing import Any
 import aiosqlite
 
 from ..errors import MigrationError, StorageError
+from ..text.content_key import CONTENT_KEY_FUNCTION, content_key
 from .files import create_private
 from .schema import MIGRATIONS, Migration
 
@@ -86,6 +87,7 @@ async def migrate(
     pending = [m for m in migrations if m.version > current]
     if not pending:
         return current
+    await db.create_function(CONTENT_KEY_FUNCTION, 2, content_key, deterministic=True)
     backup: Path | None = None
     if current > 0 and backup_dir is not None:
         stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
@@ -200,6 +202,7 @@ def _build(private: Path, script: str, rows: Sequence[tuple[str, Sequence[Sequen
     create_private(private)
     db = sqlite3.connect(private, isolation_level=None)
     try:
+        db.create_function(CONTENT_KEY_FUNCTION, 2, content_key, deterministic=True)
         # A private file: a crash here leaves only a file nobody opens.
         db.execute("PRAGMA journal_mode = OFF")
         db.execute("PRAGMA synchronous = OFF")

@@ -210,6 +210,16 @@ _V6 = (
     "(id, status, visibility, owner, category, source_conversation)",
 )
 
+_V7 = (
+    # The key under which a stored copy of a memory is found (text.content_key: its
+    # content and context with case, width, punctuation and spacing set aside), so
+    # that storing it again reinforces the memory instead of adding a copy. The SQL
+    # function is registered by the migration runner; older memories get keys here.
+    "ALTER TABLE memories ADD COLUMN content_key BLOB",
+    "UPDATE memories SET content_key = spade_content_key(content, context)",
+    "CREATE INDEX memories_by_content_key ON memories (content_key)",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _V1),
     Migration(2, "graph nodes, edges, entries and memory atoms", _V2),
@@ -217,6 +227,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(4, "graph edge indexes for the newest and the typed edges of a node", _V4),
     Migration(5, "the previous turn of each memory of a conversation", _V5),
     Migration(6, "scopes: the owner and visibility of each memory, readers of shared ones", _V6),
+    Migration(7, "the content key of each memory, to find stored copies", _V7),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

@@ -111,6 +111,11 @@ class StoreMemoryTool(MemoryTool):
             scope=context.scope,
             **graph,
         )
+        if memory.updated_at > memory.created_at:  # a copy: the memory it copies, reinforced
+            return (
+                f"Already stored as memory {memory.id} in category {memory.category}; "
+                "reinforced it."
+            )
         return f"Stored as memory {memory.id} in category {memory.category}."
 
 

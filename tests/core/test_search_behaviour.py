@@ -76,7 +76,7 @@ async def test_mmr_drops_a_near_duplicate(tmp_path: Path) -> None:
     found = {}
     for name, config in (("mmr", with_mmr), ("plain", without)):
         async with await MemoryManager.open("m@localhost", config) as memory:
-            await fill(memory, texts)
+            await fill(memory, texts, dedupe=False)  # the copy kept, for MMR to drop
             await memory.flush()
             results = await memory.search("office wifi password", limit=3)
             found[name] = [r.memory.content for r in results]

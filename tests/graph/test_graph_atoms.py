@@ -199,7 +199,7 @@ async def test_recall_gives_only_the_live_atoms(memory: MemoryManager, clock: Cl
 
 
 async def test_a_repeated_fact_reinforces_only_its_newest_atom(memory: MemoryManager) -> None:
-    stored = [await memory.store("Sounds great, see you there!") for _ in range(4)]
+    stored = [await memory.store("Sounds great, see you there!", dedupe=False) for _ in range(4)]
     counts = [(await memory.atoms(m.id))[0].reinforcements for m in stored]
     # each new copy reinforces the one before it, not every copy so far
     assert counts == [1, 1, 1, 0]

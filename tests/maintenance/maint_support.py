@@ -43,8 +43,10 @@ class Clock:
         self.now += days * DAY
 
 
-async def fill(manager: MemoryManager, facts: tuple[str, ...] = FACTS) -> list[int]:
-    ids = [(await manager.store(fact)).id for fact in facts]
+async def fill(
+    manager: MemoryManager, facts: tuple[str, ...] = FACTS, *, dedupe: bool = True
+) -> list[int]:
+    ids = [(await manager.store(fact, dedupe=dedupe)).id for fact in facts]
     await manager.flush()
     return ids
 

@@ -160,7 +160,7 @@ async def test_writes_between_check_and_repair_are_never_repaired_away(
     open_memory: Opener,
 ) -> None:
     memory = await open_memory()
-    ids = await fill(memory, FACTS * 3)
+    ids = await fill(memory, FACTS * 3, dedupe=False)
     damaged_fts, damaged_vector, damaged_graph = ids[0], ids[1], ids[2]
     async with memory.base_store.transaction() as db:
         await db.execute("DELETE FROM memories_fts WHERE rowid = ?", (damaged_fts,))
