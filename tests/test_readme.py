@@ -25,7 +25,9 @@ EXPECTED = {
     "archive closing time": "closes at 6 pm",
     "AgentBaseMemory(": "rotates every 30 days",
     "spade_llm_tools(manager)": "search_memories",
-    "Scope.private(\"alice@example.org\")": "['The office opens at 9', 'The trip is on Friday']\nMemoryNotFound",
+    "Scope.private(\"alice@example.org\")": (
+        "['The office opens at 9', 'The trip is on Friday']\nMemoryNotFound"
+    ),
 }
 
 

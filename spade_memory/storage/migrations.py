@@ -24,7 +24,14 @@ from ..text.content_key import CONTENT_KEY_FUNCTION, content_key
 from .files import create_private
 from .schema import MIGRATIONS, Migration
 
-__all__ = ["backup_database", "create_database", "migrate", "schema_script", "schema_version"]
+__all__ = [
+    "backup_database",
+    "create_database",
+    "migrate",
+    "schema_functions",
+    "schema_script",
+    "schema_version",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -122,8 +129,15 @@ async def migrate(
     return latest
 
 
+def schema_functions(db: sqlite3.Connection) -> None:
+    """Register the SQL functions the schema's statements call (run a
+    :func:`schema_script` only on a connection given them)."""
+    db.create_function(CONTENT_KEY_FUNCTION, 2, content_key, deterministic=True)
+
+
 def schema_script(migrations: Sequence[Migration]) -> str:
-    """The statements of ``migrations``, each followed by its ``user_version``, as one script."""
+    """The statements of ``migrations``, each followed by its ``user_version``, as one script
+    (for a connection with :func:`schema_functions`)."""
     script: list[str] = []
     for step in migrations:
         script.extend(step.statements)
@@ -202,7 +216,7 @@ def _build(private: Path, script: str, rows: Sequence[tuple[str, Sequence[Sequen
     create_private(private)
     db = sqlite3.connect(private, isolation_level=None)
     try:
-        db.create_function(CONTENT_KEY_FUNCTION, 2, content_key, deterministic=True)
+        schema_functions(db)
         # A private file: a crash here leaves only a file nobody opens.
         db.execute("PRAGMA journal_mode = OFF")
         db.execute("PRAGMA synchronous = OFF")

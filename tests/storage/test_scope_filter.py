@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from spade_memory.models import VISIBILITIES, Scope, Viewer
 from spade_memory.storage.memory_rows import COLUMNS, IndexedText, NewMemory, row_to_memory
 from spade_memory.storage.memory_writes import insert_rows
-from spade_memory.storage.migrations import schema_script
+from spade_memory.storage.migrations import schema_functions, schema_script
 from spade_memory.storage.schema import MIGRATIONS
 from spade_memory.storage.scope_filter import visible_clause
 from spade_memory.storage.sql import status_category_filter
@@ -49,6 +49,7 @@ viewers = st.builds(
 @pytest.fixture(scope="module")
 def db() -> Iterator[sqlite3.Connection]:
     connection = sqlite3.connect(":memory:", isolation_level=None)
+    schema_functions(connection)
     connection.executescript(schema_script(MIGRATIONS))
     connection.execute("PRAGMA foreign_keys = ON")
     try:
