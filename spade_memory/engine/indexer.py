@@ -8,6 +8,14 @@ from SQLite (vectors added, changed or removed since), or rebuilt from SQLite
 when the snapshot is missing, damaged or made by another embedder. The snapshot
 is rewritten rarely (debounced, and only when a fraction of the index changed),
 so the bytes written per stored memory do not grow with the memory's size.
+
+An embedder that answers over the network (an
+:class:`~spade_memory.models.AsyncEmbedder`) is called on the event loop, others
+in a worker thread. When it is unavailable (down, rate limited past its retries),
+the memories wait in SQLite, found by keywords, and the worker tries again after
+:data:`RETRY_FIRST_SECONDS`, doubling up to :data:`RETRY_MAX_SECONDS`, for as
+long as the memory is open (and again on the next open); meanwhile a query is
+not embedded (the search uses keywords) unless the last attempt succeeded.
 """
 
 from __future__ import annotations
@@ -22,15 +30,21 @@ from pathlib import Path
 import numpy as np
 
 from ..config import StorageConfig
-from ..errors import StorageError, StoreClosedError
+from ..embedding.calls import embed_documents, embed_query, prepare
+from ..errors import EmbeddingError, EmbeddingUnavailable, StorageError, StoreClosedError
 from ..models import Embedder
 from ..storage.base import BaseMemoryStore
 from ..storage.graph_store import GraphStore
 from ..storage.vectors import IndexKind, VectorIndex
 
-__all__ = ["VectorIndexer"]
+__all__ = ["RETRY_FIRST_SECONDS", "RETRY_MAX_SECONDS", "VectorIndexer"]
 
 logger = logging.getLogger(__name__)
+
+#: The first wait before embedding again after the embedder was unavailable.
+RETRY_FIRST_SECONDS = 2.0
+#: The longest wait between two attempts while the embedder stays unavailable.
+RETRY_MAX_SECONDS = 60.0
 
 _SNAPSHOT_GENERATION = "snapshot_generation"
 
@@ -69,6 +83,10 @@ class VectorIndexer:
         self._closed = False
         self._task: asyncio.Task[None] | None = None
         self._failed: set[int] = set()
+        self._unavailable: str | None = None
+        self._retry_delay = RETRY_FIRST_SECONDS
+        self._down_until = 0.0
+        self._reported: str | None = None
 
     @classmethod
     async def open(
@@ -85,10 +103,11 @@ class VectorIndexer:
         With ``graph``, the graph entries' vectors are embedded too and kept in a
         second index, built from SQLite on open (it has no snapshot).
         """
-        fingerprint = embedder.fingerprint
-        dim = embedder.dim
         # A database this open created holds no vectors: nothing to load or check.
         fresh = base.created
+        await prepare(embedder, () if fresh else tuple(await base.vector_counts()))
+        fingerprint = embedder.fingerprint
+        dim = embedder.dim
         kind: IndexKind = (
             "flat"
             if fresh and storage.vector_index == "auto"
@@ -207,15 +226,27 @@ class VectorIndexer:
         self._requested += 1
         self._wake.set()
 
+    @property
+    def unavailable(self) -> str | None:
+        """Why the embedder could not be reached on the last attempt, or ``None``."""
+        return self._unavailable
+
     async def flush(self) -> None:
-        """Wait until every memory stored before this call is embedded and indexed."""
+        """Wait until every memory stored before this call is embedded and indexed, or
+        until an attempt found the embedder unavailable (:attr:`unavailable`; those
+        memories are embedded when it answers again)."""
         if self._closed:
             raise StoreClosedError("the vector indexer is closed")
         self.notify()
         target = self._requested
         async with self._progress:
             await self._progress.wait_for(
-                lambda: self._completed >= target or self._task is None or self._task.done()
+                lambda: (
+                    self._completed >= target
+                    or self._unavailable is not None
+                    or self._task is None
+                    or self._task.done()
+                )
             )
         if self._task is not None and self._task.done() and not self._closed:
             exc = self._task.exception()
@@ -223,7 +254,15 @@ class VectorIndexer:
                 raise StorageError(f"background embedding failed: {exc}") from exc
 
     async def embed_query(self, text: str) -> np.ndarray:
-        return await asyncio.to_thread(self._embedder.embed_query, text)
+        """The query's vector.
+
+        Raises:
+            EmbeddingUnavailable: the embedder was unavailable on the worker's last
+                attempt (not asked again before its next one) or now.
+        """
+        if self._unavailable is not None and self._monotonic() < self._down_until:
+            raise EmbeddingUnavailable(f"the embedder is unavailable: {self._unavailable}")
+        return await embed_query(self._embedder, text)
 
     async def search(
         self, query: np.ndarray, k: int, *, allowed_ids: np.ndarray | None = None
@@ -286,15 +325,43 @@ class VectorIndexer:
                 await self._embed_graph_pending()
             except StoreClosedError:
                 return
+            except EmbeddingUnavailable as exc:
+                await self._defer(str(exc))
+                continue
             except StorageError as exc:
                 logger.warning("%s: embedding pass failed, will retry: %s", self._base.agent, exc)
                 await asyncio.sleep(1.0)
                 self._wake.set()
                 continue
+            if self._unavailable is not None:
+                logger.warning("%s: the embedder answers again", self._base.agent)
+            self._unavailable = None
+            self._reported = None
+            self._retry_delay = RETRY_FIRST_SECONDS
             async with self._progress:
                 self._completed = max(self._completed, target)
                 self._progress.notify_all()
             await self._maybe_persist()
+
+    async def _defer(self, reason: str) -> None:
+        """The embedder is unavailable: tell waiters, wait, then try again."""
+        delay = self._retry_delay
+        self._retry_delay = min(delay * 2.0, RETRY_MAX_SECONDS)
+        self._unavailable = reason
+        self._down_until = self._monotonic() + delay
+        if reason != self._reported:
+            logger.warning(
+                "%s: embedding deferred (%s); the memories are found by keywords and "
+                "embedded when it answers (next try in %.0f s)",
+                self._base.agent,
+                reason,
+                delay,
+            )
+            self._reported = reason
+        async with self._progress:
+            self._progress.notify_all()
+        await asyncio.sleep(delay)
+        self._wake.set()
 
     async def _embed_pending(self) -> None:
         fingerprint = self._embedder.fingerprint
@@ -310,7 +377,19 @@ class VectorIndexer:
                 continue
             texts = [content for _, content, _ in batch]
             try:
-                vectors = await asyncio.to_thread(self._embedder.embed_documents, texts)
+                vectors = await embed_documents(self._embedder, texts)
+            except EmbeddingUnavailable:
+                raise
+            except EmbeddingError as exc:
+                logger.warning(
+                    "%s: %d memories not embedded (found by keywords; tried again on the "
+                    "next open): %s",
+                    self._base.agent,
+                    len(batch),
+                    exc,
+                )
+                self._failed.update(item[0] for item in batch)
+                continue
             except Exception:
                 logger.exception("%s: embedder failed on a batch; skipped", self._base.agent)
                 self._failed.update(item[0] for item in batch)
@@ -349,9 +428,11 @@ class VectorIndexer:
             }
             if fresh:
                 try:
-                    matrix = await asyncio.to_thread(
-                        self._embedder.embed_documents, [summary for _, summary, _, _ in fresh]
+                    matrix = await embed_documents(
+                        self._embedder, [summary for _, summary, _, _ in fresh]
                     )
+                except EmbeddingUnavailable:
+                    raise
                 except Exception:
                     logger.exception("%s: embedder failed on graph entries", self._base.agent)
                     continue

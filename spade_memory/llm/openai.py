@@ -10,10 +10,8 @@ asks the server once, up front, whether it is there and serves the model.
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import json
 import logging
-import math
 import os
 import random
 import time
@@ -25,13 +23,14 @@ import aiohttp
 
 from ..errors import ConfigError, LLMError
 from .messages import ChatMessage, LLMResponse, ToolCall
+from .retry_after import MAX_RETRY_AFTER_SECONDS, parse_retry_after
+
+_retry_after = parse_retry_after
 
 __all__ = ["OpenAICompatibleLLM", "parse_chat_completion"]
 
 logger = logging.getLogger(__name__)
 
-#: The longest wait a ``Retry-After`` header can impose, in seconds.
-MAX_RETRY_AFTER_SECONDS = 30.0
 #: How much of an error body is quoted in an :class:`LLMError`.
 BODY_EXCERPT_CHARS = 300
 
@@ -302,23 +301,6 @@ class OpenAICompatibleLLM:
                 + _HINTS.get(status, " Check the model name, messages and tool schemas.")
             )
         return parse_chat_completion(text)
-
-
-def _retry_after(value: str | None) -> float | None:
-    """Seconds from a ``Retry-After`` header (delta seconds or an HTTP date)."""
-    if not value:
-        return None
-    try:
-        seconds = float(value.strip())
-    except ValueError:
-        seconds = None
-    if seconds is not None:
-        return max(seconds, 0.0) if math.isfinite(seconds) else None
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(when.timestamp() - time.time(), 0.0)
 
 
 def _model_ids(body: str) -> set[str] | None:

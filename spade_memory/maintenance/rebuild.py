@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from ..embedding.calls import embed_documents
 from ..errors import ConfigError, StorageError
 from ..models import Memory
 from ..storage.base import IndexedText
@@ -230,9 +231,7 @@ class Rebuilder:
         assert indexer is not None
         if not memories:
             return []
-        matrix = await asyncio.to_thread(
-            indexer.embedder.embed_documents, [m.content for m in memories]
-        )
+        matrix = await embed_documents(indexer.embedder, [m.content for m in memories])
         return list(np.asarray(matrix, dtype=np.float32))
 
     async def _apply(
