@@ -13,9 +13,12 @@ from .config import (
     StorageConfig,
     ToolBudget,
 )
+from .embedding.openai_compatible import OpenAICompatibleEmbedder
 from .errors import (
     BudgetExceeded,
     ConfigError,
+    EmbeddingError,
+    EmbeddingUnavailable,
     InvalidAgentId,
     InvalidToolInput,
     LLMError,
@@ -34,6 +37,7 @@ from .errors import (
     XMPPServerError,
 )
 from .identity import conversation_id_for, normalize_jid
+from .integrations.spade_llm_import import SpadeLlmImport, import_spade_llm
 from .llm import (
     ChatMessage,
     LLMClient,
@@ -76,6 +80,8 @@ __all__ = [
     "ContextBudget",
     "ConversationBehaviour",
     "EmbeddedXMPPServer",
+    "EmbeddingError",
+    "EmbeddingUnavailable",
     "InteractionNote",
     "InvalidAgentId",
     "InvalidToolInput",
@@ -93,6 +99,7 @@ __all__ = [
     "MemoryStats",
     "MemoryTool",
     "MigrationError",
+    "OpenAICompatibleEmbedder",
     "OpenAICompatibleLLM",
     "PathEscapeError",
     "ProtocolError",
@@ -108,6 +115,7 @@ __all__ = [
     "SharingError",
     "SharingRefused",
     "SharingTimeout",
+    "SpadeLlmImport",
     "SpadeMemoryError",
     "StorageConfig",
     "StorageCorrupted",
@@ -121,6 +129,7 @@ __all__ = [
     "XMPPEndpoint",
     "XMPPServerError",
     "conversation_id_for",
+    "import_spade_llm",
     "normalize_jid",
     "xmpp_endpoint",
 ]
