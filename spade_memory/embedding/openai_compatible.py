@@ -19,6 +19,7 @@ lengths are never mixed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -331,10 +332,9 @@ class OpenAICompatibleEmbedder:
         async with self._session() as session:
 
             async def one(batch: list[str]) -> NDArray[np.float32]:
-                async with gate:
-                    return await self._post(
-                        session, batch, attempts=self.max_retries + 1, timeout=self.timeout
-                    )
+                return await self._post(
+                    session, batch, attempts=self.max_retries + 1, timeout=self.timeout, gate=gate
+                )
 
             if len(batches) == 1:
                 return await one(batches[0])
@@ -402,7 +402,10 @@ class OpenAICompatibleEmbedder:
         *,
         attempts: int,
         timeout: float,
+        gate: asyncio.Semaphore | None = None,
     ) -> NDArray[np.float32]:
+        """Post ``texts``, retrying as configured; ``gate`` bounds the requests in flight
+        (held while a request is sent and its answer read, not while it is parsed)."""
         reason = "no attempt made"
         made = shrinks = 0
         while made < attempts:
@@ -411,7 +414,7 @@ class OpenAICompatibleEmbedder:
                 await asyncio.sleep(wait)
             made += 1
             try:
-                return await self._attempt(session, texts, timeout)
+                return await self._attempt(session, texts, timeout, gate)
             except _TooLong:
                 if shrinks >= _MAX_SHRINKS:
                     raise EmbeddingError(
@@ -449,16 +452,23 @@ class OpenAICompatibleEmbedder:
         )
 
     async def _attempt(
-        self, session: aiohttp.ClientSession, texts: Sequence[str], timeout: float
+        self,
+        session: aiohttp.ClientSession,
+        texts: Sequence[str],
+        timeout: float,
+        gate: asyncio.Semaphore | None,
     ) -> NDArray[np.float32]:
         body = self._body(texts)
         try:
-            async with session.post(
-                self.url, data=body, timeout=aiohttp.ClientTimeout(total=timeout)
-            ) as response:
-                status = response.status
-                text = await response.text(errors="replace")
-                headers = {key.lower(): value for key, value in response.headers.items()}
+            async with contextlib.AsyncExitStack() as held:
+                if gate is not None:
+                    await held.enter_async_context(gate)
+                async with session.post(
+                    self.url, data=body, timeout=aiohttp.ClientTimeout(total=timeout)
+                ) as response:
+                    status = response.status
+                    text = await response.text(errors="replace")
+                    headers = {key.lower(): value for key, value in response.headers.items()}
         except TimeoutError:
             raise _Retry(f"no answer within {timeout:g} s") from None
         except aiohttp.ClientError as exc:
@@ -478,7 +488,13 @@ class OpenAICompatibleEmbedder:
         if status != 200:
             raise EmbeddingError(f"{self.url} answered HTTP {status}: {_excerpt(text)}")
         matrix = self._vectors(text, len(texts))
-        self._pacer.succeeded(headers, int(estimate_tokens("".join(texts))) + 1)
+        # the next request's tokens, guessed from this one's (counted only when needed)
+        needed = (
+            int(estimate_tokens("".join(texts))) + 1
+            if "x-ratelimit-remaining-tokens" in headers
+            else 0
+        )
+        self._pacer.succeeded(headers, needed)
         return matrix
 
     def _vectors(self, body: str, count: int) -> NDArray[np.float32]:

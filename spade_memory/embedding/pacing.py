@@ -1,12 +1,13 @@
 """The pace of requests to a rate-limited endpoint: a delay that adapts to HTTP 429s and
 to the tokens-per-minute budget a server reports.
 
-Every request first asks :meth:`RequestPacer.reserve` when it may start. Starts are
-spaced by :attr:`RequestPacer.delay`, which doubles on each 429 (at least to the
-server's ``Retry-After``) and shrinks by a fifth on each success, so a client that
-was told to slow down speeds up again once the server copes. A server that reports
-``x-ratelimit-remaining-tokens`` below what the next request needs holds every start
-until its ``x-ratelimit-reset-tokens`` has passed.
+Every request first asks :meth:`RequestPacer.reserve` when it may start. A 429 holds
+every start until its ``Retry-After`` has passed; starts are then spaced by
+:attr:`RequestPacer.delay`, which doubles on each 429 (from 50 ms) and halves on each
+success, so a client that was told to slow down keeps a steady pace while the
+server is at its limit, and is back to full speed a few answers after it copes. A
+server that reports ``x-ratelimit-remaining-tokens`` below what the next request needs
+holds every start until its ``x-ratelimit-reset-tokens`` has passed.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ __all__ = ["RequestPacer", "parse_duration"]
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 _MIN_SLOWDOWN = 0.05
-_SPEEDUP = 0.8
+_SPEEDUP = 0.5
 
 
 def parse_duration(value: str | None) -> float | None:
@@ -68,10 +69,10 @@ class RequestPacer:
         return max(self._hold_until - self._clock(), 0.0)
 
     def slowed(self, retry_after: float | None) -> None:
-        """The server answered 429: space requests further apart."""
+        """The server answered 429: hold every start for its ``Retry-After``, and space
+        requests further apart from then on."""
         self.delay = min(max(self.delay * 2.0, _MIN_SLOWDOWN), self.max_delay)
         if retry_after is not None:
-            self.delay = min(max(self.delay, retry_after), self.max_delay)
             self._hold_until = max(self._hold_until, self._clock() + retry_after)
 
     def succeeded(self, headers: Mapping[str, str], next_tokens: int) -> None:

@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from ..config import StorageConfig
+from ..embedding import embedder_for_fingerprint
 from ..embedding.calls import embed_documents, embed_query, prepare
 from ..errors import EmbeddingError, EmbeddingUnavailable, StorageError, StoreClosedError
 from ..models import Embedder
@@ -83,6 +84,8 @@ class VectorIndexer:
         self._closed = False
         self._task: asyncio.Task[None] | None = None
         self._failed: set[int] = set()
+        self._target: Embedder | None = None
+        self._instance: str | None = None
         self._unavailable: str | None = None
         self._retry_delay = RETRY_FIRST_SECONDS
         self._down_until = 0.0
@@ -105,7 +108,12 @@ class VectorIndexer:
         """
         # A database this open created holds no vectors: nothing to load or check.
         fresh = base.created
-        await prepare(embedder, () if fresh else tuple(await base.vector_counts()))
+        counts = {} if fresh else await base.vector_counts()
+        await prepare(embedder, tuple(counts))
+        target: Embedder | None = None
+        serving = await cls._serving(base, embedder, counts)
+        if serving is not embedder:
+            target, embedder = embedder, serving
         fingerprint = embedder.fingerprint
         dim = embedder.dim
         kind: IndexKind = (
@@ -155,6 +163,8 @@ class VectorIndexer:
             graph=graph,
         )
         indexer._stamp = stamp
+        indexer._instance = instance
+        indexer._target = target
         if loaded is None and snapshot_path is not None and not fresh:
             # Built from SQLite: write a snapshot (debounced, or at close) so the
             # next open loads it instead of building again.
@@ -172,6 +182,43 @@ class VectorIndexer:
         if not fresh:  # embed what an earlier run stored but did not embed
             indexer.notify()
         return indexer
+
+    @staticmethod
+    async def _serving(
+        base: BaseMemoryStore, embedder: Embedder, counts: dict[str, int]
+    ) -> Embedder:
+        """The embedder whose vectors serve searches now.
+
+        When most stored vectors are another embedder's, and that embedder can be made
+        again (:func:`~spade_memory.embedding.embedder_for_fingerprint`), it keeps
+        serving (queries embedded by it, its vectors searched) until the configured
+        one's vectors, built in the background, are switched in; otherwise the
+        configured one serves at once and the memory is re-embedded in place.
+        """
+        fingerprint = embedder.fingerprint
+        if not counts:
+            return embedder
+        main = max(counts, key=lambda key: counts[key])
+        if main == fingerprint or counts[main] <= counts.get(fingerprint, 0):
+            return embedder
+        old = await asyncio.to_thread(embedder_for_fingerprint, main)
+        if old is None:
+            logger.info(
+                "%s: the stored vectors' embedder (%s) cannot be made again; embedding "
+                "anew with %s (searches use keywords meanwhile)",
+                base.agent,
+                main,
+                fingerprint,
+            )
+            return embedder
+        logger.info(
+            "%s: embedder changed (%s -> %s); the old vectors serve searches until the "
+            "new ones are built",
+            base.agent,
+            main,
+            fingerprint,
+        )
+        return old
 
     @staticmethod
     async def _index_kind(
@@ -225,6 +272,31 @@ class VectorIndexer:
         """Tell the worker that new memories wait to be embedded."""
         self._requested += 1
         self._wake.set()
+
+    @property
+    def target(self) -> Embedder | None:
+        """The configured embedder when another one's vectors still serve searches
+        (until :meth:`switch_to` puts its vectors in), else ``None``."""
+        return self._target
+
+    def switch_to(self, embedder: Embedder, ids: np.ndarray, matrix: np.ndarray) -> None:
+        """Serve ``embedder``'s vectors ``ids``/``matrix`` from now on (the rebuilt
+        generation, already swapped in SQLite); the graph entries are embedded again."""
+        index = VectorIndex(
+            embedder.dim, kind=self._index.kind, ef_search=self._storage.hnsw_ef_search
+        )
+        if len(ids):
+            index.add(ids, np.ascontiguousarray(matrix, dtype=np.float32))
+        self._index = index
+        self._embedder = embedder
+        self._target = None
+        self._failed.clear()
+        fingerprint = embedder.fingerprint
+        self._stamp = f"{fingerprint}#db={self._instance}" if self._instance else fingerprint
+        self._dirty = max(index.ntotal, 1)
+        if self._graph_index is not None:
+            self._graph_index = VectorIndex(embedder.dim)
+        self.notify()
 
     @property
     def unavailable(self) -> str | None:
@@ -364,49 +436,81 @@ class VectorIndexer:
         self._wake.set()
 
     async def _embed_pending(self) -> None:
+        """Embed every memory without a vector of this embedder, batch by batch.
+
+        The next batch is embedded while the previous one's vectors are written, so
+        an embedder that answers over the network is kept busy.
+        """
         fingerprint = self._embedder.fingerprint
         cursor = 0
         batch_size = self._storage.embed_batch_size
-        while not self._closed:
-            fetched = await self._base.pending_embeddings(fingerprint, batch_size, after_id=cursor)
-            if not fetched:
-                return
-            cursor = fetched[-1][0]  # past the failed ones too, or they would stall the rest
-            batch = [item for item in fetched if item[0] not in self._failed]
-            if not batch:
-                continue
-            texts = [content for _, content, _ in batch]
-            try:
-                vectors = await embed_documents(self._embedder, texts)
-            except EmbeddingUnavailable:
-                raise
-            except EmbeddingError as exc:
-                logger.warning(
-                    "%s: %d memories not embedded (found by keywords; tried again on the "
-                    "next open): %s",
-                    self._base.agent,
-                    len(batch),
-                    exc,
+        writing: asyncio.Task[None] | None = None
+        try:
+            while not self._closed:
+                fetched = await self._base.pending_embeddings(
+                    fingerprint, batch_size, after_id=cursor
                 )
-                self._failed.update(item[0] for item in batch)
-                continue
-            except Exception:
-                logger.exception("%s: embedder failed on a batch; skipped", self._base.agent)
-                self._failed.update(item[0] for item in batch)
-                continue
-            items = [
-                (memory_id, updated_at, vectors[row])
-                for row, (memory_id, _, updated_at) in enumerate(batch)
-            ]
-            stored, seq = await self._base.put_embeddings(fingerprint, items)
-            if stored:
-                kept = set(stored)
-                rows = [row for row, item in enumerate(batch) if item[0] in kept]
-                ids = np.asarray(stored, dtype=np.int64)
-                self._index.add(ids, np.ascontiguousarray(vectors[rows], dtype=np.float32))
-                self._dirty += len(stored)
-            self._applied_seq = seq
-            await self._maybe_persist()
+                if not fetched:
+                    return
+                cursor = fetched[-1][0]  # past the failed ones too, or they would stall the rest
+                batch = [item for item in fetched if item[0] not in self._failed]
+                if not batch:
+                    continue
+                embedding = asyncio.ensure_future(self._vectors_of(batch))
+                if writing is not None:
+                    done, writing = writing, None
+                    try:
+                        await done
+                    except BaseException:
+                        embedding.cancel()
+                        raise
+                vectors = await embedding
+                if vectors is not None:
+                    writing = asyncio.ensure_future(self._keep(fingerprint, batch, vectors))
+        finally:
+            if writing is not None:
+                await writing
+
+    async def _vectors_of(self, batch: list[tuple[int, str, float]]) -> np.ndarray | None:
+        """The vectors of a batch, or ``None`` when the embedder refused it (skipped).
+
+        Raises:
+            EmbeddingUnavailable: the embedder did not answer; try again later.
+        """
+        try:
+            return await embed_documents(self._embedder, [content for _, content, _ in batch])
+        except EmbeddingUnavailable:
+            raise
+        except EmbeddingError as exc:
+            logger.warning(
+                "%s: %d memories not embedded (found by keywords; tried again on the "
+                "next open): %s",
+                self._base.agent,
+                len(batch),
+                exc,
+            )
+        except Exception:
+            logger.exception("%s: embedder failed on a batch; skipped", self._base.agent)
+        self._failed.update(item[0] for item in batch)
+        return None
+
+    async def _keep(
+        self, fingerprint: str, batch: list[tuple[int, str, float]], vectors: np.ndarray
+    ) -> None:
+        """Write a batch's vectors into SQLite, then into FAISS."""
+        items = [
+            (memory_id, updated_at, vectors[row])
+            for row, (memory_id, _, updated_at) in enumerate(batch)
+        ]
+        stored, seq = await self._base.put_embeddings(fingerprint, items)
+        if stored:
+            kept = set(stored)
+            rows = [row for row, item in enumerate(batch) if item[0] in kept]
+            ids = np.asarray(stored, dtype=np.int64)
+            self._index.add(ids, np.ascontiguousarray(vectors[rows], dtype=np.float32))
+            self._dirty += len(stored)
+        self._applied_seq = seq
+        await self._maybe_persist()
 
     async def _embed_graph_pending(self) -> None:
         """Embed graph entries without a vector (reusing the document vector if same text)."""

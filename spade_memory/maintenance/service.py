@@ -115,11 +115,12 @@ class Maintenance:
 
     # -- lifecycle ----------------------------------------------------------------
 
-    def start_background(self) -> None:
-        """Resume interrupted rebuilds, then check and repair, in a background task."""
+    def start_background(self, *, check: bool = True) -> None:
+        """Resume interrupted rebuilds, switch to a changed embedder's vectors, then
+        (with ``check``) check and repair, in a background task."""
         if self._task is None and not self._closed:
             self._task = asyncio.create_task(
-                self._on_open(), name=f"maintenance:{self._engine.jid}"
+                self._on_open(check), name=f"maintenance:{self._engine.jid}"
             )
 
     async def wait(self) -> MaintenanceStatus:
@@ -137,10 +138,14 @@ class Maintenance:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task
 
-    async def _on_open(self) -> None:
+    async def _on_open(self, check: bool = True) -> None:
         try:
             await self.resume_rebuilds()
-            await self.check(repair=True)
+            indexer = self._engine.indexer
+            if indexer is not None and indexer.target is not None:
+                await self.rebuild("vectors")  # the changed embedder's generation
+            if check:
+                await self.check(repair=True)
         except StoreClosedError:
             return
         except Exception:  # reported through the status; the memory stays usable

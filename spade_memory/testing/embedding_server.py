@@ -7,15 +7,27 @@ its vector length (a model swapped behind the same name)::
 
     async with EmbeddingServer(dim=64, latency=0.02) as server:
         embedder = OpenAICompatibleEmbedder(server.base_url, server.model)
+
+or, in a process of its own (it prints its API root, then serves until stopped)::
+
+    python -m spade_memory.testing.embedding_server --dim 384 --latency 0.02
+
+A process of its own is told to misbehave, and asked what it answered, over HTTP:
+``POST /control`` with ``{"rate_limit": seconds, "retry_after": "1"}`` or
+``{"fail_next": [500, 503]}``, and ``GET /stats`` (requests and statuses).
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import contextlib
 import hashlib
 import json
 import re
+import sys
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -36,7 +48,8 @@ def hashed_vector(text: str, dim: int) -> list[float]:
     if norm == 0:
         vector[0] = 1.0
         norm = 1.0
-    return [float(value) for value in vector / norm]
+    values: list[float] = (vector / norm).tolist()
+    return values
 
 
 class EmbeddingServer:
@@ -45,7 +58,7 @@ class EmbeddingServer:
     Args:
         model: the only model it serves (another name gets HTTP 404).
         dim: the vector length it answers.
-        latency: seconds added to every request.
+        latency: seconds each answer takes, the server's own work included.
         max_input_chars: an input longer than this gets HTTP 400 "input is too long".
 
     Attributes:
@@ -90,6 +103,8 @@ class EmbeddingServer:
         """Listen on 127.0.0.1 (``port`` 0: a free one)."""
         app = web.Application()
         app.router.add_post("/v1/embeddings", self._embeddings)
+        app.router.add_post("/control", self._control)
+        app.router.add_get("/stats", self._stats)
         self._runner = web.AppRunner(app, handler_cancellation=True)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", port)
@@ -124,8 +139,17 @@ class EmbeddingServer:
 
     async def _embeddings(self, request: web.Request) -> web.StreamResponse:
         self.requests += 1
-        if self.latency:
-            await asyncio.sleep(self.latency)
+        arrived = time.monotonic()
+        try:
+            return await self._answer_embeddings(request)
+        finally:
+            # the answer leaves ``latency`` seconds after the request came, its own work
+            # included (at least that long)
+            left = self.latency - (time.monotonic() - arrived)
+            if left > 0:
+                await asyncio.sleep(left)
+
+    async def _answer_embeddings(self, request: web.Request) -> web.StreamResponse:
         while self._hang:
             await asyncio.sleep(0.05)
         if self._failures:
@@ -161,8 +185,46 @@ class EmbeddingServer:
             {"object": "list", "model": self.model, "data": data[::-1], "usage": usage}, 200
         )
 
+    async def _control(self, request: web.Request) -> web.StreamResponse:
+        order = await request.json()
+        if "rate_limit" in order:
+            self.rate_limit(float(order["rate_limit"]), retry_after=order.get("retry_after", "1"))
+        if "fail_next" in order:
+            self.fail_next(*[int(status) for status in order["fail_next"]])
+        return web.json_response({"ok": True})
+
+    async def _stats(self, request: web.Request) -> web.StreamResponse:
+        return web.json_response({"requests": self.requests, "statuses": self.statuses})
+
     def _answer(
         self, payload: Any, status: int, headers: dict[str, str] | None = None
     ) -> web.Response:
         self.statuses.append(status)
         return web.json_response(payload, status=status, headers=headers)
+
+
+async def _serve(args: argparse.Namespace) -> None:
+    server = EmbeddingServer(model=args.model, dim=args.dim, latency=args.latency)
+    await server.start(args.port)
+    sys.stdout.write(server.base_url + "\n")
+    sys.stdout.flush()
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await server.aclose()
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Serve on 127.0.0.1 until stopped (``python -m spade_memory.testing.embedding_server``)."""
+    parser = argparse.ArgumentParser(description="a local OpenAI-format embeddings server")
+    parser.add_argument("--port", type=int, default=0, help="0: a free port")
+    parser.add_argument("--model", default="local-embed")
+    parser.add_argument("--dim", type=int, default=64)
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds per request")
+    args = parser.parse_args(argv)
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(_serve(args))
+
+
+if __name__ == "__main__":
+    main()
