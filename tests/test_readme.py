@@ -25,6 +25,7 @@ EXPECTED = {
     "archive closing time": "closes at 6 pm",
     "AgentBaseMemory(": "rotates every 30 days",
     "spade_llm_tools(manager)": "search_memories",
+    "OpenAICompatibleEmbedder(server.base_url": "The Lisbon team deploys on Thursdays",
 }
 
 
