@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..config import MaintenanceConfig
-from ..errors import StoreClosedError
+from ..errors import EmbeddingUnavailable, StoreClosedError
 from .backup import backup_memory
 from .consistency import ConsistencyChecker, ConsistencyReport
 from .consolidation import ConsolidationResult, consolidate
@@ -141,15 +141,31 @@ class Maintenance:
     async def _on_open(self, check: bool = True) -> None:
         try:
             await self.resume_rebuilds()
-            indexer = self._engine.indexer
-            if indexer is not None and indexer.target is not None:
-                await self.rebuild("vectors")  # the changed embedder's generation
+            await self._switch_embedder()
             if check:
                 await self.check(repair=True)
         except StoreClosedError:
             return
         except Exception:  # reported through the status; the memory stays usable
             logger.exception("%s: maintenance on open failed", self._engine.jid)
+
+    async def _switch_embedder(self) -> None:
+        """Build the changed embedder's generation of vectors and switch it in; while its
+        endpoint does not answer, try again after 2 s, doubling up to a minute."""
+        delay = 2.0
+        indexer = self._engine.indexer
+        while indexer is not None and indexer.target is not None and not self._closed:
+            try:
+                await self.rebuild("vectors")
+            except EmbeddingUnavailable as exc:
+                logger.warning(
+                    "%s: re-embedding for the new embedder waits (%s); retry in %.0f s",
+                    self._engine.jid,
+                    exc,
+                    delay,
+                )
+                await asyncio.sleep(delay)
+                delay = min(delay * 2.0, 60.0)
 
     # -- status helpers -----------------------------------------------------------
 

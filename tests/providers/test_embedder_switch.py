@@ -3,6 +3,7 @@ generation, built in the background from the configured embedder, is switched in
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from spade_memory.config import MaintenanceConfig, MemoryConfig
@@ -88,3 +89,38 @@ async def test_an_old_embedder_that_cannot_be_made_again_is_replaced_in_place(
         await memory.flush()
         assert (await memory.stats()).pending_embeddings == 0
         assert set(await memory.base_store.vector_counts()) == {indexer.embedder.fingerprint}
+
+
+async def test_the_switch_waits_for_a_new_endpoint_that_is_down(memory_root: Path) -> None:
+    async with EmbeddingServer(model="old", dim=32) as old:
+        before = OpenAICompatibleEmbedder(old.base_url, old.model)
+        async with await MemoryManager.open(
+            "alice@localhost", config(memory_root, before)
+        ) as memory:
+            await memory.store_many([{"content": fact} for fact in FACTS[:10]])
+            await memory.flush()
+        new = EmbeddingServer(model="new", dim=16)
+        await new.start()
+        port = new.port
+        await new.aclose()  # down when the memory opens: its length must be given
+        after = OpenAICompatibleEmbedder(
+            new.base_url, "new", dimensions=16, send_dimensions=False, max_retries=0
+        )
+        async with await MemoryManager.open(
+            "alice@localhost", config(memory_root, after)
+        ) as memory:
+            indexer = memory.engine.indexer
+            assert indexer is not None and indexer.target is after
+            hits = await memory.search("Madrid office", explain=True)
+            assert hits[0].explanation is not None and hits[0].explanation.vector_score
+            await asyncio.sleep(0.5)
+            assert indexer.target is after  # still the old vectors
+            revived = EmbeddingServer(model="new", dim=16)
+            await revived.start(port)
+            try:
+                async with asyncio.timeout(20):
+                    while indexer.target is not None:
+                        await asyncio.sleep(0.1)
+                assert indexer.embedder is after and revived.requests > 0
+            finally:
+                await revived.aclose()
