@@ -130,7 +130,8 @@ class OpenAICompatibleEmbedder:
         max_retries: further attempts after a failed request (429, 5xx, timeout,
             refused connection).
         backoff: the first retry waits about this many seconds; each next one
-            twice as long (or what ``Retry-After`` asks, up to 30 s).
+            twice as long, unless the server said how long (``Retry-After``, up to
+            30 s).
         timeout: seconds allowed for one request of documents.
         query_timeout: seconds allowed to embed a search query (one attempt: a
             search that cannot wait falls back to keywords).
@@ -434,10 +435,10 @@ class OpenAICompatibleEmbedder:
                 reason = failure.reason
                 if made >= attempts:
                     break
-                delay = self.backoff * 2.0 ** (made - 1) * (0.5 + random.random() / 2)
-                if failure.retry_after is not None:
-                    delay = max(delay, failure.retry_after)
-                delay = min(delay, MAX_RETRY_AFTER_SECONDS)
+                if failure.retry_after is not None:  # the server knows best
+                    delay = min(failure.retry_after, MAX_RETRY_AFTER_SECONDS)
+                else:
+                    delay = self.backoff * 2.0 ** (made - 1) * (0.5 + random.random() / 2)
                 logger.info(
                     "embedding request to %s failed (%s); retry %d/%d in %.2f s",
                     self.url,

@@ -3,8 +3,8 @@ to the tokens-per-minute budget a server reports.
 
 Every request first asks :meth:`RequestPacer.reserve` when it may start. A 429 holds
 every start until its ``Retry-After`` has passed; starts are then spaced by
-:attr:`RequestPacer.delay`, which doubles on each 429 (from 50 ms) and halves on each
-success, so a client that was told to slow down keeps a steady pace while the
+:attr:`RequestPacer.delay`, which doubles on each 429 (from 50 ms, up to 2 s) and
+halves on each success, so a client that was told to slow down keeps a steady pace while the
 server is at its limit, and is back to full speed a few answers after it copes. A
 server that reports ``x-ratelimit-remaining-tokens`` below what the next request needs
 holds every start until its ``x-ratelimit-reset-tokens`` has passed.
@@ -49,7 +49,7 @@ class RequestPacer:
     """
 
     def __init__(
-        self, *, max_delay: float = 10.0, clock: Callable[[], float] = time.monotonic
+        self, *, max_delay: float = 2.0, clock: Callable[[], float] = time.monotonic
     ) -> None:
         self.max_delay = max_delay
         self.delay = 0.0
