@@ -24,9 +24,12 @@ if TYPE_CHECKING:
         StorageConfig,
         ToolBudget,
     )
+    from .embedding.openai_compatible import OpenAICompatibleEmbedder
     from .errors import (
         BudgetExceeded,
         ConfigError,
+        EmbeddingError,
+        EmbeddingUnavailable,
         InvalidAgentId,
         InvalidToolInput,
         LLMError,
@@ -46,6 +49,7 @@ if TYPE_CHECKING:
         XMPPServerError,
     )
     from .identity import conversation_id_for, normalize_jid
+    from .integrations.spade_llm_import import SpadeLlmImport, import_spade_llm
     from .llm import (
         ChatMessage,
         LLMClient,
@@ -90,6 +94,8 @@ __all__ = [
     "ContextBudget",
     "ConversationBehaviour",
     "EmbeddedXMPPServer",
+    "EmbeddingError",
+    "EmbeddingUnavailable",
     "InteractionNote",
     "InvalidAgentId",
     "InvalidToolInput",
@@ -109,6 +115,7 @@ __all__ = [
     "MemoryStats",
     "MemoryTool",
     "MigrationError",
+    "OpenAICompatibleEmbedder",
     "OpenAICompatibleLLM",
     "PathEscapeError",
     "ProtocolError",
@@ -125,6 +132,7 @@ __all__ = [
     "SharingError",
     "SharingRefused",
     "SharingTimeout",
+    "SpadeLlmImport",
     "SpadeMemoryError",
     "StorageConfig",
     "StorageCorrupted",
@@ -138,6 +146,7 @@ __all__ = [
     "XMPPEndpoint",
     "XMPPServerError",
     "conversation_id_for",
+    "import_spade_llm",
     "normalize_jid",
     "xmpp_endpoint",
 ]
@@ -152,6 +161,8 @@ _SOURCES: dict[str, str] = {
     "ContextBudget": "config",
     "ConversationBehaviour": "spade.conversation",
     "EmbeddedXMPPServer": "testing.xmpp_server",
+    "EmbeddingError": "errors",
+    "EmbeddingUnavailable": "errors",
     "InteractionNote": "models",
     "InvalidAgentId": "errors",
     "InvalidToolInput": "errors",
@@ -171,6 +182,7 @@ _SOURCES: dict[str, str] = {
     "MemoryStats": "models",
     "MemoryTool": "tools",
     "MigrationError": "errors",
+    "OpenAICompatibleEmbedder": "embedding.openai_compatible",
     "OpenAICompatibleLLM": "llm",
     "PathEscapeError": "errors",
     "ProtocolError": "errors",
@@ -187,6 +199,7 @@ _SOURCES: dict[str, str] = {
     "SharingError": "errors",
     "SharingRefused": "errors",
     "SharingTimeout": "errors",
+    "SpadeLlmImport": "integrations.spade_llm_import",
     "SpadeMemoryError": "errors",
     "StorageConfig": "config",
     "StorageCorrupted": "errors",
@@ -200,6 +213,7 @@ _SOURCES: dict[str, str] = {
     "XMPPEndpoint": "testing.xmpp_server",
     "XMPPServerError": "errors",
     "conversation_id_for": "identity",
+    "import_spade_llm": "integrations.spade_llm_import",
     "normalize_jid": "identity",
     "xmpp_endpoint": "testing.xmpp_server",
 }

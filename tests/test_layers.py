@@ -8,6 +8,7 @@ pairs in ``SAME_ROW``)::
 
     aliases     agents, sharing, xmpp_server   (deprecated paths of moved modules)
     edge        spade (agents, behaviours, sharing), cli, integrations
+                (cli may import spade and integrations)
     facade      manager
     services    maintenance, tools, context (prompt context from notes and memories),
                 disclosure (who sees what: the viewer and scope of a partner)
@@ -52,6 +53,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
 # (importer, imported) packages of one row, the first allowed to import the second.
 SAME_ROW: dict[tuple[str, str], str] = {
     ("cli", "spade"): "the demo command runs LLM agents",
+    ("cli", "integrations"): "the import-spade-llm command reads spade_llm's memory files",
     ("storage", "text"): "rows are written with the text layer's tokens, atoms and graph terms",
     ("testing", "llm"): "the scripted LLM answers in the LLM clients' message types",
 }

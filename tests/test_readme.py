@@ -28,6 +28,7 @@ EXPECTED = {
     "Scope.private(\"alice@example.org\")": (
         "['The office opens at 9', 'The trip is on Friday']\nMemoryNotFound"
     ),
+    "OpenAICompatibleEmbedder(server.base_url": "The Lisbon team deploys on Thursdays",
 }
 
 

@@ -6,6 +6,7 @@ adds its arguments and a function that runs it and returns the exit status::
     spade-memory demo [--root DIR] [--in-memory] [--llm-url URL --model NAME]
     spade-memory ls | stats | search | show | export | import | check | rebuild |
                  backup | restore | forget   (see spade_memory.cli.subcommands)
+    spade-memory import-spade-llm DIR        (see spade_memory.cli.spade_llm_import)
 
 This module is an application: it prints. The library never does.
 """
@@ -47,6 +48,18 @@ def _run_demo(args: argparse.Namespace) -> int:
     return asyncio.run(run_demo(options_from(args)))
 
 
+def _import_spade_llm_arguments(parser: argparse.ArgumentParser) -> None:
+    from .spade_llm_import import add_arguments
+
+    add_arguments(parser)
+
+
+def _run_import_spade_llm(args: argparse.Namespace) -> int:
+    from .spade_llm_import import import_spade_llm_command
+
+    return import_spade_llm_command(args)
+
+
 COMMANDS: list[Command] = [
     Command(
         name="demo",
@@ -55,6 +68,12 @@ COMMANDS: list[Command] = [
         run=_run_demo,
     ),
     *(Command(name, text, add, run) for name, text, add, run in SUBCOMMANDS),
+    Command(
+        name="import-spade-llm",
+        help="add spade_llm's memory files (DIR: *_base_memory.db, *_interactions.json)",
+        add_arguments=_import_spade_llm_arguments,
+        run=_run_import_spade_llm,
+    ),
 ]
 
 

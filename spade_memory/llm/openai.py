@@ -1,37 +1,52 @@
 """A client for any OpenAI-compatible ``/chat/completions`` endpoint, over aiohttp.
 
 Works with OpenAI, Ollama (``http://localhost:11434/v1``), vLLM, LM Studio and the
-llama.cpp server. Transient failures (HTTP 429, 5xx, connection errors, timeouts)
-are retried with exponential backoff and jitter, within one overall deadline per
-request; other client errors are not retried. :meth:`OpenAICompatibleLLM.check`
-asks the server once, up front, whether it is there and serves the model.
+llama.cpp server. Transient failures (HTTP 429, 5xx, connection errors, timeouts, a
+body that stops coming, a stream cut in the middle) are retried with exponential
+backoff and jitter, within one overall deadline per request; other client errors
+are not retried, nor is an answer without ``choices``.
+:meth:`OpenAICompatibleLLM.check` asks the server once, up front, whether it is
+there and serves the model.
+
+Answers may stream (``stream=True``, or whenever a server answers with an event
+stream: :mod:`.streaming`); tool calls a model writes in its text are turned into
+real ones (:mod:`.text_tool_calls`); :meth:`OpenAICompatibleLLM.complete_json`
+asks for JSON that follows a schema (:mod:`.json_output`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import json
 import logging
-import math
 import os
 import random
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
 import aiohttp
 
 from ..errors import ConfigError, LLMError
+from .json_output import json_in_text, schema_problems
 from .messages import ChatMessage, LLMResponse, ToolCall
+from .retry_after import MAX_RETRY_AFTER_SECONDS, parse_retry_after
+from .streaming import (
+    IncompleteStream,
+    StreamAssembler,
+    lines_of,
+    looks_like_event_stream,
+    read_events,
+)
+from .text_tool_calls import tool_calls_in_text
+
+_retry_after = parse_retry_after
 
 __all__ = ["OpenAICompatibleLLM", "parse_chat_completion"]
 
 logger = logging.getLogger(__name__)
 
-#: The longest wait a ``Retry-After`` header can impose, in seconds.
-MAX_RETRY_AFTER_SECONDS = 30.0
 #: How much of an error body is quoted in an :class:`LLMError`.
 BODY_EXCERPT_CHARS = 300
 
@@ -42,6 +57,10 @@ _HINTS = {
 }
 
 
+_STREAM_REQUIRED = ("stream", "must", "only", "required", "true")
+_FORMAT_WORDS = ("response_format", "json_schema", "json schema", "structured output")
+
+
 class _Retryable(Exception):
     """A failed attempt worth repeating, with the wait the server asked for."""
 
@@ -49,6 +68,15 @@ class _Retryable(Exception):
         super().__init__(reason)
         self.reason = reason
         self.retry_after = retry_after
+
+
+class _Refused(LLMError):
+    """The server refused the request (HTTP 4xx); ``text`` is its answer."""
+
+    def __init__(self, message: str, status: int, text: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.text = text
 
 
 class OpenAICompatibleLLM:
@@ -73,6 +101,13 @@ class OpenAICompatibleLLM:
         temperature: sampling temperature, sent only when given.
         max_tokens: answer length cap, sent only when given.
         extra_headers: more HTTP headers for every request.
+        stream: ask for a streamed answer (``"stream": true``), for servers that
+            only stream. An answer that comes as an event stream is read as one
+            either way, and a server that refuses a request for not streaming gets
+            streamed requests from then on.
+        text_tool_calls: when a model offered tools answers with a tool call
+            written in its text (``<tool_call>`` tags, a fenced JSON block, a bare
+            JSON object, ``<function=name>``), return it as a real tool call.
 
     Raises:
         ConfigError: an argument is out of range.
@@ -91,6 +126,8 @@ class OpenAICompatibleLLM:
         temperature: float | None = None,
         max_tokens: int | None = None,
         extra_headers: Mapping[str, str] | None = None,
+        stream: bool = False,
+        text_tool_calls: bool = True,
     ) -> None:
         if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
             raise ConfigError(
@@ -121,6 +158,8 @@ class OpenAICompatibleLLM:
         key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
         self._api_key = key or None
         self._extra_headers = dict(extra_headers or {})
+        self.stream = bool(stream)
+        self.text_tool_calls = bool(text_tool_calls)
         self._session: aiohttp.ClientSession | None = None
         self._closed = False
 
@@ -152,19 +191,27 @@ class OpenAICompatibleLLM:
             raise LLMError("client is closed; create a new OpenAICompatibleLLM to send requests")
 
     def _headers(self) -> dict[str, str]:
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        accept = "text/event-stream" if self.stream else "application/json"
+        headers = {"Content-Type": "application/json", "Accept": accept}
         headers.update(self._extra_headers)
         if self._api_key:
             headers["Authorization"] = f"Bearer {self._api_key}"
         return headers
 
     def _payload(
-        self, messages: Sequence[ChatMessage], tools: Sequence[Mapping[str, Any]]
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[Mapping[str, Any]],
+        response_format: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         payload: dict[str, Any] = {
             "model": self.model,
             "messages": [message.to_openai() for message in messages],
         }
+        if self.stream:
+            payload["stream"] = True
+        if response_format is not None:
+            payload["response_format"] = dict(response_format)
         if tools:
             payload["tools"] = [dict(tool) for tool in tools]
             payload["tool_choice"] = "auto"
@@ -191,7 +238,77 @@ class OpenAICompatibleLLM:
                 attempt failed, or the answer was malformed.
         """
         self._check_open()
-        body = json.dumps(self._payload(messages, tools), ensure_ascii=False).encode("utf-8")
+        response = await self._send(lambda: self._payload(messages, tools))
+        if self.text_tool_calls and tools and not response.tool_calls:
+            calls, rest = tool_calls_in_text(response.text, tools)
+            if calls:
+                logger.debug("%d tool call(s) read from the answer text", len(calls))
+                return LLMResponse(
+                    text=rest, tool_calls=calls, finish_reason="tool_calls", usage=response.usage
+                )
+        return response
+
+    async def complete_json(
+        self,
+        messages: Sequence[ChatMessage],
+        schema: Mapping[str, Any],
+        *,
+        name: str = "answer",
+    ) -> Any:
+        """Ask for a JSON value that follows ``schema`` (structured output).
+
+        Sends ``response_format: {"type": "json_schema", ...}``. A server that refuses
+        the field is asked again without it, the schema given in the prompt instead;
+        the JSON is then read from the answer text (the whole text, a fenced block or
+        the first object). An answer that breaks the schema is sent back once with
+        what was wrong, for the model to correct.
+
+        Returns:
+            The JSON value, checked against ``schema``.
+
+        Raises:
+            LLMError: every attempt failed, or the answer held no JSON that follows
+                the schema (the message names what was wrong).
+        """
+        self._check_open()
+        response_format: dict[str, Any] | None = {
+            "type": "json_schema",
+            "json_schema": {"name": name, "schema": dict(schema), "strict": True},
+        }
+        conversation = list(messages)
+        try:
+            response = await self._send(lambda: self._payload(conversation, (), response_format))
+        except _Refused as refused:
+            if not any(word in refused.text.lower() for word in _FORMAT_WORDS):
+                raise
+            logger.info("%s refused response_format; asking for JSON in the text", self.url)
+            response_format = None
+            conversation.append(ChatMessage(role="system", content=_json_instruction(schema)))
+            response = await self._send(lambda: self._payload(conversation, ()))
+        problems = _json_problems(response.text, schema)
+        if not problems:
+            return json_in_text(response.text or "")
+        conversation += [
+            ChatMessage(role="assistant", content=response.text),
+            ChatMessage(
+                role="user",
+                content="That answer does not follow the JSON schema: "
+                + "; ".join(problems)
+                + ". Answer again with only the corrected JSON.",
+            ),
+        ]
+        fixed = await self._send(lambda: self._payload(conversation, (), response_format))
+        problems = _json_problems(fixed.text, schema)
+        if problems:
+            raise LLMError(
+                f"the model's answer does not follow the JSON schema {name!r}: "
+                + "; ".join(problems)
+            )
+        return json_in_text(fixed.text or "")
+
+    async def _send(self, payload: Callable[[], dict[str, Any]]) -> LLMResponse:
+        """Post one request (its body made again for each attempt), retrying
+        transient failures within the deadline."""
         ends = time.monotonic() + self.deadline
         attempts = self.max_retries + 1
         made = 0
@@ -201,6 +318,7 @@ class OpenAICompatibleLLM:
             if left <= 0:
                 break
             made += 1
+            body = json.dumps(payload(), ensure_ascii=False).encode("utf-8")
             try:
                 return await self._attempt(body, min(self.timeout, left))
             except _Retryable as failure:
@@ -286,39 +404,70 @@ class OpenAICompatibleLLM:
                 self.url, data=body, headers=self._headers(), timeout=timeout
             ) as response:
                 status = response.status
+                retry_after = parse_retry_after(response.headers.get("Retry-After"))
+                content_type = response.headers.get("Content-Type", "")
+                if status == 200 and looks_like_event_stream(content_type, ""):
+                    return await _assemble(read_events(response.content))
                 text = await response.text(errors="replace")
-                retry_after = _retry_after(response.headers.get("Retry-After"))
         except TimeoutError:
             raise _Retryable(f"no answer within {seconds:.3g} s") from None
         except aiohttp.ClientError as exc:
             raise _Retryable(f"{type(exc).__name__}: {exc}") from None
+        except IncompleteStream as exc:
+            raise _Retryable(f"the answer stream was cut ({exc})") from None
         if status == 429:
             raise _Retryable("HTTP 429 (rate limited)", retry_after)
         if status >= 500:
             raise _Retryable(f"HTTP {status}: {_excerpt(text)}", retry_after)
+        if status == 400 and not self.stream and _asks_to_stream(text):
+            self.stream = True
+            logger.info("%s answers only streamed requests; streaming from now on", self.url)
+            raise _Retryable("the server answers only streamed requests", 0.0)
         if status >= 400 or status < 200:
-            raise LLMError(
+            raise _Refused(
                 f"LLM endpoint {self.url} answered HTTP {status}: {_excerpt(text)}."
-                + _HINTS.get(status, " Check the model name, messages and tool schemas.")
+                + _HINTS.get(status, " Check the model name, messages and tool schemas."),
+                status,
+                text,
             )
+        if looks_like_event_stream("", text[:64]):
+            try:
+                return await _assemble(read_events(lines_of(text)))
+            except IncompleteStream as exc:
+                raise _Retryable(f"the answer stream was cut ({exc})") from None
         return parse_chat_completion(text)
 
 
-def _retry_after(value: str | None) -> float | None:
-    """Seconds from a ``Retry-After`` header (delta seconds or an HTTP date)."""
-    if not value:
-        return None
+async def _assemble(events: AsyncIterator[str]) -> LLMResponse:
+    """The response a stream of chunk events makes (read up to ``[DONE]``)."""
+    assembler = StreamAssembler()
+    async for data in events:
+        assembler.feed(data)
+        if assembler.done:
+            break
+    return assembler.result()
+
+
+def _asks_to_stream(text: str) -> bool:
+    """Whether an HTTP 400 answer says the server wants ``stream: true``."""
+    lowered = text.lower()
+    return "stream" in lowered and any(word in lowered for word in _STREAM_REQUIRED[1:])
+
+
+def _json_instruction(schema: Mapping[str, Any]) -> str:
+    return (
+        "Answer with only a JSON value (no other text) that follows this JSON schema: "
+        + json.dumps(schema, ensure_ascii=False)
+    )
+
+
+def _json_problems(text: str | None, schema: Mapping[str, Any]) -> list[str]:
+    """What keeps an answer text from being JSON that follows ``schema`` (empty: nothing)."""
     try:
-        seconds = float(value.strip())
+        value = json_in_text(text or "")
     except ValueError:
-        seconds = None
-    if seconds is not None:
-        return max(seconds, 0.0) if math.isfinite(seconds) else None
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(when.timestamp() - time.time(), 0.0)
+        return ["the answer holds no JSON value"]
+    return schema_problems(value, schema)
 
 
 def _model_ids(body: str) -> set[str] | None:

@@ -26,8 +26,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from ..embedding.calls import embed_documents
 from ..errors import ConfigError, StorageError
-from ..models import Memory
+from ..models import Embedder, Memory
 from ..storage.base import IndexedText
 from ..storage.shadow import ShadowTables, ShadowWriter
 from .graph_rebuild import GraphRebuild
@@ -97,6 +98,12 @@ class Rebuilder:
     Args:
         engine: the open memory.
         batch: memories per batch (one transaction and one checkpoint each).
+
+    The vectors are rebuilt with the embedder the memory is configured with: when
+    another one's vectors still serve searches (an embedder change,
+    :attr:`~spade_memory.engine.indexer.VectorIndexer.target`), the new generation is
+    built with the configured one and switched in whole, the old vectors serving
+    until then.
     """
 
     def __init__(self, engine: Engine, *, batch: int = 200) -> None:
@@ -183,9 +190,14 @@ class Rebuilder:
 
     # -- steps -------------------------------------------------------------------
 
-    def _fingerprint(self) -> str | None:
+    def _embedder(self) -> Embedder:
+        """The embedder the rebuilt vectors are made by (the configured one)."""
         indexer = self._engine.indexer
-        return None if indexer is None else indexer.embedder.fingerprint
+        assert indexer is not None
+        return indexer.target or indexer.embedder
+
+    def _fingerprint(self) -> str | None:
+        return None if self._engine.indexer is None else self._embedder().fingerprint
 
     def _shadow(self, what: RebuildKind) -> ShadowTables:
         return ShadowTables(self._base, what, fingerprint=self._fingerprint())
@@ -226,13 +238,9 @@ class Rebuilder:
                 return [(text.content_tokens, text.context_tokens) for text in texts]
 
             return await asyncio.to_thread(tokens)
-        indexer = self._engine.indexer
-        assert indexer is not None
         if not memories:
             return []
-        matrix = await asyncio.to_thread(
-            indexer.embedder.embed_documents, [m.content for m in memories]
-        )
+        matrix = await embed_documents(self._embedder(), [m.content for m in memories])
         return list(np.asarray(matrix, dtype=np.float32))
 
     async def _apply(
@@ -276,9 +284,7 @@ class Rebuilder:
                 await writer.write(memory_id, payload.get(memory_id))
             dim = None
             if what == "vectors":
-                indexer = self._engine.indexer
-                assert indexer is not None
-                dim = indexer.embedder.dim
+                dim = self._embedder().dim
             failure = await writer.first_failure(dim=dim)
             if failure is not None:
                 raise _VerificationFailed(failure)
@@ -293,9 +299,15 @@ class Rebuilder:
         """Make the FAISS cache hold exactly the new vectors (under the write lock)."""
         indexer = self._engine.indexer
         assert indexer is not None
-        fingerprint, dim = indexer.embedder.fingerprint, indexer.embedder.dim
+        embedder = self._embedder()
+        fingerprint, dim = embedder.fingerprint, embedder.dim
         async with self._shadow("vectors").transaction() as writer:
             ids, matrix = await writer.live_vectors(fingerprint, dim)
+            if embedder is not indexer.embedder:  # the new embedder's generation
+                indexer.switch_to(embedder, ids, matrix)
+                self._engine.retriever.use_vectors(fingerprint, dim)
+                logger.info("%s: now searching the vectors of %s", self._base.agent, fingerprint)
+                return
             await asyncio.to_thread(reset_vector_index, indexer.index, ids, matrix)
             indexer.mark_changed(len(ids))
 

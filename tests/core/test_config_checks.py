@@ -60,7 +60,7 @@ ACCEPTED: dict[str, set[str]] = {
     "JidSet": SETS,
     "Mapping[str, JidList]": {"dict"},
     "Path | str | None": {"path", "str", "none"},
-    "EmbedderChoice | Embedder | None": {"str", "none"},
+    "EmbedderChoice | EndpointEmbedderName | Embedder | None": {"str", "none"},
     "SharingConfig | None": {"none", "SharingConfig"},
 }
 

@@ -107,6 +107,8 @@ async def test_embedder_change_triggers_reembedding(tmp_path: Path) -> None:
         await memory.flush()
     other = dataclasses.replace(hashing_config(tmp_path), embedder=HashingEmbedder(dim=128))
     async with await MemoryManager.open("v@x", other) as memory:
+        # the old vectors serve while the new generation is built, then it is switched in
+        await memory.maintenance.wait()
         await memory.flush()
         assert memory.indexer is not None and memory.indexer.index.dim == 128
         assert await index_ids(memory) == {m.id for m in stored}

@@ -1,0 +1,156 @@
+"""Structured output: JSON found in a model's text, and checked against a JSON schema.
+
+:meth:`~spade_memory.llm.openai.OpenAICompatibleLLM.complete_json` asks for
+``response_format: json_schema``; a server without it answers in text, from
+which :func:`json_in_text` takes the JSON (the whole text, a fenced block, or the
+first balanced object). :func:`schema_problems` checks the common subset of JSON
+Schema that structured output uses: ``type`` (one or a list), ``properties``,
+``required``, ``additionalProperties: false``, ``items``, ``enum``, ``minimum`` /
+``maximum``, ``minLength`` / ``maxLength``, ``minItems`` / ``maxItems``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["json_in_text", "schema_problems"]
+
+_FENCE = re.compile(r"```(?:json)?[ \t]*\n?(.*?)```", re.S | re.I)
+_TYPES: dict[str, tuple[type, ...]] = {
+    "object": (dict,),
+    "array": (list,),
+    "string": (str,),
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+    "null": (type(None),),
+}
+_MAX_PROBLEMS = 10
+
+
+def _balanced(text: str, start: int) -> str | None:
+    """The JSON object or array that opens at ``start`` (strings and escapes respected)."""
+    opener = text[start]
+    closer = "}" if opener == "{" else "]"
+    depth = 0
+    in_string = escaped = False
+    for position in range(start, len(text)):
+        char = text[position]
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char == opener:
+            depth += 1
+        elif char == closer:
+            depth -= 1
+            if depth == 0:
+                return text[start : position + 1]
+    return None
+
+
+def json_in_text(text: str) -> Any:
+    """The JSON value a model's text holds.
+
+    Tried in turn: the whole text, each fenced block, each balanced ``{...}`` or
+    ``[...]`` from the first opening bracket on.
+
+    Raises:
+        ValueError: the text holds no JSON value.
+    """
+    stripped = text.strip()
+    candidates = [stripped, *(block.strip() for block in _FENCE.findall(text))]
+    for candidate in candidates:
+        try:
+            return json.loads(candidate)
+        except json.JSONDecodeError:
+            continue
+    for position, char in enumerate(text):
+        if char in "{[":
+            found = _balanced(text, position)
+            if found is not None:
+                try:
+                    return json.loads(found)
+                except json.JSONDecodeError:
+                    continue
+    raise ValueError("the answer holds no JSON object")
+
+
+def _type_ok(value: Any, names: list[str]) -> bool:
+    for name in names:
+        kinds = _TYPES.get(name)
+        if kinds is None:
+            return True  # a type this checker does not know: accept
+        if isinstance(value, bool) and name in ("integer", "number"):
+            continue
+        if name == "integer" and isinstance(value, float) and value.is_integer():
+            return True
+        if isinstance(value, kinds):
+            return True
+    return False
+
+
+def schema_problems(value: Any, schema: Mapping[str, Any], path: str = "$") -> list[str]:
+    """What in ``value`` breaks ``schema`` (at most ten problems, each naming its path);
+    empty when it conforms."""
+    problems: list[str] = []
+    _check(value, schema, path, problems)
+    return problems[:_MAX_PROBLEMS]
+
+
+def _check(value: Any, schema: Mapping[str, Any], path: str, problems: list[str]) -> None:
+    if len(problems) >= _MAX_PROBLEMS or not isinstance(schema, Mapping):
+        return
+    declared = schema.get("type")
+    names = [declared] if isinstance(declared, str) else list(declared or [])
+    if names and not _type_ok(value, names):
+        problems.append(f"{path} must be {' or '.join(names)}, got {type(value).__name__}")
+        return
+    if "enum" in schema and value not in schema["enum"]:
+        problems.append(f"{path} must be one of {json.dumps(schema['enum'])}")
+    if isinstance(value, dict):
+        _check_object(value, schema, path, problems)
+    elif isinstance(value, list):
+        items = schema.get("items")
+        if "minItems" in schema and len(value) < schema["minItems"]:
+            problems.append(f"{path} needs at least {schema['minItems']} items")
+        if "maxItems" in schema and len(value) > schema["maxItems"]:
+            problems.append(f"{path} holds more than {schema['maxItems']} items")
+        if isinstance(items, Mapping):
+            for index, item in enumerate(value):
+                _check(item, items, f"{path}[{index}]", problems)
+    elif isinstance(value, str):
+        if "minLength" in schema and len(value) < schema["minLength"]:
+            problems.append(f"{path} is shorter than {schema['minLength']} characters")
+        if "maxLength" in schema and len(value) > schema["maxLength"]:
+            problems.append(f"{path} is longer than {schema['maxLength']} characters")
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        if "minimum" in schema and value < schema["minimum"]:
+            problems.append(f"{path} is below the minimum {schema['minimum']}")
+        if "maximum" in schema and value > schema["maximum"]:
+            problems.append(f"{path} is above the maximum {schema['maximum']}")
+
+
+def _check_object(
+    value: dict[str, Any], schema: Mapping[str, Any], path: str, problems: list[str]
+) -> None:
+    properties = schema.get("properties")
+    properties = properties if isinstance(properties, Mapping) else {}
+    for name in schema.get("required") or ():
+        if name not in value:
+            problems.append(f"{path} lacks the required property {name!r}")
+    if schema.get("additionalProperties") is False:
+        for name in value:
+            if name not in properties:
+                problems.append(f"{path} has the unknown property {name!r}")
+    for name, sub in properties.items():
+        if name in value:
+            _check(value[name], sub, f"{path}.{name}", problems)

@@ -1,0 +1,159 @@
+"""Reading the memory files spade_llm writes, without spade_llm.
+
+spade_llm (0.3) keeps, per agent, in one folder:
+
+- ``{jid}_base_memory.db``: SQLite, one table ``agent_memories`` (``id`` TEXT key,
+  ``agent_id`` the agent's JID, ``category``, ``content``, ``context``,
+  ``confidence``, ``created_at`` and ``last_accessed`` as ISO-8601 text,
+  ``access_count``);
+- ``{jid}_interactions.json``: ``{"agent_id": JID, "interactions":
+  {conversation_id: [{"content": ..., "timestamp": ISO-8601}, ...]}}``.
+
+(``{jid}`` is the JID with ``@`` and ``/`` replaced by ``_``.) Both are read only:
+the database is opened read-only and never written. A file that cannot be read
+raises :class:`~spade_memory.errors.StorageError` with one line saying why.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from ..errors import StorageError
+
+__all__ = [
+    "BASE_MEMORY_SUFFIX",
+    "INTERACTIONS_SUFFIX",
+    "SpadeLlmMemoryRow",
+    "SpadeLlmNotes",
+    "read_base_memory",
+    "read_interactions",
+    "seconds_of",
+]
+
+BASE_MEMORY_SUFFIX = "_base_memory.db"
+INTERACTIONS_SUFFIX = "_interactions.json"
+_COLUMNS = (
+    "id",
+    "agent_id",
+    "category",
+    "content",
+    "context",
+    "confidence",
+    "created_at",
+    "last_accessed",
+    "access_count",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class SpadeLlmMemoryRow:
+    """One row of spade_llm's ``agent_memories``, as stored (times as their text)."""
+
+    id: str
+    agent_id: str
+    category: str
+    content: str
+    context: str | None
+    confidence: float | None
+    created_at: str | None
+    last_accessed: str | None
+    access_count: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class SpadeLlmNotes:
+    """One ``*_interactions.json`` file: its agent and its notes per conversation."""
+
+    agent_id: str | None
+    conversations: dict[str, list[dict[str, Any]]]
+
+
+def seconds_of(value: object) -> float | None:
+    """Unix seconds of an ISO-8601 time as spade_llm writes it (local time when naive)."""
+    if not isinstance(value, str) or not value.strip():
+        return None
+    try:
+        return datetime.fromisoformat(value.strip()).timestamp()
+    except ValueError:
+        return None
+
+
+def read_base_memory(path: Path) -> list[SpadeLlmMemoryRow]:
+    """The rows of a spade_llm ``*_base_memory.db``, oldest first.
+
+    Raises:
+        StorageError: the file is not an SQLite database, or has no ``agent_memories``
+            table of spade_llm's columns.
+    """
+    try:
+        connection = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error as exc:
+        raise StorageError(f"{path.name}: cannot open it ({exc})") from None
+    try:
+        try:
+            found = {
+                str(row[1])
+                for row in connection.execute("PRAGMA table_info(agent_memories)").fetchall()
+            }
+        except sqlite3.DatabaseError as exc:
+            raise StorageError(f"{path.name}: not an SQLite database ({exc})") from None
+        if not found:
+            raise StorageError(f"{path.name}: no agent_memories table; not a spade_llm memory")
+        missing = [column for column in ("id", "agent_id", "content") if column not in found]
+        if missing:
+            raise StorageError(
+                f"{path.name}: agent_memories lacks {', '.join(missing)}; not a spade_llm memory"
+            )
+        selected = ", ".join(column if column in found else "NULL" for column in _COLUMNS)
+        try:
+            rows = connection.execute(
+                f"SELECT {selected} FROM agent_memories ORDER BY created_at, id"
+            ).fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise StorageError(f"{path.name}: cannot be read ({exc})") from None
+    finally:
+        connection.close()
+    return [
+        SpadeLlmMemoryRow(
+            id=str(row[0]),
+            agent_id=str(row[1]),
+            category=str(row[2]) if row[2] is not None else "fact",
+            content=str(row[3]) if row[3] is not None else "",
+            context=str(row[4]) if row[4] is not None else None,
+            confidence=float(row[5]) if isinstance(row[5], int | float) else None,
+            created_at=str(row[6]) if row[6] is not None else None,
+            last_accessed=str(row[7]) if row[7] is not None else None,
+            access_count=int(row[8]) if isinstance(row[8], int) else None,
+        )
+        for row in rows
+    ]
+
+
+def read_interactions(path: Path) -> SpadeLlmNotes:
+    """The notes of a spade_llm ``*_interactions.json``.
+
+    Raises:
+        StorageError: the file cannot be read or is not of that layout.
+    """
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise StorageError(f"{path.name}: cannot be read ({exc})") from None
+    except json.JSONDecodeError as exc:
+        raise StorageError(f"{path.name}: not JSON ({exc.msg} at line {exc.lineno})") from None
+    interactions = data.get("interactions") if isinstance(data, dict) else None
+    if not isinstance(interactions, dict):
+        raise StorageError(f"{path.name}: no 'interactions' object; not a spade_llm notes file")
+    agent = data.get("agent_id")
+    conversations: dict[str, list[dict[str, Any]]] = {}
+    for conversation, notes in interactions.items():
+        if isinstance(notes, list):
+            conversations[str(conversation)] = [note for note in notes if isinstance(note, dict)]
+    return SpadeLlmNotes(
+        agent_id=agent if isinstance(agent, str) else None, conversations=conversations
+    )

@@ -1,0 +1,144 @@
+"""spade_llm's own memory files, written by spade_llm itself, imported into spade_memory."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+from spade_llm.memory import AgentBaseMemory, AgentInteractionMemory
+
+from spade_memory.cli import main
+from spade_memory.config import MaintenanceConfig, MemoryConfig
+from spade_memory.identity import conversation_id_for
+from spade_memory.integrations.spade_llm_import import import_spade_llm, spade_llm_uid
+from spade_memory.manager import MemoryManager
+
+ALICE = "alice@localhost"
+BOB = "bob@localhost"
+
+
+@pytest.fixture
+async def spade_llm_dir(tmp_path: Path) -> Path:
+    """Memory files as spade_llm 0.3 writes them: two agents, memories and notes."""
+    folder = tmp_path / "spade_llm_memory"
+    alice = AgentBaseMemory(ALICE, memory_path=str(folder))
+    bob = AgentBaseMemory(BOB, memory_path=str(folder))
+    try:
+        await alice.store_memory("fact", "The staging database password rotates every 30 days")
+        await alice.store_memory("preference", "Bob prefers answers in Chinese", "chat", 0.8)
+        await alice.store_memory("pattern", "Deployments fail on Fridays")
+        await bob.store_memory("capability", "I can translate between English and Chinese")
+    finally:
+        await alice.cleanup()
+        await bob.cleanup()
+    notes = AgentInteractionMemory(ALICE, memory_path=str(folder))
+    notes.add_information(f"{ALICE}_{BOB}", "Bob is planning the Porto trip")
+    notes.add_information("thread-42", "Agreed to meet on Monday")
+    return folder
+
+
+def target(root: Path, categories: tuple[str, ...] | None = None) -> MemoryConfig:
+    extra = {"categories": categories} if categories else {}
+    return MemoryConfig(
+        root=root,
+        embedder="hashing",
+        maintenance=MaintenanceConfig(check_on_open=False, behaviour=False),
+        **extra,  # type: ignore[arg-type]
+    )
+
+
+async def test_memories_and_notes_arrive_by_agent_and_twice_adds_nothing(
+    spade_llm_dir: Path, memory_root: Path
+) -> None:
+    config = target(memory_root)
+    report = await import_spade_llm(spade_llm_dir, config)
+    assert (report.unmapped, report.unreadable) == ([], [])
+    assert set(report.agents) == {ALICE, BOB}
+    alice = report.agents[ALICE]
+    assert (alice.memories_added, alice.notes_added) == (3, 2)
+    assert report.agents[BOB].memories_added == 1
+
+    async with await MemoryManager.open(ALICE, config) as memory:
+        stored = {m.content: m for m in await memory.list(limit=10)}
+        preference = stored["Bob prefers answers in Chinese"]
+        assert (preference.category, preference.context, preference.confidence) == (
+            "preference",
+            "chat",
+            0.8,
+        )
+        spade_id = preference.metadata["spade_llm"]["id"]
+        assert preference.uid == spade_llm_uid(ALICE, spade_id)
+        with sqlite3.connect(spade_llm_dir / "alice_localhost_base_memory.db") as db:
+            ids = {row[0] for row in db.execute("SELECT id FROM agent_memories")}
+        assert spade_id in ids
+        hits = await memory.search("database password rotation")
+        assert hits[0].memory.content.startswith("The staging database password")
+        pair = conversation_id_for(ALICE, BOB)
+        assert [n.content for n in await memory.notes(pair)] == ["Bob is planning the Porto trip"]
+        assert [n.content for n in await memory.notes("thread-42")] == ["Agreed to meet on Monday"]
+
+    again = await import_spade_llm(spade_llm_dir, config)
+    assert again.agents[ALICE].memories_added == 0 and again.agents[ALICE].notes_added == 0
+    assert again.agents[ALICE].memories_present == 3 and again.agents[ALICE].notes_present == 2
+    async with await MemoryManager.open(ALICE, config) as memory:
+        assert len(await memory.list(limit=10)) == 3
+
+
+async def test_what_cannot_be_mapped_or_read_is_reported(
+    spade_llm_dir: Path, memory_root: Path
+) -> None:
+    (spade_llm_dir / "broken_base_memory.db").write_bytes(b"this is not sqlite" * 100)
+    (spade_llm_dir / "broken_interactions.json").write_text("{not json", encoding="utf-8")
+    (spade_llm_dir / "nobody_interactions.json").write_text(
+        '{"agent_id": "not a jid", "interactions": {}}', encoding="utf-8"
+    )
+    report = await import_spade_llm(
+        spade_llm_dir, target(memory_root, ("fact", "preference", "capability"))
+    )
+    assert report.agents[ALICE].memories_added == 2
+    assert any("category 'pattern' is not one of" in line for line in report.unmapped)
+    assert any("'not a jid' is not a JID" in line for line in report.unmapped)
+    assert any(
+        line.startswith("broken_base_memory.db: not an SQLite database")
+        for line in report.unreadable
+    )
+    assert any(line.startswith("broken_interactions.json: not JSON") for line in report.unreadable)
+    assert all("\n" not in line for line in report.unreadable + report.unmapped)
+
+
+def test_the_command_imports_and_reports_in_one_line_each(
+    spade_llm_dir: Path, memory_root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = [
+        "import-spade-llm",
+        str(spade_llm_dir),
+        "--root",
+        str(memory_root),
+        "--embedder",
+        "hashing",
+    ]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert f"{ALICE}: 3 memories and 2 notes added" in out
+    assert main(args) == 0
+    assert (
+        f"{ALICE}: 0 memories and 0 notes added (3 memories and 2 notes" in capsys.readouterr().out
+    )
+    (spade_llm_dir / "x_base_memory.db").write_text("garbage", encoding="utf-8")
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert "error: x_base_memory.db: not an SQLite database" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("kind", ["missing", "empty"])
+def test_a_folder_without_spade_llm_files_is_one_line(
+    tmp_path: Path, memory_root: Path, capsys: pytest.CaptureFixture[str], kind: str
+) -> None:
+    folder = tmp_path / kind
+    if kind == "empty":
+        folder.mkdir()
+    status = main(["import-spade-llm", str(folder), "--root", str(memory_root)])
+    err = capsys.readouterr().err
+    assert status == 1
+    assert err.count("\n") == 1 and err.startswith("error: ") and "Traceback" not in err

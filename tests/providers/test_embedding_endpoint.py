@@ -1,0 +1,234 @@
+"""OpenAICompatibleEmbedder against a local OpenAI-format embeddings server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from collections.abc import AsyncIterator
+
+import numpy as np
+import pytest
+
+from spade_memory.embedding import (
+    AsyncEmbedder,
+    Embedder,
+    OpenAICompatibleEmbedder,
+    embedder_for_fingerprint,
+    resolve_embedder,
+)
+from spade_memory.embedding.openai_compatible import estimate_tokens, truncate_to_tokens
+from spade_memory.embedding.pacing import RequestPacer, parse_duration
+from spade_memory.errors import ConfigError, EmbeddingError, EmbeddingUnavailable
+from spade_memory.testing.embedding_server import EmbeddingServer, hashed_vector
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[EmbeddingServer]:
+    async with EmbeddingServer(dim=32) as running:
+        yield running
+
+
+def make(server: EmbeddingServer, **options: object) -> OpenAICompatibleEmbedder:
+    options.setdefault("backoff", 0.0)
+    return OpenAICompatibleEmbedder(server.base_url, server.model, **options)  # type: ignore[arg-type]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def test_embeds_in_batches_in_input_order(server: EmbeddingServer) -> None:
+    embedder = make(server, batch_size=3)
+    texts = [f"text number {i}" for i in range(7)]
+    await embedder.prepare(())
+    matrix = await embedder.aembed_documents(texts)
+    assert matrix.shape == (7, 32) and matrix.dtype == np.float32
+    # the server answers each batch's items in reverse order: the index puts them back
+    expected = np.asarray([hashed_vector(text, 32) for text in texts], dtype=np.float32)
+    assert np.allclose(matrix, expected, atol=1e-6)
+    assert [len(batch) for batch in server.inputs[1:]] == [3, 3, 1]
+    assert isinstance(embedder, AsyncEmbedder) and isinstance(embedder, Embedder)
+
+
+async def test_dimension_is_learnt_once_and_named_in_the_fingerprint(
+    server: EmbeddingServer,
+) -> None:
+    embedder = make(server)
+    with pytest.raises(EmbeddingError, match="not known yet"):
+        _ = embedder.dim
+    await embedder.prepare(())
+    assert embedder.dim == 32
+    assert embedder.fingerprint == f"openai-compatible:local-embed:dim=32@{server.base_url}"
+    before = server.requests
+    again = make(server)
+    await again.prepare([embedder.fingerprint, "hashing-v1:dim=256"])
+    assert again.dim == 32 and server.requests == before  # read from the stored fingerprint
+
+
+async def test_dimensions_are_sent_and_checked(server: EmbeddingServer) -> None:
+    embedder = make(server, dimensions=16)
+    with pytest.raises(EmbeddingError, match=r"32-dimensional vectors.*have 16"):
+        await embedder.aembed_documents(["hello"])
+    assert server.bodies[-1]["dimensions"] == 16
+    quiet = make(server, dimensions=32, send_dimensions=False)
+    await quiet.aembed_documents(["hello"])
+    assert "dimensions" not in server.bodies[-1]
+
+
+async def test_prepare_without_server_or_dimensions_says_what_to_do() -> None:
+    embedder = OpenAICompatibleEmbedder(f"http://127.0.0.1:{free_port()}/v1", "m", backoff=0)
+    with pytest.raises(EmbeddingError, match="pass dimensions=N"):
+        await embedder.prepare(())
+    given = OpenAICompatibleEmbedder(f"http://127.0.0.1:{free_port()}/v1", "m", dimensions=8)
+    await given.prepare(())  # nothing to ask
+    assert given.dim == 8
+
+
+async def test_rate_limit_is_waited_out_with_retry_after(server: EmbeddingServer) -> None:
+    embedder = make(server, dimensions=32, send_dimensions=False)
+    server.rate_limit(0.6, retry_after="0.3")
+    started = time.monotonic()
+    matrix = await embedder.aembed_documents(["a", "b"])
+    assert matrix.shape == (2, 32)
+    assert time.monotonic() - started >= 0.5
+    assert 429 in server.statuses and server.statuses[-1] == 200
+    assert embedder._pacer.delay > 0  # slowed down, and speeds up again as answers come
+
+
+async def test_server_errors_are_retried_then_reported(server: EmbeddingServer) -> None:
+    embedder = make(server, dimensions=32, max_retries=2)
+    server.fail_next(500, 503)
+    assert (await embedder.aembed_documents(["x"])).shape == (1, 32)
+    server.fail_next(500, 502, 503)
+    with pytest.raises(EmbeddingUnavailable, match="after 3 attempt"):
+        await embedder.aembed_documents(["x"])
+
+
+async def test_refused_connection_and_wrong_model_are_unavailable(
+    server: EmbeddingServer,
+) -> None:
+    down = OpenAICompatibleEmbedder(
+        f"http://127.0.0.1:{free_port()}/v1", "m", dimensions=4, max_retries=1, backoff=0
+    )
+    with pytest.raises(EmbeddingUnavailable, match="ClientConnectorError"):
+        await down.aembed_documents(["x"])
+    wrong = OpenAICompatibleEmbedder(server.base_url, "no-such-model", dimensions=32)
+    with pytest.raises(EmbeddingUnavailable, match=r"HTTP 404.*ollama pull"):
+        await wrong.aembed_documents(["x"])
+    assert server.statuses == [404]  # not retried: the answer will not change by itself
+
+
+async def test_a_hanging_server_times_out(server: EmbeddingServer) -> None:
+    embedder = make(server, dimensions=32, timeout=0.2, max_retries=1)
+    server.hang()
+    with pytest.raises(EmbeddingUnavailable, match=r"no answer within 0\.2 s"):
+        await embedder.aembed_documents(["x"])
+    with pytest.raises(EmbeddingUnavailable):
+        started = time.monotonic()
+        await make(server, dimensions=32, query_timeout=0.2).aembed_query("q")
+    assert time.monotonic() - started < 1.0  # a query gets one short attempt
+    server.hang(False)
+
+
+async def test_malformed_answers_are_errors(server: EmbeddingServer) -> None:
+    embedder = make(server, dimensions=32)
+    server.fail_next(400)
+    with pytest.raises(EmbeddingError, match="HTTP 400"):
+        await embedder.aembed_documents(["x"])
+
+
+async def test_long_inputs_are_cut_and_cut_again_when_refused() -> None:
+    async with EmbeddingServer(dim=8, max_input_chars=100) as server:
+        embedder = make(server, dimensions=8, max_input_tokens=200)
+        long_text = "word " * 400
+        matrix = await embedder.aembed_documents([long_text, "short"])
+        assert matrix.shape == (2, 8)
+        sent = server.inputs[-1]
+        assert all(len(text) <= 100 for text in sent) and sent[1] == "short"
+        assert 400 in server.statuses  # the first, longer cut was refused
+
+
+def test_token_estimates_are_cautious() -> None:
+    assert estimate_tokens("hello world") < 11
+    assert estimate_tokens("你好世界") == 4
+    assert truncate_to_tokens("short", 100) == "short"
+    assert truncate_to_tokens("你好世界你好", 3) == "你好世"
+    assert len(truncate_to_tokens("a" * 1000, 30)) == 100
+
+
+async def test_concurrency_is_bounded() -> None:
+    async with EmbeddingServer(dim=8, latency=0.1) as server:
+        embedder = make(server, dimensions=8, batch_size=1, concurrency=2)
+        started = time.monotonic()
+        await embedder.aembed_documents(["a", "b", "c", "d"])
+        elapsed = time.monotonic() - started
+        assert 0.2 <= elapsed < 0.35  # two at a time: two rounds of 0.1 s
+
+
+async def test_sync_methods_run_in_a_thread_without_a_loop(server: EmbeddingServer) -> None:
+    embedder = make(server, dimensions=32)
+    assert (await asyncio.to_thread(embedder.embed_query, "hello")).shape == (32,)
+    assert (await asyncio.to_thread(embedder.embed_documents, ["a", "b"])).shape == (2, 32)
+
+
+async def test_sync_methods_refuse_the_event_loop(server: EmbeddingServer) -> None:
+    with pytest.raises(EmbeddingError, match="await aembed_documents"):
+        make(server, dimensions=32).embed_documents(["a"])
+
+
+def test_names_and_fingerprints_make_the_embedder_again() -> None:
+    named = resolve_embedder("openai:nomic-embed-text:v1.5@http://localhost:11434/v1/")
+    assert isinstance(named, OpenAICompatibleEmbedder)
+    assert (named.model, named.base_url) == ("nomic-embed-text:v1.5", "http://localhost:11434/v1")
+    for bad in ("openai:model", "openai:@http://x", "openai:m@ftp://x"):
+        with pytest.raises(ConfigError, match="openai:MODEL@URL"):
+            resolve_embedder(bad)
+    prefixed = OpenAICompatibleEmbedder(
+        "http://h/v1", "e5", dimensions=384, document_prefix="passage: ", query_prefix="query: "
+    )
+    again = embedder_for_fingerprint(prefixed.fingerprint)
+    assert isinstance(again, OpenAICompatibleEmbedder)
+    assert again.fingerprint == prefixed.fingerprint
+    assert (again.document_prefix, again.query_prefix) == ("passage: ", "query: ")
+    assert embedder_for_fingerprint("something-else") is None
+
+
+def test_config_accepts_endpoint_names() -> None:
+    from spade_memory.config import MemoryConfig
+
+    config = MemoryConfig(in_memory=True, embedder="openai:m@http://127.0.0.1:1/v1")
+    assert config.embedder == "openai:m@http://127.0.0.1:1/v1"
+    with pytest.raises(ConfigError, match="openai:MODEL@URL"):
+        MemoryConfig(in_memory=True, embedder="openai:nothing")
+    with pytest.raises(ConfigError, match="openai:MODEL@URL"):
+        MemoryConfig(in_memory=True, embedder="nano")
+
+
+def test_pacer_slows_on_429_and_recovers() -> None:
+    now = [100.0]
+    pacer = RequestPacer(clock=lambda: now[0])
+    assert pacer.reserve() == 0
+    pacer.slowed(2.0)
+    assert pacer.held_for() == 2.0 and pacer.reserve() == 2.0
+    for _ in range(40):
+        pacer.succeeded({}, 10)
+    assert pacer.delay == 0.0
+    now[0] += 5
+    assert pacer.held_for() == 0
+    pacer.succeeded({"x-ratelimit-remaining-tokens": "5", "x-ratelimit-reset-tokens": "1.5s"}, 10)
+    assert pacer.held_for() == pytest.approx(1.5)
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("20ms", 0.02), ("1s", 1.0), ("6m0s", 360.0), ("1h2m3.5s", 3723.5), ("7", 7.0)],
+)
+def test_rate_limit_durations(text: str, seconds: float) -> None:
+    assert parse_duration(text) == pytest.approx(seconds)
+
+
+def test_rate_limit_durations_refuse_garbage() -> None:
+    assert parse_duration("soon") is None and parse_duration("") is None
