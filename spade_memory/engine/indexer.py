@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from ..config import StorageConfig
-from ..errors import StorageError, StoreClosedError
+from ..errors import StorageCorrupted, StorageError, StoreClosedError
 from ..models import Embedder
 from ..storage.base import BaseMemoryStore
 from ..storage.graph_store import GraphStore
@@ -284,8 +284,8 @@ class VectorIndexer:
             try:
                 await self._embed_pending()
                 await self._embed_graph_pending()
-            except StoreClosedError:
-                return
+            except (StoreClosedError, StorageCorrupted):
+                return  # closed, or its database was found damaged and moved aside
             except StorageError as exc:
                 logger.warning("%s: embedding pass failed, will retry: %s", self._base.agent, exc)
                 await asyncio.sleep(1.0)
