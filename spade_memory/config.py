@@ -375,6 +375,11 @@ class StorageConfig:
         quick_check_on_open: run SQLite's ``PRAGMA quick_check`` when a database opens
             (about 10 ms per 1,000 memories), so a damaged file fails at open,
             quarantined, instead of at the first query that reads the damage.
+        verify_all_checksums_below: on open, every memory's row is compared with
+            the checksum written with it while fewer memories than this are
+            stored; above, only the rows written since the last open that verified
+            (a deep check compares them all). Finds a row altered behind SQLite's
+            back (a flipped byte in a text), which its own checks do not see.
     """
 
     synchronous: Synchronous = "FULL"
@@ -388,6 +393,7 @@ class StorageConfig:
     hnsw_threshold: int = knob(100_000, ge=1)
     hnsw_ef_search: int = knob(512, ge=1, le=65_536)
     quick_check_on_open: bool = True
+    verify_all_checksums_below: int = knob(50_000, ge=0)
 
     def __post_init__(self) -> None:
         check_fields(self)

@@ -20,6 +20,7 @@ from typing import Any
 import aiosqlite
 
 from ..errors import MigrationError, StorageError
+from . import checksums
 from .schema import MIGRATIONS, Migration
 
 __all__ = ["backup_database", "create_database", "migrate", "schema_script", "schema_version"]
@@ -84,6 +85,7 @@ async def migrate(
     pending = [m for m in migrations if m.version > current]
     if not pending:
         return current
+    await checksums.install(db)  # a migration sums existing rows with it
     backup: Path | None = None
     if current > 0 and backup_dir is not None:
         stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
@@ -196,6 +198,7 @@ def create_database(
 def _build(private: Path, script: str, rows: Sequence[tuple[str, Sequence[Sequence[Any]]]]) -> None:
     """Write the schema and ``rows`` into ``private`` and switch it to WAL mode."""
     db = sqlite3.connect(private, isolation_level=None)
+    checksums.register(db)  # a migration sums existing rows with it
     try:
         # A private file: a crash here leaves only a file nobody opens.
         db.execute("PRAGMA journal_mode = OFF")
