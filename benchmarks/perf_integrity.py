@@ -15,6 +15,11 @@ For each size, a fresh database of generated memories (written in batches of
 - *full comparison alone*: :meth:`BaseMemoryStore.checksum_mismatches` (what a
   deep check adds).
 
+Then the cost of the checksums on a store, before against after in one run: two
+fresh databases, one whose checksum triggers are dropped (the write as it was
+before them), written in turns, one memory each, ``--stores`` times per
+``synchronous`` mode; p50 of each and the median of the paired ratios.
+
 Then the write-ahead log scan (:func:`spade_memory.storage.wal_frames.dropped_commits`)
 on a log of ``--wal-frames`` frames of 4 KiB, the most an automatic checkpoint
 lets a log hold by default.
@@ -94,11 +99,62 @@ def wal_log(folder: Path, frames: int) -> bytes:
     db.execute("PRAGMA journal_mode = WAL")
     db.execute("PRAGMA wal_autocheckpoint = 0")
     db.execute("CREATE TABLE t (x BLOB)")
-    for _ in range(frames):
+    wal = path.with_name(path.name + "-wal")
+    while wal.stat().st_size < 32 + frames * (24 + 4096):
         db.execute("INSERT INTO t VALUES (randomblob(3900))")
-    data = path.with_name(path.name + "-wal").read_bytes()
+    data = wal.read_bytes()
     db.close()
     return data
+
+
+def _memory(text: str) -> tuple[NewMemory, IndexedText]:
+    new = NewMemory(
+        uid=uuid.uuid4().hex,
+        category="fact",
+        content=text,
+        context=None,
+        confidence=1.0,
+        importance=0.5,
+        created_at=time.time(),
+    )
+    return new, IndexedText.of(text, None)
+
+
+async def store_cost(folder: Path, count: int, synchronous: str) -> list[str]:
+    """p50 of single stores without and with the checksum triggers, and their ratio."""
+    storage = StorageConfig(synchronous=synchronous)  # type: ignore[arg-type]
+    before = await BaseMemoryStore.open(
+        folder / f"before-{synchronous}.db", agent=AGENT, storage=storage
+    )
+    after = await BaseMemoryStore.open(
+        folder / f"after-{synchronous}.db", agent=AGENT, storage=storage
+    )
+    times: dict[str, list[float]] = {"before": [], "after": []}
+    try:
+        for name in ("memory_checksum_on_insert", "memory_checksum_on_update"):
+            await before.fetchall(f"DROP TRIGGER temp.{name}")
+        texts = TextGenerator(seed=11).texts(count + 10)
+        for seq, text in enumerate(texts):
+            order = (("before", before), ("after", after))
+            for name, store in order if seq % 2 else order[::-1]:
+                new, indexed = _memory(text)
+                started = time.perf_counter()
+                await store.insert(new, indexed)
+                if seq >= 10:  # the first ones warm the caches
+                    times[name].append(time.perf_counter() - started)
+    finally:
+        await before.aclose()
+        await after.aclose()
+    p50_before = statistics.median(times["before"]) * 1000
+    p50_after = statistics.median(times["after"]) * 1000
+    paired = statistics.median(a / b for a, b in zip(times["after"], times["before"], strict=True))
+    return [
+        synchronous,
+        f"{p50_before:.3f}",
+        f"{p50_after:.3f}",
+        f"{p50_after / p50_before:.3f}×",
+        f"{paired:.3f}×",
+    ]
 
 
 async def main(argv: list[str]) -> int:
@@ -106,6 +162,7 @@ async def main(argv: list[str]) -> int:
     parser.add_argument("--sizes", default="10000")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--wal-frames", type=int, default=1000)
+    parser.add_argument("--stores", type=int, default=400)
     args = parser.parse_args(argv)
     rows = []
     with tempfile.TemporaryDirectory(prefix="perf-integrity-") as scratch:
@@ -135,6 +192,19 @@ async def main(argv: list[str]) -> int:
                     "full comparison alone, ms",
                 ],
                 rows,
+            )
+        )
+        print()
+        print(
+            markdown_table(
+                [
+                    "synchronous",
+                    "store p50 ms, no checksums",
+                    "store p50 ms, checksums",
+                    "ratio of p50s",
+                    "median of paired ratios",
+                ],
+                [await store_cost(folder, args.stores, mode) for mode in ("FULL", "NORMAL")],
             )
         )
         data = wal_log(folder, args.wal_frames)

@@ -393,7 +393,7 @@ class StorageConfig:
     hnsw_threshold: int = knob(100_000, ge=1)
     hnsw_ef_search: int = knob(512, ge=1, le=65_536)
     quick_check_on_open: bool = True
-    verify_all_checksums_below: int = knob(50_000, ge=0)
+    verify_all_checksums_below: int = knob(20_000, ge=0)
 
     def __post_init__(self) -> None:
         check_fields(self)

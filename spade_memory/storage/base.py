@@ -185,12 +185,21 @@ class BaseMemoryStore:
         """
         before = await checksums.verified_seq(self._fetchall)
         found = await checksums.verify(self._fetchall, whole_below=whole_below)
-        if found:
+        if found.damaged:
             raise database_open.Unusable(
                 f"its rows do not match the checksums written with them: {found.describe()}"
             )
-        if found.last_seq > before:
+        if found.lost:
+            logger.warning(
+                "%s: %d memories were deleted behind its back (ids %s); the consistency "
+                "check clears what they left",
+                self._label,
+                len(found.lost),
+                ", ".join(str(i) for i in found.lost[:20]),
+            )
+        if found.last_seq > before or found.lost:
             async with self._transaction() as db:
+                await checksums.forget_lost(db, found.lost)
                 await checksums.set_verified(db, found.last_seq)
 
     async def checksum_mismatches(self) -> checksums.Mismatch:

@@ -147,8 +147,8 @@ async def test_commits_after_a_damaged_wal_frame_are_not_dropped_silently(
     wal = root / name
     data = bytearray(wal.read_bytes())
     page_size, commits = commit_frames(bytes(data))
-    assert len(commits) > 8
-    target = commits[-6] + 1  # the first frame of the fifth commit from the end
+    assert len(commits) >= 3  # (an automatic checkpoint may have started the log anew)
+    target = commits[max(0, len(commits) - 6)] + 1  # the first frame of a later commit
     start = 32 + target * (24 + page_size) + 24
     for position in random.Random(16).sample(range(start, start + page_size), 16):
         data[position] ^= 0xFF
