@@ -180,8 +180,12 @@ class BaseMemoryStore:
     async def _verify_checksums(self, whole_below: int) -> None:
         """Compare the rows' checksums with what the rows hold (see ``checksums``).
 
+        A memory deleted behind the store's back (a hand-made ``DELETE``) is
+        logged and its checksum cleared; the consistency check clears the rest.
+
         Raises:
-            Unusable: a row was altered or lost behind SQLite's back.
+            Unusable: a row was altered, or appeared without its checksum, behind
+                SQLite's back.
         """
         before = await checksums.verified_seq(self._fetchall)
         found = await checksums.verify(self._fetchall, whole_below=whole_below)

@@ -228,3 +228,23 @@ async def test_a_row_altered_after_an_open_verified_it_is_found_by_a_deep_check(
     async with await MemoryManager.open(JID, config) as manager:  # verifies what is new
         report = await manager.check(deep=True)
     assert report.found.get("rows_altered") == 1, report.found
+
+
+async def test_check_with_repair_rebuilds_a_damaged_keyword_index(tmp_path: Path) -> None:
+    found = 0
+    for offset in (3964, 3998, 4015):  # inside the last entries of a full-text index page
+        root = await checkpointed_root(tmp_path / str(offset))
+        database = root / IDENTITY.database_name
+        page = leaf_pages(database, "memories_fts_data")[0]
+        flip(database, (page - 1) * 4096 + offset)
+        if quick_check(database) != ["ok"]:
+            continue
+        async with await MemoryManager.open(JID, crash_config(root)) as manager:
+            report = await manager.check(repair=True)
+            if not report.found.get("integrity"):
+                continue
+            found += 1
+            assert report.fixed.get("integrity") == report.found["integrity"], report.messages
+            assert (await manager.check(deep=True)).clean
+            assert len(await manager.search("record", limit=5)) == 5
+    assert found, "no flip damaged the keyword index where only its own check sees it"
