@@ -130,6 +130,7 @@ async def test_a_version_1_database_migrates_and_gets_its_graph(tmp_path: Path) 
             "DROP TABLE graph_edges",
             "DROP TABLE graph_nodes",
             "DROP TABLE memory_atoms",
+            "DROP TABLE memory_checksums",
             "DELETE FROM meta WHERE key = 'graph_version'",
             "PRAGMA user_version = 1",
         ):
