@@ -399,6 +399,11 @@ class StorageConfig:
             once a checkpoint has copied all of it (``PRAGMA journal_size_limit``;
             SQLite otherwise keeps the file at its largest size for reuse; -1
             does so here too).
+        verify_all_checksums_below: on open, every memory's row is compared with
+            the checksum written with it while fewer memories than this are
+            stored; above, only the rows written since the last open that verified
+            (a deep check compares them all). Finds a row altered behind SQLite's
+            back (a flipped byte in a text), which its own checks do not see.
     """
 
     synchronous: Synchronous = "FULL"
@@ -414,6 +419,7 @@ class StorageConfig:
     quick_check_on_open: bool = True
     wal_checkpoint_pages: int = knob(256, ge=1, le=1_000_000)
     wal_size_limit_bytes: int = knob(1 << 20, ge=-1)
+    verify_all_checksums_below: int = knob(20_000, ge=0)
 
     def __post_init__(self) -> None:
         check_fields(self)

@@ -691,9 +691,14 @@ class MemoryManager:
         return await self.get(memory.id)
 
     async def check(self, *, repair: bool = False, deep: bool = False) -> ConsistencyReport:
-        """Check this memory's indexes against its memories; ``repair`` mends what is off."""
+        """Check this memory's indexes against its memories; ``repair`` mends what is off.
+
+        ``deep`` compares every keyword row and vector with its memory; ``deep`` or
+        ``repair`` also runs SQLite's own checks (``PRAGMA integrity_check``, the
+        full-text indexes' checks), and ``repair`` builds damaged indexes again.
+        """
         self._engine.check_open()
-        return await self._maintenance.check(repair=repair, deep=deep)
+        return await self._maintenance.check(repair=repair, deep=deep, structure=deep or repair)
 
     async def backup(self) -> Path:
         """Back up this memory into ``backup/`` under the root; returns the file.

@@ -39,12 +39,19 @@ MEMORY_TOOL_NAMES = (
 )
 
 
+UNDO_CHECKSUMS = (
+    "DROP TABLE memory_checksums",
+    "PRAGMA user_version = 7",
+)
+"""Statements taking a database of schema v8 back to v7 (before row checksums)."""
+
 UNDO_CONTENT_KEYS = (
+    *UNDO_CHECKSUMS[:-1],
     "DROP INDEX memories_by_content_key",
     "ALTER TABLE memories DROP COLUMN content_key",
     "PRAGMA user_version = 6",
 )
-"""Statements taking a database of schema v7 back to v6 (before content keys)."""
+"""Statements taking a database of schema v8 back to v6 (before content keys)."""
 
 UNDO_SCOPES = (
     *UNDO_CONTENT_KEYS[:-1],
@@ -56,7 +63,7 @@ UNDO_SCOPES = (
     "ALTER TABLE memories DROP COLUMN owner",
     "PRAGMA user_version = 5",
 )
-"""Statements taking a database of schema v7 back to v5 (before scopes)."""
+"""Statements taking a database of schema v8 back to v5 (before scopes)."""
 
 
 def hashing_config(root: Path | None = None, **storage: Any) -> MemoryConfig:

@@ -109,7 +109,12 @@ class Engine:
         return self._closed
 
     def check_open(self) -> None:
-        """Raise :class:`StoreClosedError` once the memory is closed."""
+        """Raise :class:`StoreClosedError` once the memory is closed, or the
+        :class:`~spade_memory.errors.StorageCorrupted` of a database found damaged
+        while in use (it was moved aside; the memory refuses further use)."""
+        damage = self.base.damage
+        if damage is not None:
+            raise damage
         if self._closed:
             raise StoreClosedError(
                 f"the memory of {self.identity.jid} is closed; open a new MemoryManager"

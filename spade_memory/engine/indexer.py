@@ -32,7 +32,13 @@ import numpy as np
 from ..config import StorageConfig
 from ..embedding import embedder_for_fingerprint
 from ..embedding.calls import embed_documents, embed_query, prepare
-from ..errors import EmbeddingError, EmbeddingUnavailable, StorageError, StoreClosedError
+from ..errors import (
+    EmbeddingError,
+    EmbeddingUnavailable,
+    StorageCorrupted,
+    StorageError,
+    StoreClosedError,
+)
 from ..models import Embedder
 from ..storage.base import BaseMemoryStore
 from ..storage.graph_store import GraphStore
@@ -398,8 +404,8 @@ class VectorIndexer:
             try:
                 await self._embed_pending()
                 await self._embed_graph_pending()
-            except StoreClosedError:
-                return
+            except (StoreClosedError, StorageCorrupted):
+                return  # closed, or its database was found damaged and moved aside
             except EmbeddingUnavailable as exc:
                 await self._defer(str(exc))
                 continue
@@ -512,8 +518,33 @@ class VectorIndexer:
             ids = np.asarray(stored, dtype=np.int64)
             self._index.add(ids, np.ascontiguousarray(vectors[rows], dtype=np.float32))
             self._dirty += len(stored)
-        self._applied_seq = seq
+        await self._advance(seq, len(items))
         await self._maybe_persist()
+
+    async def _advance(self, seq: int, written: int) -> None:
+        """Move the applied sequence to ``seq``, after this process wrote ``written`` vectors
+        ending there.
+
+        The snapshot's sequence says that every vector with a lower one is in the
+        index, so the next open loads only the vectors after it. Vectors another
+        process wrote (an update re-embedded there) take the numbers between this
+        index's last and this batch's first: those are loaded first, or the
+        snapshot would claim them and keep the old vectors of their memories.
+        """
+        first = seq - written
+        if first > self._applied_seq:
+            fingerprint, dim = self._embedder.fingerprint, self._embedder.dim
+            ids, matrix, loaded = await self._base.load_vectors(
+                fingerprint, dim, after_seq=self._applied_seq
+            )
+            if len(ids):
+                await asyncio.to_thread(self._index.add, ids, matrix)
+                self._dirty += len(ids)
+            logger.debug(
+                "%s: %d vectors written by another process caught up", self._base.agent, len(ids)
+            )
+            seq = max(seq, loaded)
+        self._applied_seq = max(self._applied_seq, seq)
 
     async def _embed_graph_pending(self) -> None:
         """Embed graph entries without a vector (reusing the document vector if same text)."""

@@ -10,7 +10,10 @@ graph rows are deleted and a missing graph extracted again. Integrity problems
 of SQLite itself are reported, not mended: restore a backup.
 
 The deep checks (``deep=True``) also tokenize every memory again, compare each
-FAISS vector with its stored one and run ``PRAGMA integrity_check``.
+FAISS vector with its stored one and run SQLite's own checks (``PRAGMA
+integrity_check`` and the full-text indexes' ``integrity-check``); a repair then
+builds damaged indexes again (``REINDEX``, the full-text ``rebuild``), which
+mends damage confined to them, and says so when the tables themselves are damaged.
 
 The check runs while the agent keeps writing. Reads share the connection with
 writes, so a read outside a transaction may see a write half done (a memory
@@ -89,8 +92,15 @@ class ConsistencyChecker:
         self._on_phase = on_phase or (lambda phase: None)
         self._pause = pause
 
-    async def run(self, *, repair: bool = False, deep: bool = False) -> ConsistencyReport:
-        """Check every kind of :data:`CHECK_KINDS` (the deep ones with ``deep``)."""
+    async def run(
+        self, *, repair: bool = False, deep: bool = False, structure: bool | None = None
+    ) -> ConsistencyReport:
+        """Check every kind of :data:`CHECK_KINDS` (the deep ones with ``deep``).
+
+        ``structure`` (default: ``deep``) also runs SQLite's own checks
+        (``PRAGMA integrity_check``, the full-text indexes' checks); with
+        ``repair``, damaged indexes are built again.
+        """
         report = ConsistencyReport(deep=deep, repair=repair)
         steps: builtins.list[Callable[[ConsistencyReport, bool, bool], Any]] = [
             self._fts,
@@ -98,7 +108,7 @@ class ConsistencyChecker:
             self._index,
             self._graph,
         ]
-        if deep:
+        if deep if structure is None else structure:
             steps.append(self._integrity)
         for done, step in enumerate(steps):
             await report_progress(self._progress, done, len(steps))
@@ -361,7 +371,29 @@ class ConsistencyChecker:
     # -- SQLite itself -----------------------------------------------------------
 
     async def _integrity(self, report: ConsistencyReport, repair: bool, deep: bool) -> None:
-        messages = await self._base.integrity_check()
-        if messages != ["ok"]:
-            report.add("integrity", count=len(messages))
-            report.messages.extend(messages[:_SAMPLE])
+        if deep:  # rows against the checksums written with them: reported, not mended
+            rows = await self._base.checksum_mismatches()
+            if rows:
+                report.add("rows_altered", [*rows.altered, *rows.lost, *rows.unsummed])
+                report.messages.append(rows.describe())
+        messages = await self._base.structure_problems()
+        if not messages:
+            return
+        report.add("integrity", count=len(messages))
+        report.messages.extend(messages[:_SAMPLE])
+        if not repair:
+            return
+        await self._repairing("integrity")
+        # Indexes hold nothing their tables do not: building them again mends
+        # damage confined to them; what is left is the tables' own damage.
+        left = await self._base.rebuild_indexes()
+        self._engine.notify_changed()
+        if left:
+            report.messages.append(
+                "rebuilding the indexes did not mend it: restore this memory from a backup"
+            )
+            report.messages.extend(left[:_SAMPLE])
+            logger.error("%s: SQLite damage a repair cannot mend: %s", self._base.agent, left[:3])
+            return
+        report.mend("integrity", len(messages))
+        logger.warning("%s: damaged SQLite indexes were rebuilt", self._base.agent)

@@ -22,7 +22,9 @@ CHECK_KINDS: dict[str, str] = {
     "index_stale": "FAISS vectors that differ from the stored ones",
     "graph_orphaned": "graph rows of no memory, and nodes nothing refers to",
     "graph_missing": "memories without their graph",
-    "integrity": "SQLite integrity problems (restore a backup)",
+    "integrity": "SQLite integrity problems (indexes are rebuilt; damaged tables need a backup)",
+    "rows_altered": "memories whose row no longer matches the checksum written with it, "
+    "or a checksum whose memory vanished (damage SQLite cannot see: restore a backup)",
 }
 _SAMPLE = 20
 

@@ -196,16 +196,22 @@ class Maintenance:
     # -- jobs ------------------------------------------------------------------------
 
     async def check(
-        self, *, repair: bool = False, deep: bool = False, progress: Progress | None = None
+        self,
+        *,
+        repair: bool = False,
+        deep: bool = False,
+        structure: bool | None = None,
+        progress: Progress | None = None,
     ) -> ConsistencyReport:
-        """Check the memory's indexes against its memories (see ``consistency``)."""
+        """Check the memory's indexes against its memories (see ``consistency``);
+        ``structure`` (default: ``deep``) runs SQLite's own checks too."""
         async with self._job("check", "checking"):
             checker = ConsistencyChecker(
                 self._engine,
                 progress=self._progress(progress),
                 on_phase=lambda phase: self._set(state=phase),
             )
-            report = await checker.run(repair=repair, deep=deep)
+            report = await checker.run(repair=repair, deep=deep, structure=structure)
             self._set(report=report)
         return report
 

@@ -30,17 +30,20 @@ import aiosqlite
 import numpy as np
 
 from ..config import StorageConfig
-from ..errors import StorageError, StoreClosedError
+from ..errors import StorageCorrupted, StorageError, StoreClosedError
 from ..models import Memory, Viewer
 from ..text.graph import MemoryGraph
 from . import (
+    checksums,
     database_open,
     embeddings,
     file_peek,
     memory_reads,
     memory_writes,
     on_thread,
+    structure,
 )
+from .damage import DamageGuard
 from .files import create_private
 from .group_commit import GroupCommit
 from .keyword_plan import KeywordPlanner
@@ -67,13 +70,18 @@ _OPEN_PATHS: dict[Path, int] = {}
 class BaseMemoryStore:
     """The SQLite base memory of one agent. Open with :meth:`open`."""
 
-    def __init__(self, db: aiosqlite.Connection, *, agent: str, label: str) -> None:
+    def __init__(
+        self, db: aiosqlite.Connection, *, agent: str, label: str, path: Path | None = None
+    ) -> None:
         self._db = db
         self._agent = agent
         self._label = label
         self._closed = False
+        # Damage SQLite reports only when a statement meets it: the file is moved
+        # aside as at open, and the store refuses every later call.
+        self._damage = DamageGuard(path, label=label, close=self._close_damaged)
         # The one write path: every transaction of this store is begun by its writer.
-        self._writer = Writer(db, label=label, check_open=self._check_open)
+        self._writer = Writer(db, label=label, check_open=self._check_open, guard=self._damage)
         self._write_lock = self._writer.lock
         self._path: Path | None = None
         self._marker: OpenMarker | None = None
@@ -148,7 +156,7 @@ class BaseMemoryStore:
             )
         except (sqlite3.Error, OSError) as exc:
             raise StorageError(f"could not open {label}: {exc}") from exc
-        store = cls(db, agent=agent, label=label)
+        store = cls(db, agent=agent, label=label, path=path)
         store._created = created
         try:
             await database_open.configure_connection(
@@ -158,11 +166,15 @@ class BaseMemoryStore:
                 expect_existing=expect_existing,
                 check=storage.quick_check_on_open and not created,
             )
+            await checksums.install(db)
             if not created:
                 await migrate(db, backup_dir=backup_dir, label=path.stem if path else "memory")
                 await database_open.claim_database(
                     store.meta_get, store._transaction, agent, categories, now, initial_meta or {}
                 )
+            await checksums.create_triggers(db)
+            if not created and path is not None:
+                await store._verify_checksums(storage.verify_all_checksums_below)
         except sqlite3.DatabaseError as exc:
             await db.close()
             if path is not None and path.exists() and database_open.is_damage(exc):
@@ -182,6 +194,39 @@ class BaseMemoryStore:
             _OPEN_PATHS[store._path] = _OPEN_PATHS.get(store._path, 0) + 1
         return store
 
+    async def _verify_checksums(self, whole_below: int) -> None:
+        """Compare the rows' checksums with what the rows hold (see ``checksums``).
+
+        A memory deleted behind the store's back (a hand-made ``DELETE``) is
+        logged and its checksum cleared; the consistency check clears the rest.
+
+        Raises:
+            Unusable: a row was altered, or appeared without its checksum, behind
+                SQLite's back.
+        """
+        before = await checksums.verified_seq(self._fetchall)
+        found = await checksums.verify(self._fetchall, whole_below=whole_below)
+        if found.damaged:
+            raise database_open.Unusable(
+                f"its rows do not match the checksums written with them: {found.describe()}"
+            )
+        if found.lost:
+            logger.warning(
+                "%s: %d memories were deleted behind its back (ids %s); the consistency "
+                "check clears what they left",
+                self._label,
+                len(found.lost),
+                ", ".join(str(i) for i in found.lost[:20]),
+            )
+        if found.last_seq > before or found.lost:
+            async with self._transaction() as db:
+                await checksums.forget_lost(db, found.lost)
+                await checksums.set_verified(db, found.last_seq)
+
+    async def checksum_mismatches(self) -> checksums.Mismatch:
+        """Every memory's checksum compared with its row (for the deep check)."""
+        return await checksums.mismatches(self._fetchall)
+
     async def aclose(self) -> None:
         """Close the connection; idempotent. Later calls raise StoreClosedError."""
         if self._closed:
@@ -191,10 +236,7 @@ class BaseMemoryStore:
         if self._closed:
             return
         self._closed = True
-        if self._path is not None and self._path in _OPEN_PATHS:
-            _OPEN_PATHS[self._path] -= 1
-            if not _OPEN_PATHS[self._path]:
-                del _OPEN_PATHS[self._path]
+        self._forget_path()
         async with self._write_lock:
             await self._db.close()
         if self._marker is not None:
@@ -245,7 +287,27 @@ class BaseMemoryStore:
     def agent(self) -> str:
         return self._agent
 
+    async def _close_damaged(self) -> None:
+        """Close the connection of a database found damaged (before it is moved aside)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._forget_path()
+        await self._db.close()
+
+    def _forget_path(self) -> None:
+        if self._path is not None and self._path in _OPEN_PATHS:
+            _OPEN_PATHS[self._path] -= 1
+            if not _OPEN_PATHS[self._path]:
+                del _OPEN_PATHS[self._path]
+
+    @property
+    def damage(self) -> StorageCorrupted | None:
+        """The error this store raises since damage of its file was found, if any."""
+        return self._damage.error
+
     def _check_open(self) -> None:
+        self._damage.check()
         if self._closed:
             raise StoreClosedError(f"the base memory of {self._agent} is closed")
 
@@ -257,6 +319,9 @@ class BaseMemoryStore:
         try:
             rows = await self._db.execute_fetchall(sql, params)
         except sqlite3.Error as exc:
+            damaged = await self._damage.seen(exc)
+            if damaged is not None:
+                raise damaged from exc
             raise StorageError(f"{self._label}: query failed: {exc}") from exc
         return list(rows)
 
@@ -594,6 +659,18 @@ class BaseMemoryStore:
         """``PRAGMA integrity_check`` messages (``["ok"]`` when healthy)."""
         rows = await self._fetchall("PRAGMA integrity_check")
         return [str(row[0]) for row in rows]
+
+    async def structure_problems(self) -> builtins.list[str]:
+        """What ``PRAGMA integrity_check`` and the full-text indexes' own checks
+        report (empty when sound). Not behind the write lock, as any read: the
+        whole database is read, and writes need not wait for it."""
+        self._check_open()
+        return await on_thread.run_on_connection(self._db, structure.structure_problems)
+
+    async def rebuild_indexes(self) -> builtins.list[str]:
+        """Build every index and full-text index again (``REINDEX``, full-text
+        ``rebuild``); the problems :meth:`structure_problems` finds afterwards."""
+        return await self._writer.run(structure.rebuild_indexes)
 
     async def backup_to(self, target: Path) -> Path:
         """Copy the live database to ``target`` with SQLite's backup API."""

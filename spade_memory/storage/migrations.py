@@ -21,6 +21,7 @@ import aiosqlite
 
 from ..errors import MigrationError, StorageError
 from ..text.content_key import CONTENT_KEY_FUNCTION, content_key
+from . import checksums
 from .files import create_private
 from .schema import MIGRATIONS, Migration
 
@@ -95,6 +96,7 @@ async def migrate(
     if not pending:
         return current
     await db.create_function(CONTENT_KEY_FUNCTION, 2, content_key, deterministic=True)
+    await checksums.install(db)  # a migration sums existing rows with it
     backup: Path | None = None
     if current > 0 and backup_dir is not None:
         stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
@@ -133,6 +135,7 @@ def schema_functions(db: sqlite3.Connection) -> None:
     """Register the SQL functions the schema's statements call (run a
     :func:`schema_script` only on a connection given them)."""
     db.create_function(CONTENT_KEY_FUNCTION, 2, content_key, deterministic=True)
+    checksums.register(db)
 
 
 def schema_script(migrations: Sequence[Migration]) -> str:
@@ -216,7 +219,7 @@ def _build(private: Path, script: str, rows: Sequence[tuple[str, Sequence[Sequen
     create_private(private)
     db = sqlite3.connect(private, isolation_level=None)
     try:
-        schema_functions(db)
+        schema_functions(db)  # migrations key and sum existing rows with them
         # A private file: a crash here leaves only a file nobody opens.
         db.execute("PRAGMA journal_mode = OFF")
         db.execute("PRAGMA synchronous = OFF")

@@ -220,6 +220,22 @@ _V7 = (
     "CREATE INDEX memories_by_content_key ON memories (content_key)",
 )
 
+_V8 = (
+    # A checksum of each memory's row, written with it by per-connection triggers
+    # (storage/checksums.py): damage inside a row that SQLite's checks cannot see
+    # is found on open. seq grows with every write, so an open verifies only the
+    # rows written since the last verified one. Existing rows are summed here.
+    """CREATE TABLE memory_checksums (
+        memory_id INTEGER PRIMARY KEY,
+        seq       INTEGER NOT NULL,
+        digest    BLOB NOT NULL
+    )""",
+    "CREATE INDEX memory_checksums_by_seq ON memory_checksums (seq)",
+    "INSERT INTO memory_checksums (memory_id, seq, digest) SELECT id, id, "
+    "spade_memory_digest(uid, category, content, context, created_at, "
+    "source_conversation, source_sender, metadata) FROM memories",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _V1),
     Migration(2, "graph nodes, edges, entries and memory atoms", _V2),
@@ -228,6 +244,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(5, "the previous turn of each memory of a conversation", _V5),
     Migration(6, "scopes: the owner and visibility of each memory, readers of shared ones", _V6),
     Migration(7, "the content key of each memory, to find stored copies", _V7),
+    Migration(8, "a checksum of each memory's row", _V8),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

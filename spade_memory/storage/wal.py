@@ -9,7 +9,10 @@ first: the log is moved aside (quarantined, never deleted) and
 shows what the database file holds.
 
 A log cut short after its header is not caught here: SQLite keeps the commits
-whose frames are whole, which is what a crash leaves too.
+whose frames are whole, which is what a crash leaves too. A log damaged in its
+middle is: SQLite would replay it up to the damaged frame and silently drop the
+intact commits after it (:mod:`spade_memory.storage.wal_frames` finds them), so
+it is moved aside the same way.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from pathlib import Path
 
 from ..errors import StorageCorrupted
 from .files import quarantine
+from .wal_frames import DroppedCommits, dropped_commits
 
 __all__ = ["check_wal", "wal_header_valid"]
 
@@ -64,11 +68,40 @@ def _read_header(path: Path) -> bytes | None:
         return None
 
 
-def check_wal(database: Path) -> None:
-    """Refuse to open ``database`` over a write-ahead log whose header is damaged.
+def _read_log(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
 
-    A missing log, or one shorter than its header, is what SQLite itself leaves
-    and is accepted.
+
+def _dropped(wal: Path) -> DroppedCommits | None:
+    """Commits SQLite would drop from ``wal``, found alike by two reads in a row.
+
+    Another process may append to the log, or start it anew, while it is read:
+    what one read finds is only reported when the next read finds the same.
+    """
+    data = _read_log(wal)
+    found = None if data is None else dropped_commits(data)
+    for _ in range(_READS):
+        if found is None:
+            return None
+        time.sleep(0.02)
+        data = _read_log(wal)
+        again = None if data is None else dropped_commits(data)
+        if again == found:
+            return found
+        found = again
+    return None
+
+
+def check_wal(database: Path) -> None:
+    """Refuse to open ``database`` over a damaged write-ahead log.
+
+    Damaged means: its header fails SQLite's checks (every commit it holds would
+    be dropped), or intact commits follow a damaged frame (SQLite would drop
+    them). A missing log, one shorter than its header, or one torn at its end is
+    what SQLite itself or a crash leaves, and is accepted.
 
     Raises:
         StorageCorrupted: the log was damaged; it was moved aside (with the
@@ -78,7 +111,10 @@ def check_wal(database: Path) -> None:
     wal = database.with_name(database.name + "-wal")
     for attempt in range(_READS):
         header = _read_header(wal)
-        if header is None or len(header) < _HEADER_SIZE or wal_header_valid(header):
+        if header is None or len(header) < _HEADER_SIZE:
+            return
+        if wal_header_valid(header):
+            _check_frames(database, wal)
             return
         if attempt + 1 < _READS:
             time.sleep(0.02)
@@ -91,6 +127,28 @@ def check_wal(database: Path) -> None:
         f"SQLite's checks, so the commits it held cannot be read; it was moved to {moved}. "
         f"Opening again shows what {database.name} itself holds; restore from backup/ "
         "to get the rest back",
+        path=wal,
+        quarantined_to=moved,
+    )
+
+
+def _check_frames(database: Path, wal: Path) -> None:
+    """Raise (the log moved aside) when intact commits follow a damaged frame."""
+    found = _dropped(wal)
+    if found is None:
+        return
+    moved = quarantine(
+        wal, f"damaged write-ahead log: frame {found.first_damaged} of {found.frames}"
+    )
+    shm = database.with_name(database.name + "-shm")
+    with contextlib.suppress(OSError):
+        shm.replace(moved.with_name(moved.name + "-shm"))
+    raise StorageCorrupted(
+        f"{wal} (the write-ahead log of {database.name}) is damaged: frame "
+        f"{found.first_damaged} of {found.frames} fails its checksum, and SQLite would "
+        f"silently drop the {found.commits} intact commits after it; the log was moved "
+        f"to {moved}. Opening again shows what {database.name} itself holds; restore "
+        "from backup/ to get the rest back",
         path=wal,
         quarantined_to=moved,
     )

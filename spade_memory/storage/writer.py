@@ -24,6 +24,7 @@ from typing import Generic, TypeVar
 import aiosqlite
 
 from ..errors import StorageError
+from .damage import DamageGuard
 from .on_thread import run_on_connection
 
 __all__ = ["WriteFailed", "Writer"]
@@ -82,15 +83,30 @@ class Writer:
         db: the store's connection.
         label: names the database in error messages.
         check_open: raises when the store is closed.
+        guard: sees every error of a transaction; one saying the file is damaged
+            is raised as the guard's :class:`~spade_memory.errors.StorageCorrupted`.
     """
 
     def __init__(
-        self, db: aiosqlite.Connection, *, label: str, check_open: Callable[[], None]
+        self,
+        db: aiosqlite.Connection,
+        *,
+        label: str,
+        check_open: Callable[[], None],
+        guard: DamageGuard | None = None,
     ) -> None:
         self._db = db
         self._label = label
         self._check_open = check_open
+        self._guard = guard
         self.lock = asyncio.Lock()
+
+    async def _damaged(self, exc: BaseException) -> None:
+        """Raise the guard's error (from ``exc``) when ``exc`` shows damage of the file."""
+        if self._guard is not None and not isinstance(exc, asyncio.CancelledError):
+            error = await self._guard.seen(exc)
+            if error is not None:
+                raise error from exc
 
     @contextlib.asynccontextmanager
     async def transaction(self) -> AsyncIterator[aiosqlite.Connection]:
@@ -105,6 +121,7 @@ class Writer:
             try:
                 await self._db.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as exc:
+                await self._damaged(exc)
                 raise StorageError(f"{self._label}: could not start a write: {exc}") from exc
             except asyncio.CancelledError:
                 # The BEGIN was queued and may still run: end it before the lock is let go.
@@ -113,15 +130,17 @@ class Writer:
                 raise
             try:
                 yield self._db
-            except BaseException:
-                with contextlib.suppress(sqlite3.Error):
+            except BaseException as exc:
+                with contextlib.suppress(sqlite3.Error, ValueError):
                     await asyncio.shield(self._db.execute("ROLLBACK"))
+                await self._damaged(exc)
                 raise
             try:
                 await self._db.execute("COMMIT")
             except sqlite3.Error as exc:
-                with contextlib.suppress(sqlite3.Error):
+                with contextlib.suppress(sqlite3.Error, ValueError):
                     await asyncio.shield(self._db.execute("ROLLBACK"))
+                await self._damaged(exc)
                 raise StorageError(f"{self._label}: could not commit: {exc}") from exc
 
     async def run(self, work: Callable[[sqlite3.Connection], T]) -> T:
@@ -146,6 +165,9 @@ class Writer:
             except asyncio.CancelledError:
                 whole.abandoned = True  # rolled back unless its COMMIT has begun
                 raise
+            except Exception as exc:
+                await self._damaged(exc)
+                raise
 
     @contextlib.asynccontextmanager
     async def exclusive(self) -> AsyncIterator[aiosqlite.Connection]:
@@ -157,4 +179,8 @@ class Writer:
         self._check_open()
         async with self.lock:
             self._check_open()
-            yield self._db
+            try:
+                yield self._db
+            except Exception as exc:
+                await self._damaged(exc)
+                raise

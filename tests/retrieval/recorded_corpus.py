@@ -145,13 +145,14 @@ async def record(root: Path, variant: str) -> list[dict[str, Any]]:
 
 
 def downgrade_to_v4(database: Path) -> None:
-    """Make ``database`` as schema v4 left it: no previous-turn links."""
+    """Make ``database`` as schema v4 left it: no previous-turn links, no row checksums."""
     db = sqlite3.connect(database)
     try:
         db.executescript(";".join(UNDO_SCOPES) + ";")
         db.executescript(
             "DROP INDEX memories_by_previous; DROP INDEX memories_by_conversation; "
-            "ALTER TABLE memories DROP COLUMN previous_id; PRAGMA user_version = 4;"
+            "ALTER TABLE memories DROP COLUMN previous_id; "
+            "PRAGMA user_version = 4;"
         )
     finally:
         db.close()
