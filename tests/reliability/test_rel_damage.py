@@ -14,6 +14,7 @@ Opening never shows fewer memories than the intact part of the files holds.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import random
 import shutil
@@ -83,6 +84,9 @@ async def _build_image(folder: Path, jid: str, seed: int) -> Image:
     """
     live = folder / "live"
     config = crash_config(live, snapshot_min_changes=8)
+    # No automatic checkpoint in the second session: its commits stay in the log.
+    storage = dataclasses.replace(config.storage, wal_checkpoint_pages=1_000_000)
+    config = dataclasses.replace(config, storage=storage)
     async with await MemoryManager.open(jid, config) as manager:
         first = await _fill(manager, seed * 1000, CHECKPOINTED)
         for seq in range(NOTES):
