@@ -23,8 +23,19 @@ __all__ = ["AtomBook"]
 
 
 _COLUMNS = (
-    "id, memory_id, position, text, type, status, subject, predicate, object, importance, "
-    "reinforcements, created_at, reinforced_at, expires_at, superseded_by, ttl_seconds"
+    "a.id, a.memory_id, a.position, a.text, a.type, a.status, a.subject, a.predicate, "
+    "a.object, a.importance, a.reinforcements, a.created_at, a.reinforced_at, "
+    "a.expires_at, a.superseded_by, a.ttl_seconds"
+)
+# Whether atom ``a`` was superseded by a claim of another scope: the memories of the
+# two atoms differ in owner or visibility, or are conversation memories of two
+# conversations. Such a supersession does not count for ``a`` (see AtomBook.atoms).
+_ACROSS_SCOPES = (
+    "(a.superseded_by IS NOT NULL AND EXISTS (SELECT 1 FROM memory_atoms AS s "
+    "JOIN memories AS sm ON sm.id = s.memory_id JOIN memories AS am ON am.id = a.memory_id "
+    "WHERE s.id = a.superseded_by AND NOT (sm.owner IS am.owner "
+    "AND sm.visibility = am.visibility AND (am.visibility != 'conversation' "
+    "OR sm.source_conversation IS am.source_conversation))))"
 )
 
 
@@ -64,16 +75,25 @@ class AtomBook:
         )
 
     async def atoms(self, memory_ids: Iterable[int], now: float) -> dict[int, list[Atom]]:
-        """Every atom of these memories (any status), in order, keyed by memory id."""
+        """Every atom of these memories (any status), in order, keyed by memory id.
+
+        An atom superseded by a claim told in another scope (another owner or
+        visibility, or another conversation's memory) is not superseded for its
+        own: what Bob says never hides part of what Alice told privately. Its
+        status is then that of its lifetime, as if the claim had not been made.
+        """
         wanted = list(dict.fromkeys(int(i) for i in memory_ids))
         found: dict[int, list[Atom]] = {}
         for chunk in chunks(wanted):
             rows = await self._base.fetchall(
-                f"SELECT {_COLUMNS} FROM memory_atoms WHERE memory_id IN "
-                f"({placeholders(len(chunk))}) ORDER BY memory_id, position",
+                f"SELECT {_COLUMNS}, {_ACROSS_SCOPES} AS across FROM memory_atoms AS a "
+                f"WHERE a.memory_id IN ({placeholders(len(chunk))}) "
+                "ORDER BY a.memory_id, a.position",
                 chunk,
             )
             for row in rows:
+                if row[5] == "superseded" and row[16]:
+                    row = (*row[:5], "active", *row[6:])
                 atom = self._atom(row, now)
                 found.setdefault(atom.memory_id, []).append(atom)
         return found
@@ -81,9 +101,15 @@ class AtomBook:
     async def atom(self, atom_id: int, now: float) -> Atom | None:
         """The atom ``atom_id`` with its status at ``now``, or ``None``."""
         rows = await self._base.fetchall(
-            f"SELECT {_COLUMNS} FROM memory_atoms WHERE id = ?", (int(atom_id),)
+            f"SELECT {_COLUMNS}, {_ACROSS_SCOPES} FROM memory_atoms AS a WHERE a.id = ?",
+            (int(atom_id),),
         )
-        return self._atom(rows[0], now) if rows else None
+        if not rows:
+            return None
+        row = rows[0]
+        if row[5] == "superseded" and row[16]:
+            row = (*row[:5], "active", *row[6:])
+        return self._atom(row, now)
 
     async def live(self, memory_id: int, now: float) -> builtins.list[Atom]:
         """The atoms of a memory that are live now (the ones to recall), in order."""
@@ -95,9 +121,10 @@ class AtomBook:
         hidden: set[int] = set()
         for chunk in chunks(wanted):
             rows = await self._base.fetchall(
-                "SELECT memory_id FROM memory_atoms WHERE memory_id IN "
-                f"({placeholders(len(chunk))}) GROUP BY memory_id "
-                "HAVING sum(status = 'active' AND expires_at > ?) = 0",
+                "SELECT a.memory_id FROM memory_atoms AS a WHERE a.memory_id IN "
+                f"({placeholders(len(chunk))}) GROUP BY a.memory_id "
+                "HAVING sum(a.expires_at > ? AND (a.status = 'active' OR "
+                f"(a.status = 'superseded' AND {_ACROSS_SCOPES}))) = 0",
                 [*chunk, now],
             )
             hidden.update(int(row[0]) for row in rows)
@@ -142,6 +169,6 @@ class AtomBook:
         if not changed:
             raise MemoryNotFound(f"there is no memory atom with id {atom_id}")
         rows = await self._base.fetchall(
-            f"SELECT {_COLUMNS} FROM memory_atoms WHERE id = ?", (int(atom_id),)
+            f"SELECT {_COLUMNS} FROM memory_atoms AS a WHERE a.id = ?", (int(atom_id),)
         )
         return self._atom(rows[0], 0.0)

@@ -37,16 +37,24 @@ __all__ = [
 
 
 async def write_graph(
-    db: aiosqlite.Connection, memory_id: int, graph: MemoryGraph, *, now: float
+    db: aiosqlite.Connection,
+    memory_id: int,
+    graph: MemoryGraph,
+    *,
+    now: float,
+    scoped: bool = True,
 ) -> None:
     """Write the graph of one memory; call inside the memory's write transaction.
 
     A few statements whatever the memory holds (the nodes in one upsert, the edges,
     the entry with its trigram row and entry nodes, the atoms in one insert), all
-    run in one call on the connection's thread.
+    run in one call on the connection's thread. ``scoped``: a newer claim supersedes
+    only atoms of memories of its own scope (the memories table must be at hand);
+    without it (a graph rebuild's shadow), any, and reading atoms undoes a
+    supersession across scopes (``storage.atoms``).
     """
     if graph.entities or graph.atoms:
-        await run_on_connection(db, partial(write_graph_rows, memory_id, graph, now))
+        await run_on_connection(db, partial(write_graph_rows, memory_id, graph, now, scoped=scoped))
 
 
 _UPSERT_NODE = (
@@ -89,10 +97,26 @@ _SUPERSEDE = (
     "WHERE subject = ? AND predicate = ? AND object != ? AND memory_id != ? "
     "AND status IN ('active', 'dormant')"
 )
+# The same, only among memories of the new one's scope (owner, visibility and, for a
+# conversation's memory, its conversation); an atom superseded so far only by a claim
+# of another scope is taken over too. Where the memories table is at hand.
+_SAME_SCOPE = (
+    "EXISTS (SELECT 1 FROM memories AS m, memories AS n WHERE m.id = {atom}.memory_id "
+    "AND n.id = ? AND m.owner IS n.owner AND m.visibility = n.visibility "
+    "AND (n.visibility != 'conversation' OR m.source_conversation IS n.source_conversation))"
+)
+_SUPERSEDE_IN_SCOPE = (
+    "UPDATE memory_atoms SET status = 'superseded', superseded_by = ? "
+    "WHERE subject = ? AND predicate = ? AND object != ? AND memory_id != ? "
+    f"AND {_SAME_SCOPE.format(atom='memory_atoms')} "
+    "AND (status IN ('active', 'dormant') OR (status = 'superseded' AND NOT EXISTS ("
+    "SELECT 1 FROM memory_atoms AS s WHERE s.id = memory_atoms.superseded_by "
+    f"AND {_SAME_SCOPE.format(atom='s')})))"
+)
 
 
 def write_graph_rows(
-    memory_id: int, graph: MemoryGraph, now: float, db: sqlite3.Connection
+    memory_id: int, graph: MemoryGraph, now: float, db: sqlite3.Connection, *, scoped: bool = True
 ) -> None:
     """:func:`write_graph` on the connection's own thread (inside the write transaction)."""
     if not (graph.entities or graph.atoms):
@@ -136,7 +160,7 @@ def write_graph_rows(
             [(memory_id, node_id) for node_id in node_ids.values()],
         )
     if graph.atoms:
-        _write_atoms(db, memory_id, graph, now)
+        _write_atoms(db, memory_id, graph, now, scoped)
 
 
 def reinforce_atoms(memory_id: int, factor: float, now: float, db: sqlite3.Connection) -> None:
@@ -145,7 +169,9 @@ def reinforce_atoms(memory_id: int, factor: float, now: float, db: sqlite3.Conne
     db.execute(_REINFORCE_OF_MEMORY, (now, now, factor, memory_id))
 
 
-def _write_atoms(db: sqlite3.Connection, memory_id: int, graph: MemoryGraph, now: float) -> None:
+def _write_atoms(
+    db: sqlite3.Connection, memory_id: int, graph: MemoryGraph, now: float, scoped: bool
+) -> None:
     atoms = graph.atoms[:SQL_CHUNK]
     # The same fact said again (the same text, or the same subject-predicate-object)
     # reinforces the newest live or dormant atom that holds it: one atom per fact,
@@ -191,8 +217,9 @@ def _write_atoms(db: sqlite3.Connection, memory_id: int, graph: MemoryGraph, now
         if atom.functional and atom.subject and atom.predicate and atom.object:
             # A newer claim on the same subject and predicate with another object wins.
             db.execute(
-                _SUPERSEDE,
-                (cursor.lastrowid, atom.subject, atom.predicate, atom.object, memory_id),
+                _SUPERSEDE_IN_SCOPE if scoped else _SUPERSEDE,
+                (cursor.lastrowid, atom.subject, atom.predicate, atom.object, memory_id)
+                + ((memory_id, memory_id) if scoped else ()),
             )
 
 

@@ -185,7 +185,7 @@ class GraphShadowFile:
             for memory_id in replace:
                 await delete_graph(db, memory_id)
             for memory, graph in items:
-                await write_graph(db, memory.id, graph, now=memory.updated_at)
+                await write_graph(db, memory.id, graph, now=memory.updated_at, scoped=False)
             if checkpoint is not None:
                 cursor, done = checkpoint
                 await db.executemany(

@@ -9,6 +9,7 @@ import pytest
 from spade_memory.config import AtomConfig, MemoryConfig, RetrievalConfig
 from spade_memory.errors import MemoryNotFound
 from spade_memory.manager import MemoryManager
+from spade_memory.models import Scope, Viewer
 from spade_memory.text.atoms import build_atoms, classify_atom, ttl_seconds
 from spade_memory.text.extraction import get_extractor
 
@@ -155,6 +156,26 @@ async def test_a_newer_claim_supersedes_an_older_one(memory: MemoryManager, cloc
     await memory.forget(berlin.id)
     assert (await memory.atoms(paris.id))[0].status == "active"
     assert paris.id in {r.memory.id for r in await memory.search("where does Alice live")}
+
+
+async def test_a_claim_never_supersedes_across_scopes(memory: MemoryManager, clock: Clock) -> None:
+    alice, bob = "alice@x.org", "bob@x.org"
+    lisbon = await memory.store("Carol lives in Lisbon.", scope=Scope.private(alice))
+    clock.advance(1)
+    paris = await memory.store("Carol lives in Paris.", scope=Scope.private(bob))
+    clock.advance(1)
+    # bob's claim leaves alice's private memory whole, for her and for the agent
+    as_alice = Viewer(jid=alice)
+    assert [a.live for a in await memory.atoms(lisbon.id)] == [True]
+    assert await memory.recall_memory(lisbon.id) == lisbon
+    recalled = await memory.recall("where does Carol live", viewer=as_alice)
+    assert [r.memory.content for r in recalled] == [lisbon.content]
+    assert paris.id in {r.memory.id for r in await memory.search("where does Carol live")}
+    # within one scope a newer claim still wins
+    berlin = await memory.store("Carol lives in Berlin.", scope=Scope.private(alice))
+    assert (await memory.atoms(lisbon.id))[0].status == "superseded"
+    recalled = await memory.recall("where does Carol live", viewer=as_alice)
+    assert [r.memory.id for r in recalled] == [berlin.id]
 
 
 async def test_forgetting_one_atom_keeps_the_rest(memory: MemoryManager) -> None:
