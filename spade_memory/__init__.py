@@ -7,8 +7,9 @@ for loading SPADE, FAISS or the tokenizer's dictionaries.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ._lazy import on_first_use
 
 if TYPE_CHECKING:
     from .config import (
@@ -220,14 +221,4 @@ _SOURCES: dict[str, str] = {
 """The module of each public name, imported on first use."""
 
 
-def __getattr__(name: str) -> Any:
-    module = _SOURCES.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = on_first_use(globals(), _SOURCES)

@@ -18,7 +18,8 @@ pairs in ``SAME_ROW``)::
     doubles     llm, testing           (testing may import llm)
     ground      config
                 identity, models, validation, documents, field_checks
-                limits, errors, _moved (re-exports a moved module by name)
+                limits, errors, _moved (re-exports a moved module by name),
+                _lazy (a package's names imported on first use)
 
 The package's ``__init__`` re-exports the public API and stands above every row;
 nothing inside the package imports it.
@@ -47,7 +48,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("doubles", ("llm", "testing")),
     ("ground", ("config",)),
     ("ground", ("identity", "models", "validation", "documents", "field_checks")),
-    ("ground", ("limits", "errors", "_moved")),
+    ("ground", ("limits", "errors", "_moved", "_lazy")),
 )
 
 # (importer, imported) packages of one row, the first allowed to import the second.
