@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from ..config import AtomConfig
 from ..errors import MemoryNotFound
 from ..text.atoms import Atom
+from .scope_filter import same_scope
 from .sql import chunks, placeholders
 
 if TYPE_CHECKING:
@@ -33,9 +34,7 @@ _COLUMNS = (
 _ACROSS_SCOPES = (
     "(a.superseded_by IS NOT NULL AND EXISTS (SELECT 1 FROM memory_atoms AS s "
     "JOIN memories AS sm ON sm.id = s.memory_id JOIN memories AS am ON am.id = a.memory_id "
-    "WHERE s.id = a.superseded_by AND NOT (sm.owner IS am.owner "
-    "AND sm.visibility = am.visibility AND (am.visibility != 'conversation' "
-    "OR sm.source_conversation IS am.source_conversation))))"
+    f"WHERE s.id = a.superseded_by AND NOT {same_scope('sm', 'am')}))"
 )
 
 

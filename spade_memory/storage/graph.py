@@ -25,6 +25,7 @@ import aiosqlite
 
 from ..text.graph import MemoryGraph
 from .on_thread import run_on_connection
+from .scope_filter import same_scope
 from .sql import SQL_CHUNK, chunks, placeholders
 
 __all__ = [
@@ -102,8 +103,7 @@ _SUPERSEDE = (
 # of another scope is taken over too. Where the memories table is at hand.
 _SAME_SCOPE = (
     "EXISTS (SELECT 1 FROM memories AS m, memories AS n WHERE m.id = {atom}.memory_id "
-    "AND n.id = ? AND m.owner IS n.owner AND m.visibility = n.visibility "
-    "AND (n.visibility != 'conversation' OR m.source_conversation IS n.source_conversation))"
+    f"AND n.id = ? AND {same_scope('m', 'n')})"
 )
 _SUPERSEDE_IN_SCOPE = (
     "UPDATE memory_atoms SET status = 'superseded', superseded_by = ? "

@@ -79,15 +79,21 @@ _LAST_TURN = "SELECT id FROM memories WHERE source_conversation = ? ORDER BY id 
 _INSERT_FTS = "INSERT INTO memories_fts (rowid, content_tokens, context_tokens) VALUES (?, ?, ?)"
 
 
+def _copy_key(new: NewMemory, key: bytes) -> tuple[Any, ...]:
+    """What two memories share when one is a copy of the other (see ``_COPIES``)."""
+    scope = new.scope
+    conversation = new.source_conversation if scope.visibility == "conversation" else None
+    return (key, new.category, scope.owner, scope.visibility, conversation, scope.shared_with)
+
+
 def _copy_of(
     new: NewMemory, key: bytes, made: dict[tuple[Any, ...], int], db: sqlite3.Connection
 ) -> int | None:
     """The id of a stored (or just inserted) active copy of ``new``, if any."""
-    scope = new.scope
-    conversation = new.source_conversation if scope.visibility == "conversation" else None
-    same = (key, new.category, scope.owner, scope.visibility, conversation, scope.shared_with)
+    same = _copy_key(new, key)
     if same in made:
         return made[same]
+    scope = new.scope
     params = (key, new.category, scope.owner, scope.visibility, new.source_conversation)
     for memory_id, readers in db.execute(_COPIES, params).fetchall():
         if frozenset(json.loads(readers) if readers else ()) == scope.shared_with:
@@ -165,11 +171,7 @@ def insert_rows(
         memory_id = int(cursor.fetchone()[0])
         cursor.close()
         if new.dedupe:
-            scope = new.scope
-            conversation = new.source_conversation if scope.visibility == "conversation" else None
-            made[
-                (key, new.category, scope.owner, scope.visibility, conversation, scope.shared_with)
-            ] = memory_id
+            made[_copy_key(new, key)] = memory_id
         if new.scope.shared_with:
             db.executemany(_INSERT_READER, [(memory_id, r) for r in sorted(new.scope.shared_with)])
         if conversation is not None:

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..models import Viewer
 
-__all__ = ["memories_joined", "visible_clause"]
+__all__ = ["memories_joined", "same_scope", "visible_clause"]
 
 
 def memories_joined(viewer: Viewer | None) -> str:
@@ -61,3 +61,14 @@ def visible_clause(viewer: Viewer | None, alias: str = "") -> tuple[str, list[An
     if others != "0":
         params.append(viewer.jid)
     return f"({within} AND ({alias}owner IS ? OR ({others})))", params
+
+
+def same_scope(a: str, b: str) -> str:
+    """A term true when memories ``a`` and ``b`` (aliases of ``memories``) are told in
+    one scope: the same owner and visibility and, for conversation memories, the same
+    conversation. A newer claim supersedes older atoms only within one scope."""
+    return (
+        f"({a}.owner IS {b}.owner AND {a}.visibility = {b}.visibility "
+        f"AND ({b}.visibility != 'conversation' "
+        f"OR {a}.source_conversation IS {b}.source_conversation))"
+    )
