@@ -16,6 +16,7 @@ if TYPE_CHECKING:
         AtomConfig,
         ChatConfig,
         ContextBudget,
+        FormationConfig,
         MaintenanceConfig,
         MemoryConfig,
         RetrievalConfig,
@@ -60,6 +61,8 @@ if TYPE_CHECKING:
     )
     from .manager import MemoryManager
     from .models import (
+        ConversationInfo,
+        ConversationMessage,
         InteractionNote,
         Memory,
         MemoryRecovery,
@@ -161,9 +164,12 @@ _SOURCES: dict[str, str] = {
     "ConfigError": "errors",
     "ContextBudget": "config",
     "ConversationBehaviour": "spade.conversation",
+    "ConversationInfo": "models",
+    "ConversationMessage": "models",
     "EmbeddedXMPPServer": "testing.xmpp_server",
     "EmbeddingError": "errors",
     "EmbeddingUnavailable": "errors",
+    "FormationConfig": "config",
     "InteractionNote": "models",
     "InvalidAgentId": "errors",
     "InvalidToolInput": "errors",

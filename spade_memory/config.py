@@ -15,7 +15,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from types import MappingProxyType
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal, Protocol, runtime_checkable
 
 import platformdirs
 
@@ -32,6 +32,8 @@ __all__ = [
     "AtomConfig",
     "ChatConfig",
     "ContextBudget",
+    "FormationConfig",
+    "FormationModel",
     "MaintenanceConfig",
     "MemoryConfig",
     "RetrievalConfig",
@@ -556,6 +558,61 @@ class ScopePolicy:
         return "*" in self.senders or sender in self.senders
 
 
+@runtime_checkable
+class FormationModel(Protocol):
+    """What :class:`FormationConfig` needs of an LLM client: its ``complete`` method
+    (every :class:`~spade_memory.llm.LLMClient` has it)."""
+
+    async def complete(self, messages: Any, tools: Any = ()) -> Any: ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class FormationConfig:
+    """What an agent keeps of its conversations, and the memories it forms from them.
+
+    Every message an agent takes in or sends in a conversation is kept in its
+    conversation store (with its memory: on disk, or in RAM in in-memory mode).
+    In the background, each conversation's messages are formed into memories, a
+    window at a time: once ``window_rounds`` messages of the partner wait, or when
+    a new day or a silence of ``idle_minutes`` closes the window. With no ``llm``,
+    rules form them: each turn worth keeping becomes a memory ("Speaker: text",
+    dated), and statements of identity, preference, plan, relation and fact
+    (English and Chinese) become memories of their own. With an ``llm``, it is
+    asked for a summary and the key facts as JSON; should that fail, the rules run.
+
+    Args:
+        record: keep conversations at all (``False``: the conversation behaviour
+            keeps recent turns in RAM only, and nothing is formed).
+        form: form memories from what is kept.
+        senders: the partners whose conversations are kept and formed, or ``"*"``
+            for all (default).
+        window_rounds: the partner's messages that make a window.
+        idle_minutes: a silence this long closes a window.
+        max_messages: messages kept per conversation; the oldest go once formed.
+        episodes: form a memory of each turn worth keeping (besides statements).
+        llm: the model that forms memories (``None``: rules only).
+        llm_timeout: seconds one LLM formation may take before the rules run instead.
+    """
+
+    record: bool = True
+    form: bool = True
+    senders: JidSet = frozenset({"*"})
+    window_rounds: int = knob(10, ge=1, le=10_000)
+    idle_minutes: float = knob(180.0, gt=0)
+    max_messages: int = knob(1000, ge=10, le=10_000_000)
+    episodes: bool = True
+    llm: FormationModel | None = None
+    llm_timeout: float = knob(60.0, gt=0)
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+        object.__setattr__(self, "senders", _jid_set("FormationConfig.senders", self.senders))
+
+    def captures(self, sender: str) -> bool:
+        """Whether conversations with ``sender`` (a normalised bare JID) are kept."""
+        return self.record and ("*" in self.senders or sender in self.senders)
+
+
 def _jid_set(name: str, values: Iterable[object]) -> frozenset[str]:
     from .identity import normalize_jid
 
@@ -634,6 +691,8 @@ class MemoryConfig:
         scope: who sees what partners tell the agent, and whom it listens to
             (:class:`ScopePolicy`; default: each partner's memories are its own).
         chat: the rate limit on partners' chat messages (:class:`ChatConfig`).
+        formation: what is kept of conversations and the memories formed from them
+            (:class:`FormationConfig`).
     """
 
     root: Path | str | None = None
@@ -653,6 +712,7 @@ class MemoryConfig:
     start_empty: bool = False
     scope: ScopePolicy = field(default_factory=ScopePolicy)
     chat: ChatConfig = field(default_factory=ChatConfig)
+    formation: FormationConfig = field(default_factory=FormationConfig)
 
     def __post_init__(self) -> None:
         check_fields(self)

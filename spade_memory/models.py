@@ -14,8 +14,11 @@ if TYPE_CHECKING:  # annotations only: reading a memory's notes does not load nu
 
 __all__ = [
     "AsyncEmbedder",
+    "ConversationInfo",
+    "ConversationMessage",
     "Embedder",
     "InteractionNote",
+    "Role",
     "Memory",
     "MemoryRecovery",
     "MemoryStats",
@@ -238,6 +241,81 @@ class InteractionNote:
             "author": self.author,
             "created_at": self.created_at,
         }
+
+
+Role = Literal["user", "assistant"]
+"""Who wrote a conversation message: the partner (``"user"``) or the agent (``"assistant"``)."""
+
+ROLES: tuple[str, ...] = get_args(Role)
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationMessage:
+    """One message of a conversation, as the agent's conversation store keeps it.
+
+    Attributes:
+        id: its place in the store (grows with every message the agent keeps).
+        conversation_id: the conversation it belongs to.
+        role: ``"user"`` for what the partner wrote, ``"assistant"`` for the agent's.
+        sender: the normalised bare JID of its writer.
+        text: its body.
+        at: when it was written (seconds since the epoch).
+        message_id: its XMPP message id, if it had one (a message delivered twice
+            with the same id is kept once).
+        revision: the revision of its conversation when it was kept (a conversation
+            forgotten or reset starts a new revision).
+    """
+
+    id: int
+    conversation_id: str
+    role: Role
+    sender: str
+    text: str
+    at: float
+    message_id: str | None = None
+    revision: int = 1
+
+    @property
+    def speaker(self) -> str:
+        """The writer's name for a transcript: the local part of its JID, capitalised."""
+        local = self.sender.partition("@")[0] or self.sender
+        return local[:1].upper() + local[1:]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "conversation_id": self.conversation_id,
+            "role": self.role,
+            "sender": self.sender,
+            "text": self.text,
+            "at": self.at,
+            "message_id": self.message_id,
+            "revision": self.revision,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationInfo:
+    """One conversation of the agent's conversation store, in numbers.
+
+    Attributes:
+        conversation_id: its id.
+        peer: the bare JID of the partner the agent talks with in it.
+        messages: the messages kept.
+        first_at, last_at: when the oldest and newest kept message were written.
+        formed_through: the id of the last message formed into memories (0: none).
+        pending: messages kept and not yet formed into memories.
+        revision: how many times it was started (a forget or reset starts anew).
+    """
+
+    conversation_id: str
+    peer: str
+    messages: int
+    first_at: float | None
+    last_at: float | None
+    formed_through: int
+    pending: int
+    revision: int
 
 
 @dataclass(frozen=True, slots=True)

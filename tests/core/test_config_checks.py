@@ -62,6 +62,7 @@ ACCEPTED: dict[str, set[str]] = {
     "Path | str | None": {"path", "str", "none"},
     "EmbedderChoice | EndpointEmbedderName | Embedder | None": {"str", "none"},
     "SharingConfig | None": {"none", "SharingConfig"},
+    "FormationModel | None": {"none"},  # a model is an object with complete()
 }
 
 
