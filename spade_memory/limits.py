@@ -66,6 +66,8 @@ class Limits:
         omitted_results: results an answer may say it left out.
         metadata_chars: a memory's metadata, as JSON text.
         scope_readers: the readers of one shared memory besides its owner.
+        message_chars: one conversation message kept in the conversation store; the
+            largest body an XMPP server passes on, with room to spare.
     """
 
     query_chars: int = 1_000
@@ -96,6 +98,7 @@ class Limits:
     omitted_results: int = 1_000_000
     metadata_chars: int = 64_000
     scope_readers: int = 100
+    message_chars: int = 100_000
 
 
 LIMITS = Limits()

@@ -23,10 +23,13 @@ from pathlib import Path
 from typing import Any
 
 from .config import MemoryConfig
+from .disclosure import Disclosure
 from .engine import Engine, graph_outdated, open_engine
 from .engine.indexer import VectorIndexer
 from .engine.loop_exit import LoopExitClose
 from .errors import InvalidAgentId, InvalidToolInput, MemoryNotFound, ScopeDenied
+from .formation.history import ConversationHistory
+from .formation.service import Formation, FormationReport
 from .identity import AgentIdentity, normalize_jid
 from .limits import LIMITS
 from .maintenance.consistency import ConsistencyReport
@@ -65,6 +68,10 @@ class MemoryManager:
         self._config = engine.config
         self._tools: builtins.list[MemoryTool] | None = None
         self._maintenance = Maintenance(engine, engine.config.maintenance)
+        self._formation = Formation(
+            engine, engine.config.formation, Disclosure(engine.config).scope_for
+        )
+        self._history = ConversationHistory(engine, self._formation)
         # Closes this memory if its owner leaves the event loop without doing so.
         self._loop_exit = LoopExitClose(self, MemoryManager.aclose, f"the memory of {self.jid}")
 
@@ -117,14 +124,16 @@ class MemoryManager:
         """
         identity = AgentIdentity.of(jid)
         config = config or MemoryConfig()
-        engine = await open_engine(
-            identity, config, clock or time.time, start_empty=start_empty
-        )
+        engine = await open_engine(identity, config, clock or time.time, start_empty=start_empty)
         manager = cls(engine)
         try:
             await manager._loop_exit.arm()
             if await graph_outdated(engine):
                 await manager.rebuild_graph()
+            if not engine.base.created:
+                # windows left pending when the agent last stopped (or closed by
+                # a silence since) are formed in the background
+                await manager._formation.resume()
         except BaseException:
             await manager.aclose()
             raise
@@ -147,6 +156,7 @@ class MemoryManager:
         if self._engine.closed:
             return
         try:
+            await self._formation.aclose()
             await self._maintenance.aclose()
             await self._engine.aclose()
         finally:
@@ -208,6 +218,12 @@ class MemoryManager:
     @property
     def indexer(self) -> VectorIndexer | None:
         return self._engine.indexer
+
+    @property
+    def history(self) -> ConversationHistory:
+        """The agent's kept conversations: append, read, reset, forget, sources
+        (:class:`~spade_memory.formation.history.ConversationHistory`)."""
+        return self._history
 
     @property
     def maintenance(self) -> Maintenance:
@@ -575,6 +591,19 @@ class MemoryManager:
         self._engine.check_open()
         return await import_memory(data, self._engine, progress=progress)
 
+    # -- memory formation --------------------------------------------------------
+
+    async def form_memories(self) -> FormationReport:
+        """Form every kept message not yet formed into memories, now, in every
+        conversation (the open windows too; the background forms only closed ones).
+
+        Returns:
+            What was formed: windows, new memories, memories told again, windows
+            discarded because their conversation was reset or forgotten meanwhile.
+        """
+        self._engine.check_open()
+        return await self._formation.form_pending()
+
     # -- atoms -----------------------------------------------------------------
 
     async def live_atoms(
@@ -624,9 +653,7 @@ class MemoryManager:
                 recalled.append(dataclasses.replace(result, memory=memory))
         return recalled
 
-    async def recall_memory(
-        self, memory_id: int, *, viewer: Viewer | None = None
-    ) -> Memory | None:
+    async def recall_memory(self, memory_id: int, *, viewer: Viewer | None = None) -> Memory | None:
         """One memory as :meth:`recall` would give it: only its live atoms, and
         ``None`` when it is not active or nothing of it is live. Raises MemoryNotFound
         (also when ``viewer`` does not see it)."""
@@ -636,9 +663,7 @@ class MemoryManager:
         found = await self._engine.atoms.atoms([memory.id], self._engine.now())
         return _live_view(memory, found.get(memory.id))
 
-    async def atoms(
-        self, memory_id: int, *, viewer: Viewer | None = None
-    ) -> builtins.list[Atom]:
+    async def atoms(self, memory_id: int, *, viewer: Viewer | None = None) -> builtins.list[Atom]:
         """Every atom of a memory with its status now (active, dormant, superseded, ...).
         With a ``viewer``, MemoryNotFound unless it sees the memory."""
         self._engine.check_open()
@@ -778,9 +803,7 @@ def _check_viewer(viewer: Viewer | None) -> Viewer | None:
 def _denial(memory: Memory, verb: str) -> str:
     """Why a viewer who sees ``memory`` may not ``verb`` it."""
     if memory.scope.visibility == "global" and memory.scope.owner is None:
-        return (
-            f"memory {memory.id} is the agent's own; you may {verb} only what you told me"
-        )
+        return f"memory {memory.id} is the agent's own; you may {verb} only what you told me"
     return f"memory {memory.id} was told by someone else; you may {verb} only what you told me"
 
 

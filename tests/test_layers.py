@@ -41,7 +41,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("aliases", ("agents", "sharing", "xmpp_server")),
     ("edge", ("spade", "cli", "integrations")),
     ("facade", ("manager",)),
-    ("services", ("maintenance", "tools", "context", "disclosure")),
+    ("services", ("maintenance", "tools", "context", "disclosure", "formation")),
     ("engine", ("engine",)),
     ("retrieval", ("retrieval", "embedding")),
     ("storage", ("storage", "text")),

@@ -1,9 +1,10 @@
 """The engine of one agent's memory: its wired parts and the changes they share.
 
 An :class:`Engine` holds what every service of a memory takes: the SQLite base
-store, the interaction notes, the background vector indexer, the graph and atom
-views, the retriever, the extraction of what a text yields, the clock and the
-change notification that drops cached searches and wakes the indexer. The
+store, the conversation store, the interaction notes, the background vector
+indexer, the graph and atom views, the retriever, the extraction of what a text
+yields, the clock and the change notification that drops cached searches and
+wakes the indexer. The
 :class:`~spade_memory.manager.MemoryManager` facade, maintenance, the tools'
 backends, the CLI and the integrations all work through one; none of them wires
 parts of its own. Open one with :func:`~spade_memory.engine.opening.open_engine`.
@@ -23,6 +24,7 @@ from ..retrieval.graph import GraphRetriever
 from ..retrieval.retriever import Retriever
 from ..storage.atoms import AtomBook
 from ..storage.base import BaseMemoryStore
+from ..storage.conversations import ConversationStore
 from ..storage.graph_store import GraphStore
 from ..storage.interaction import InteractionStore
 from ..text.extraction import EntityExtractor, get_extractor
@@ -76,6 +78,7 @@ class Engine:
         self.extractor: EntityExtractor = get_extractor()
         self.graph = GraphStore(base)
         self.atoms = AtomBook(base, config.atoms)
+        self.conversations = ConversationStore(base)
         self.input = MemoryInput(config, self.extractor)
         embedder = indexer.embedder if indexer is not None else None
         self.retriever = Retriever(

@@ -8,10 +8,15 @@ For each incoming message with a body, :class:`ConversationBehaviour`:
    A message naming a ``protocol`` is never chat: the agent answers it
    ``not-understood`` (:mod:`spade_memory.spade.not_understood`), and this
    behaviour drops one that reaches it anyway;
-1. finds the conversation id: a stable id of the two bare JIDs, and of the XMPP
+1. queues it behind the earlier messages of its conversation: conversations are
+   answered concurrently (``max_concurrent_turns``), each in order;
+2. finds the conversation id: a stable id of the two bare JIDs, and of the XMPP
    thread when there is one (:func:`~spade_memory.identity.thread_conversation_id`:
    a sender reusing another's thread id gets a conversation of its own);
-2. recalls the conversation's interaction notes and the memories that best match
+3. keeps the message in the agent's conversation store (``memory.history``; not
+   for a partner ``FormationConfig`` leaves out), and replays the conversation's
+   last ``history_turns`` exchanges from it (from RAM for a partner not kept);
+4. recalls the conversation's interaction notes and the memories that best match
    the message and that the sender may see (its
    :class:`~spade_memory.models.Viewer`, from :class:`~spade_memory.disclosure.Disclosure`;
    their live atoms only: ``MemoryManager.recall``), and assembles them into one
@@ -21,11 +26,15 @@ For each incoming message with a body, :class:`ConversationBehaviour`:
    The incoming text is given to the LLM with every imitation of that block's
    tags made plain words (:func:`~spade_memory.context.neutralize_markers`), so a
    message cannot pass for recalled memory;
-3. runs the LLM with the tools, executing its tool calls (bounded by
+5. runs the LLM with the tools, executing its tool calls (bounded by
    ``max_tool_rounds``, then one last request without tools);
-4. replies in the same thread with performative ``inform`` (``failure`` when the
-   turn failed, or did not finish within ``turn_timeout``). A failing turn is logged
-   and answered; the behaviour keeps running.
+6. keeps the answer in the conversation store, then replies in the same thread
+   with performative ``inform`` (``failure`` when the turn failed, or did not
+   finish within ``turn_timeout``; such an answer is not kept). A failing turn is logged and answered; the behaviour keeps running.
+
+What is kept is formed into memories in the background
+(:mod:`spade_memory.formation`), so the agent remembers what it was told even when
+its LLM never calls a memory tool.
 
 Replies carry the metadata ``in-reply-to``. A message carrying it is an answer,
 never answered again (so two LLM agents never answer each other forever); it
@@ -121,8 +130,12 @@ class ConversationBehaviour(CyclicBehaviour):  # type: ignore[misc]
         system_prompt: the system message; ``{name}`` becomes the agent's name.
         max_tool_rounds: rounds of tool calls per message before a final answer
             is requested without tools.
-        history_turns: earlier exchanges per conversation replayed to the model
-            (kept in RAM only, for at most ``max_conversations`` conversations).
+        history_turns: earlier exchanges per conversation replayed to the model,
+            read from the agent's conversation store (``memory.history``), so a
+            restarted agent continues where it stopped. For a partner whose
+            conversations are not kept (``FormationConfig.record``/``senders``),
+            they are kept in RAM only, for at most ``max_conversations``
+            conversations.
         receive_timeout: seconds each wait for a message lasts before looping.
         turn_timeout: seconds one message may take, recall, every LLM request and
             tool call included; past it the sender gets a ``failure`` saying so.
@@ -131,6 +144,9 @@ class ConversationBehaviour(CyclicBehaviour):  # type: ignore[misc]
             for no limit.
         disclosure: who sees what (viewers, scopes, whom the agent listens to);
             default: the policy of the agent's ``MemoryConfig``.
+        max_concurrent_turns: conversations answered at once; messages of one
+            conversation are answered one after the other, in order, so a slow
+            turn holds up its own conversation only.
     """
 
     takes_protocol_messages = False
@@ -149,8 +165,11 @@ class ConversationBehaviour(CyclicBehaviour):  # type: ignore[misc]
         turn_timeout: float | None = 60.0,
         limiter: RateLimiter | None = None,
         disclosure: Disclosure | None = None,
+        max_concurrent_turns: int = 4,
     ) -> None:
         super().__init__()
+        if max_concurrent_turns < 1:
+            raise ValueError(f"max_concurrent_turns must be >= 1, got {max_concurrent_turns}")
         if max_tool_rounds < 0:
             raise ValueError(f"max_tool_rounds must be >= 0, got {max_tool_rounds}")
         if turn_timeout is not None and not turn_timeout > 0:
@@ -171,8 +190,13 @@ class ConversationBehaviour(CyclicBehaviour):  # type: ignore[misc]
         self.turn_timeout = turn_timeout
         self.limiter = limiter
         self._disclosure = disclosure
+        self.max_concurrent_turns = max_concurrent_turns
         self._history: OrderedDict[str, deque[ChatMessage]] = OrderedDict()
         self._waiting: dict[str, asyncio.Future[Message]] = {}
+        # The messages waiting per conversation, and the task answering each.
+        self._queued: dict[str, deque[Message]] = {}
+        self._workers: dict[str, asyncio.Task[None]] = {}
+        self._slots: asyncio.Semaphore | None = None
 
     # -- the loop ------------------------------------------------------------
 
@@ -194,6 +218,38 @@ class ConversationBehaviour(CyclicBehaviour):  # type: ignore[misc]
         if refusal is not None:
             await self._reply(msg, refusal, "refuse")
             return
+        self._dispatch(msg)
+
+    def _dispatch(self, msg: Message) -> None:
+        """Queue ``msg`` behind the earlier messages of its conversation."""
+        try:
+            key = self.conversation_id(msg)
+        except InvalidAgentId:
+            key = str(msg.sender)
+        self._queued.setdefault(key, deque()).append(msg)
+        if key not in self._workers:
+            self._workers[key] = asyncio.get_running_loop().create_task(
+                self._answer_in_order(key), name=f"{self.agent.jid}: conversation {key}"
+            )
+
+    async def _answer_in_order(self, key: str) -> None:
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self.max_concurrent_turns)
+        try:
+            while True:
+                queued = self._queued.get(key)
+                if not queued:
+                    return
+                msg = queued.popleft()
+                async with self._slots:
+                    await self._turn(msg)
+        finally:
+            if not self._queued.get(key):
+                self._queued.pop(key, None)
+            if self._workers.get(key) is asyncio.current_task():
+                del self._workers[key]
+
+    async def _turn(self, msg: Message) -> None:
         try:
             async with asyncio.timeout(self.turn_timeout):
                 text = await self.answer(msg)
@@ -209,6 +265,19 @@ class ConversationBehaviour(CyclicBehaviour):  # type: ignore[misc]
             text = FAILURE_ANSWER.format(reason=type(exc).__name__)
             performative = "failure"
         await self._reply(msg, text, performative)
+
+    async def settled(self) -> None:
+        """Wait until every message taken in so far is answered."""
+        while self._workers:
+            await asyncio.gather(*list(self._workers.values()), return_exceptions=True)
+
+    async def on_end(self) -> None:
+        """Stop answering: turns under way are cancelled (their senders get no reply)."""
+        workers = list(self._workers.values())
+        for worker in workers:
+            worker.cancel()
+        await asyncio.gather(*workers, return_exceptions=True)
+        self._queued.clear()
 
     def refusal(self, msg: Message) -> str | None:
         """Why ``msg`` is refused before any LLM runs, or ``None`` to answer it."""
@@ -284,6 +353,19 @@ class ConversationBehaviour(CyclicBehaviour):  # type: ignore[misc]
         body = neutralize_markers(str(msg.body))
         cid = self.conversation_id(msg)
         sender = normalize_jid(msg.sender)  # the server's, never a name in the body
+        kept = manager.config.formation.captures(sender)
+        if kept:
+            # kept before anything else: a turn that fails later is still remembered
+            told = await manager.history.append(
+                cid,
+                role="user",
+                sender=sender,
+                text=str(msg.body)[: LIMITS.message_chars],
+                peer=sender,
+            )
+            earlier = await self._replay(manager, cid, told.id)
+        else:
+            earlier = list(self._history.get(cid, ()))
         viewer = self.disclosure.viewer(sender, cid)
         context = build_memory_context(
             await self._recall_notes(manager, cid),
@@ -293,7 +375,7 @@ class ConversationBehaviour(CyclicBehaviour):  # type: ignore[misc]
         request = ChatMessage(role="user", content=body)
         messages: list[ChatMessage] = [
             ChatMessage(role="system", content=self.system_prompt.replace("{name}", self._name())),
-            *self._history.get(cid, ()),
+            *earlier,
         ]
         if context is not None:
             messages.append(context)
@@ -307,8 +389,27 @@ class ConversationBehaviour(CyclicBehaviour):  # type: ignore[misc]
             scope=self.disclosure.scope_for(sender, cid),
         )
         text = await self._tool_loop(messages, tool_context)
-        self._remember_turn(cid, request, ChatMessage(role="assistant", content=text))
+        if kept:
+            await manager.history.append(
+                cid, role="assistant", sender=str(self.agent.jid.bare), text=text, peer=sender
+            )
+        else:
+            self._remember_turn(cid, request, ChatMessage(role="assistant", content=text))
         return text
+
+    async def _replay(self, manager: MemoryManager, cid: str, told: int) -> list[ChatMessage]:
+        """The last ``history_turns`` exchanges of the conversation before message ``told``,
+        from the conversation store (since its last reset)."""
+        if self.history_turns <= 0:
+            return []
+        recent = await manager.history.recent(cid, limit=2 * self.history_turns + 1)
+        return [
+            ChatMessage(role="user", content=neutralize_markers(message.text))
+            if message.role == "user"
+            else ChatMessage(role="assistant", content=message.text)
+            for message in recent
+            if message.id != told
+        ][-2 * self.history_turns :]
 
     def _manager(self) -> MemoryManager:
         agent: _MemoryAgent = self.agent

@@ -22,9 +22,9 @@ import contextlib
 import logging
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import aiosqlite
 import numpy as np
@@ -53,11 +53,13 @@ from .open_marker import OpenMarker, open_anywhere
 from .scope_filter import memories_joined
 from .sql import status_category_filter
 from .wal import check_wal
-from .writer import Writer
+from .writer import WriteFailed, Writer
 
 __all__ = ["BaseMemoryStore", "IndexedText", "NewMemory"]
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 _BM25_WEIGHTS = "1.0, 0.3"  # content tokens, context tokens
 _SHARE_SECONDS = 30.0  # how long a viewer's visible share is taken as known
@@ -333,6 +335,38 @@ class BaseMemoryStore:
             StoreClosedError: the store is closed.
         """
         return await self._fetchall(sql, params)
+
+    async def run_write(self, work: Callable[[sqlite3.Connection], T], what: str) -> T:
+        """Run ``work`` as one whole write transaction on the connection's thread
+        (:meth:`Writer.run <spade_memory.storage.writer.Writer.run>`); ``what`` names
+        it in errors.
+
+        Raises:
+            StorageError: the transaction failed; nothing of it was written.
+        """
+        try:
+            return await self._writer.run(work)
+        except WriteFailed as exc:
+            cause = f": {exc.__cause__}" if exc.__cause__ is not None else ""
+            raise StorageError(f"{self._label}: {what}: {exc.what}{cause}") from exc
+        except sqlite3.Error as exc:
+            raise StorageError(f"{self._label}: {what} failed: {exc}") from exc
+
+    async def run_read(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``work``, reads only, in one hop on the connection's thread (one
+        consistent view: no write of this store runs in between).
+
+        Raises:
+            StorageError: a query failed.
+        """
+        self._check_open()
+        try:
+            return await on_thread.run_on_connection(self._db, work)
+        except sqlite3.Error as exc:
+            damaged = await self._damage.seen(exc)
+            if damaged is not None:
+                raise damaged from exc
+            raise StorageError(f"{self._label}: query failed: {exc}") from exc
 
     def transaction(self) -> contextlib.AbstractAsyncContextManager[aiosqlite.Connection]:
         """One write transaction (``BEGIN IMMEDIATE`` ... ``COMMIT``) behind the write lock."""

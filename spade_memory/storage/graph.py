@@ -30,6 +30,7 @@ from .sql import SQL_CHUNK, chunks, placeholders
 
 __all__ = [
     "delete_graph",
+    "delete_graph_rows",
     "reinforce_atoms",
     "run_on_connection",
     "write_graph",
@@ -228,10 +229,10 @@ async def delete_graph(db: aiosqlite.Connection, memory_id: int) -> None:
 
     Atoms this memory had superseded become active again (the newer claim is gone).
     """
-    await run_on_connection(db, partial(_delete_graph, memory_id))
+    await run_on_connection(db, partial(delete_graph_rows, memory_id))
 
 
-def _delete_graph(memory_id: int, db: sqlite3.Connection) -> None:
+def delete_graph_rows(memory_id: int, db: sqlite3.Connection) -> None:
     rows = db.execute(
         "SELECT node_id FROM graph_entry_nodes WHERE memory_id = ? "
         "UNION SELECT source_id FROM graph_edges WHERE memory_id = ? "

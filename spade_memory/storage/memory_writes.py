@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from ..errors import StorageError
@@ -22,6 +23,7 @@ from ..text.content_key import content_key
 from ..text.graph import MemoryGraph
 from .graph import (
     delete_graph,
+    delete_graph_rows,
     reinforce_atoms,
     write_graph,
     write_graph_rows,
@@ -34,6 +36,7 @@ from .memory_rows import (
     new_to_memory,
     row_to_memory,
 )
+from .on_thread import run_on_connection
 from .writer import WriteFailed, Writer
 
 __all__ = [
@@ -41,6 +44,7 @@ __all__ = [
     "InsertTransaction",
     "WriteFailed",
     "delete_memory",
+    "delete_rows",
     "insert_rows",
     "run_insert",
     "touch_memories",
@@ -333,24 +337,25 @@ async def update_memory(
     return True
 
 
+def delete_rows(memory_id: int, agent: str, db: sqlite3.Connection) -> bool:
+    """Delete a memory with its FTS row, vector, graph and sources, inside the caller's
+    transaction (on the connection's thread); False if it was absent."""
+    delete_graph_rows(memory_id, db)
+    removed = db.execute("DELETE FROM memories WHERE id = ?", (memory_id,)).rowcount
+    if removed:
+        db.execute("DELETE FROM memories_fts WHERE rowid = ?", (memory_id,))
+        db.execute("DELETE FROM embeddings WHERE memory_id = ?", (memory_id,))
+        db.execute("UPDATE agent_stats SET forgets = forgets + 1 WHERE agent = ?", (agent,))
+    return bool(removed)
+
+
 async def delete_memory(transaction: Transaction, agent: str, label: str, memory_id: int) -> bool:
     """Delete a memory with its FTS row, vector and graph. Returns False if absent."""
     try:
         async with transaction() as db:
-            await delete_graph(db, memory_id)
-            cursor = await db.execute("DELETE FROM memories WHERE id = ?", (memory_id,))
-            removed = cursor.rowcount
-            await cursor.close()
-            if removed:
-                await db.execute("DELETE FROM memories_fts WHERE rowid = ?", (memory_id,))
-                await db.execute("DELETE FROM embeddings WHERE memory_id = ?", (memory_id,))
-                await db.execute(
-                    "UPDATE agent_stats SET forgets = forgets + 1 WHERE agent = ?",
-                    (agent,),
-                )
+            return await run_on_connection(db, partial(delete_rows, memory_id, agent))
     except sqlite3.Error as exc:
         raise StorageError(f"{label}: delete failed: {exc}") from exc
-    return bool(removed)
 
 
 async def touch_memories(

@@ -236,6 +236,47 @@ _V8 = (
     "source_conversation, source_sender, metadata) FROM memories",
 )
 
+_V9 = (
+    # The conversation store: each conversation the agent takes part in, with the
+    # partner it talks with, its revision (a reset starts the next) and its cursor:
+    # the id of the last message formed into memories (committed with them).
+    """CREATE TABLE conversations (
+        id              INTEGER PRIMARY KEY,
+        conversation_id TEXT NOT NULL UNIQUE,
+        peer            TEXT NOT NULL,
+        revision        INTEGER NOT NULL DEFAULT 1,
+        formed_through  INTEGER NOT NULL DEFAULT 0,
+        created_at      REAL NOT NULL,
+        updated_at      REAL NOT NULL
+    )""",
+    # Its messages; AUTOINCREMENT, so a cursor never meets a reused id.
+    """CREATE TABLE conversation_messages (
+        id         INTEGER PRIMARY KEY AUTOINCREMENT,
+        session_id INTEGER NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
+        revision   INTEGER NOT NULL,
+        role       TEXT NOT NULL CHECK (role IN ('user', 'assistant')),
+        sender     TEXT NOT NULL,
+        text       TEXT NOT NULL,
+        at         REAL NOT NULL,
+        message_id TEXT
+    )""",
+    "CREATE INDEX conversation_messages_by_session ON conversation_messages (session_id, id)",
+    # An XMPP message delivered twice is kept once.
+    "CREATE UNIQUE INDEX conversation_messages_by_xmpp_id "
+    "ON conversation_messages (session_id, message_id) WHERE message_id IS NOT NULL",
+    # The messages each formed memory came from (formed = 1), or that told a memory
+    # again (formed = 0). Kept when retention drops the message itself, so that
+    # forgetting its conversation still finds what was formed from it.
+    """CREATE TABLE memory_sources (
+        memory_id  INTEGER NOT NULL REFERENCES memories (id) ON DELETE CASCADE,
+        message_id INTEGER NOT NULL,
+        session_id INTEGER NOT NULL,
+        formed     INTEGER NOT NULL CHECK (formed IN (0, 1)),
+        PRIMARY KEY (memory_id, message_id)
+    ) WITHOUT ROWID""",
+    "CREATE INDEX memory_sources_by_session ON memory_sources (session_id, memory_id)",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _V1),
     Migration(2, "graph nodes, edges, entries and memory atoms", _V2),
@@ -245,6 +286,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(6, "scopes: the owner and visibility of each memory, readers of shared ones", _V6),
     Migration(7, "the content key of each memory, to find stored copies", _V7),
     Migration(8, "a checksum of each memory's row", _V8),
+    Migration(9, "the conversation store and the sources of formed memories", _V9),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

@@ -89,6 +89,7 @@ async def turn(behaviour: Recording, msg: Message) -> Message | None:
     before = len(behaviour.sent)
     await behaviour.queue.put(msg)
     await behaviour.run()
+    await behaviour.settled()
     return behaviour.sent[-1] if len(behaviour.sent) > before else None
 
 

@@ -48,6 +48,7 @@ class Chat:
         before = len(self.behaviour.sent)
         await self.behaviour.queue.put(msg)
         await self.behaviour.run()
+        await self.behaviour.settled()
         assert len(self.behaviour.sent) == before + 1
         return self.behaviour.sent[-1]
 

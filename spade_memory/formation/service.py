@@ -1,0 +1,290 @@
+"""Memory formation in the background: kept conversations become memories, a window at a time.
+
+:class:`Formation` watches the conversation store. After each kept message it
+reads the conversation's messages not yet formed, and forms every window that is
+closed (:func:`~spade_memory.formation.windows.closed_windows`: enough rounds, a new
+day, a silence); an open window with a silence ahead gets a timer. Conversations
+form concurrently (at most ``_CONCURRENT`` at once: an LLM turn of one never holds
+up another), one window after the other within each.
+
+A window is formed outside any transaction (rules, or an LLM:
+:func:`~spade_memory.formation.llm_formation.form_window`), then committed in one
+transaction with its memories, their sources and the moved cursor
+(:class:`~spade_memory.storage.conversations.FormedWindow`). That transaction
+first checks the conversation is where it was read: a reset or forget meanwhile,
+or another process forming the same window, discards it. A crash before the
+commit leaves the window pending; it is formed again after the next open.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..config import FormationConfig
+from ..engine.engine import Engine
+from ..errors import SpadeMemoryError
+from ..models import ConversationMessage, Scope
+from ..storage.conversations import FormedWindow, Pending
+from ..storage.memory_writes import InsertTransaction
+from .formed import FormedMemory
+from .llm_formation import form_window
+from .windows import closed_windows, next_closing
+
+__all__ = ["Formation", "FormationReport"]
+
+logger = logging.getLogger(__name__)
+
+_CONCURRENT = 4
+"""Conversations formed at once (each may wait on an LLM)."""
+
+
+@dataclass(slots=True)
+class FormationReport:
+    """What one run of memory formation did.
+
+    Attributes:
+        windows: windows formed and committed.
+        memories: memories written by them (new ones).
+        reinforced: memories that existed and were told again instead.
+        by_llm: windows the LLM formed (the others by rules).
+        discarded: windows formed but not committed (the conversation was reset or
+            forgotten meanwhile, or another process formed them first).
+    """
+
+    windows: int = 0
+    memories: int = 0
+    reinforced: int = 0
+    by_llm: int = 0
+    discarded: int = 0
+    memory_ids: list[int] = field(default_factory=list)
+
+    def add(self, other: FormationReport) -> None:
+        self.windows += other.windows
+        self.memories += other.memories
+        self.reinforced += other.reinforced
+        self.by_llm += other.by_llm
+        self.discarded += other.discarded
+        self.memory_ids.extend(other.memory_ids)
+
+
+class Formation:
+    """Forms the windows of kept conversations into memories.
+
+    Args:
+        engine: the memory's wired parts.
+        config: when and how to form (``MemoryConfig.formation``).
+        scope_for: the scope of what a partner tells the agent in a conversation
+            (the agent's :class:`~spade_memory.config.ScopePolicy`).
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        config: FormationConfig,
+        scope_for: Callable[[str, str], Scope],
+    ) -> None:
+        self._engine = engine
+        self._config = config
+        self._scope_for = scope_for
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._again: set[str] = set()
+        self._timers: dict[str, asyncio.TimerHandle] = {}
+        self._slots = asyncio.Semaphore(_CONCURRENT)
+        self._closed = False
+
+    @property
+    def config(self) -> FormationConfig:
+        return self._config
+
+    def forms(self, peer: str) -> bool:
+        """Whether conversations with ``peer`` are formed into memories."""
+        return self._config.form and self._config.captures(peer)
+
+    # -- in the background ---------------------------------------------------------
+
+    def kick(self, conversation_id: str) -> None:
+        """A message was kept in ``conversation_id``: form what is closed, soon."""
+        if self._closed or not self._config.form:
+            return
+        timer = self._timers.pop(conversation_id, None)
+        if timer is not None:
+            timer.cancel()
+        running = self._tasks.get(conversation_id)
+        if running is not None and not running.done():
+            self._again.add(conversation_id)
+            return
+        task = asyncio.get_running_loop().create_task(
+            self._background(conversation_id), name=f"forming {conversation_id}"
+        )
+        self._tasks[conversation_id] = task
+
+    async def resume(self) -> None:
+        """Look again at every conversation with messages not yet formed (after open)."""
+        if not self._config.form:
+            return
+        for conversation_id in await self._engine.conversations.with_pending():
+            self.kick(conversation_id)
+
+    async def _background(self, conversation_id: str) -> None:
+        try:
+            while True:
+                self._again.discard(conversation_id)
+                async with self._slots:
+                    await self.form(conversation_id, everything=False)
+                if conversation_id not in self._again or self._closed:
+                    return
+        except asyncio.CancelledError:
+            raise
+        except SpadeMemoryError as exc:
+            if not self._closed and not self._engine.closed:
+                logger.warning(
+                    "%s: forming memories of %s failed: %s", self._engine.jid, conversation_id, exc
+                )
+        except Exception:
+            if not self._closed and not self._engine.closed:
+                logger.exception(
+                    "%s: forming memories of %s failed", self._engine.jid, conversation_id
+                )
+        finally:
+            if self._tasks.get(conversation_id) is asyncio.current_task():
+                del self._tasks[conversation_id]
+
+    def _wake_later(self, conversation_id: str, at: float) -> None:
+        if self._closed:
+            return
+        delay = max(0.0, at - self._engine.now()) + 0.05
+        loop = asyncio.get_running_loop()
+        self._timers[conversation_id] = loop.call_later(delay, self.kick, conversation_id)
+
+    # -- forming -----------------------------------------------------------------
+
+    async def form(self, conversation_id: str, *, everything: bool) -> FormationReport:
+        """Form the closed windows of one conversation (every window, open ones too,
+        with ``everything``); one run at a time per conversation."""
+        lock = self._locks.setdefault(conversation_id, asyncio.Lock())
+        async with lock:
+            report = FormationReport()
+            pending = await self._engine.conversations.pending(conversation_id)
+            if pending is None or not pending.messages or not self.forms(pending.peer):
+                return report
+            idle = self._config.idle_minutes * 60.0
+            windows = closed_windows(
+                pending.messages,
+                window_rounds=self._config.window_rounds,
+                idle_seconds=idle,
+                now=self._engine.now(),
+                everything=everything,
+            )
+            cursor = pending.formed_through
+            for window in windows:
+                done = await self._form_window(pending, cursor, window)
+                if done is None:
+                    report.discarded += 1
+                    logger.debug(
+                        "%s: a window of %s was discarded (reset, forgotten or formed elsewhere)",
+                        self._engine.jid,
+                        conversation_id,
+                    )
+                    return report
+                report.add(done)
+                cursor = window[-1].id
+            formed = {message.id for window in windows for message in window}
+            rest = [message for message in pending.messages if message.id not in formed]
+            if rest and not everything:
+                closing = next_closing(rest, idle_seconds=idle)
+                if closing is not None:
+                    self._wake_later(conversation_id, closing)
+            return report
+
+    async def _form_window(
+        self, pending: Pending, cursor: int, window: Sequence[ConversationMessage]
+    ) -> FormationReport | None:
+        engine = self._engine
+        formed, path = await form_window(
+            window, config=self._config, categories=engine.config.categories
+        )
+        conversation_id = window[0].conversation_id
+        items = [self._item(memory, pending.peer, conversation_id, window) for memory in formed]
+        now = engine.now()
+        prepared, explicit = engine.input.items(items, now)
+        insert: InsertTransaction | None = None
+        if prepared:
+            graphs = await engine.input.graphs_of([new for new, _ in prepared], explicit)
+            insert = InsertTransaction.of(prepared, engine.base.agent, graphs, None)
+        ids = await engine.conversations.commit_window(
+            FormedWindow(
+                session_id=pending.session_id,
+                revision=pending.revision,
+                formed_through=cursor,
+                through=window[-1].id,
+                insert=insert,
+                sources=[memory.sources for memory in formed],
+                keep=self._config.max_messages,
+            )
+        )
+        if ids is None:
+            return None
+        if ids:
+            engine.notify_changed()
+        reinforced = set(insert.reinforced) if insert is not None else set()
+        return FormationReport(
+            windows=1,
+            memories=len({i for i in ids if i not in reinforced}),
+            reinforced=len(reinforced),
+            by_llm=int(path == "llm"),
+            memory_ids=sorted(set(ids)),
+        )
+
+    def _item(
+        self,
+        memory: FormedMemory,
+        peer: str,
+        conversation_id: str,
+        window: Sequence[ConversationMessage],
+    ) -> Mapping[str, Any]:
+        by_id = {message.id: message for message in window}
+        first = by_id.get(memory.sources[0]) if memory.sources else None
+        item: dict[str, Any] = {
+            "content": memory.content,
+            "category": memory.category,
+            "context": memory.context,
+            "importance": memory.importance,
+            "confidence": memory.confidence,
+            "source_conversation": conversation_id,
+            "source_sender": first.sender if first is not None else peer,
+            "metadata": {"formed": memory.kind},
+            "scope": self._scope_for(peer, conversation_id),
+        }
+        if memory.entities:
+            item["entities"] = list(memory.entities)
+        return item
+
+    async def form_pending(self) -> FormationReport:
+        """Form every message not yet formed, in every conversation, now."""
+        report = FormationReport()
+        for conversation_id in await self._engine.conversations.with_pending():
+            report.add(await self.form(conversation_id, everything=True))
+        return report
+
+    # -- closing -----------------------------------------------------------------
+
+    async def aclose(self) -> None:
+        """Stop forming: timers cancelled, a formation under way cancelled (its window
+        stays pending and is formed after the next open)."""
+        self._closed = True
+        for timer in self._timers.values():
+            timer.cancel()
+        self._timers.clear()
+        tasks = [task for task in self._tasks.values() if not task.done()]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._tasks.clear()

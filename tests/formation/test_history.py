@@ -1,0 +1,259 @@
+"""The conversation store through ``MemoryManager.history``: keeping, reading, retention,
+reset, forgetting, sources, and the window transaction's checks."""
+
+from __future__ import annotations
+
+import dataclasses
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from spade_memory import ConversationMessage, FormationConfig, MemoryConfig, MemoryManager
+from spade_memory.errors import InvalidToolInput
+from spade_memory.storage.conversations import FormedWindow
+
+ALICE = "alice@localhost"
+BOB = "bob@example.org"
+CAROL = "carol@example.org"
+CID = "conv-bob"
+DAY = 1_700_000_000.0  # 14 Nov 2023, 22:13 UTC
+
+
+def config(root: Path | None, **formation: object) -> MemoryConfig:
+    base = (
+        MemoryConfig(root=root, embedder="hashing")
+        if root is not None
+        else MemoryConfig(in_memory=True, embedder="hashing")
+    )
+    return dataclasses.replace(base, formation=FormationConfig(**formation))  # type: ignore[arg-type]
+
+
+async def chat(memory: MemoryManager, turns: list[tuple[str, str]], *, cid: str = CID,
+               start: float = DAY, peer: str = BOB) -> list[ConversationMessage]:
+    kept = []
+    for position, (role, text) in enumerate(turns):
+        sender = peer if role == "user" else ALICE
+        kept.append(
+            await memory.history.append(
+                cid, role=role, sender=sender, text=text, at=start + 60 * position,  # type: ignore[arg-type]
+                peer=peer,
+            )
+        )
+    return kept
+
+
+def rows(path: Path, sql: str) -> list[tuple[object, ...]]:
+    with sqlite3.connect(path) as db:
+        return db.execute(sql).fetchall()
+
+
+@pytest.mark.parametrize("on_disk", [True, False], ids=["file", "in-memory"])
+async def test_messages_are_kept_in_order_and_listed(tmp_path: Path, on_disk: bool) -> None:
+    async with await MemoryManager.open(
+        ALICE, config(tmp_path if on_disk else None, form=False)
+    ) as memory:
+        kept = await chat(memory, [("user", "Hello Alice"), ("assistant", "Hello Bob")])
+        assert [m.text for m in await memory.history.messages(CID)] == ["Hello Alice", "Hello Bob"]
+        assert [m.role for m in kept] == ["user", "assistant"]
+        assert kept[0].sender == BOB and kept[1].sender == ALICE
+        assert kept[0].id < kept[1].id
+        assert [m.text for m in await memory.history.messages(CID, limit=1)] == ["Hello Bob"]
+        [info] = await memory.history.conversations()
+        assert (info.conversation_id, info.peer, info.messages, info.pending) == (CID, BOB, 2, 2)
+        assert (info.first_at, info.last_at) == (DAY, DAY + 60)
+        assert await memory.history.messages("never") == []
+        assert await memory.history.info("never") is None
+
+
+async def test_kept_messages_survive_a_restart_and_stay_with_their_agent(tmp_path: Path) -> None:
+    async with await MemoryManager.open(ALICE, config(tmp_path, form=False)) as memory:
+        await chat(memory, [("user", "I keep bees"), ("assistant", "Nice")])
+    async with await MemoryManager.open("dave@localhost", config(tmp_path, form=False)) as other:
+        assert await other.history.conversations() == []
+    async with await MemoryManager.open(ALICE, config(tmp_path, form=False)) as memory:
+        assert [m.text for m in await memory.history.messages(CID)] == ["I keep bees", "Nice"]
+
+
+async def test_in_memory_history_leaves_nothing_on_disk(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    async with await MemoryManager.open(ALICE, config(None)) as memory:
+        await chat(memory, [("user", "secret plans")])
+        await memory.form_memories()
+    assert list(tmp_path.iterdir()) == []
+
+
+async def test_an_xmpp_message_delivered_twice_is_kept_once(fresh_memory: MemoryManager) -> None:
+    first = await fresh_memory.history.append(CID, role="user", sender=BOB, text="hi", message_id="m1")
+    again = await fresh_memory.history.append(CID, role="user", sender=BOB, text="hi", message_id="m1")
+    assert again == first
+    assert len(await fresh_memory.history.messages(CID)) == 1
+
+
+@pytest.mark.parametrize(
+    ("fields", "says"),
+    [
+        ({"role": "system"}, "role"),
+        ({"sender": "not a jid"}, "sender"),
+        ({"sender": 3}, "sender"),
+        ({"text": "   "}, "text"),
+        ({"text": "a\x00b"}, "NUL"),
+        ({"text": "x" * 100_001}, "too long"),
+        ({"at": float("nan")}, "at"),
+        ({"at": -1}, "at"),
+        ({"at": True}, "at"),
+        ({"conversation_id": ""}, "conversation_id"),
+        ({"role": "assistant", "sender": ALICE}, "peer"),
+    ],
+)
+async def test_bad_input_is_refused_and_changes_nothing(
+    fresh_memory: MemoryManager, fields: dict[str, object], says: str
+) -> None:
+    arguments: dict[str, object] = {"role": "user", "sender": BOB, "text": "hello"}
+    arguments.update(fields)
+    cid = arguments.pop("conversation_id", CID)
+    with pytest.raises(InvalidToolInput, match=says):
+        await fresh_memory.history.append(cid, **arguments)  # type: ignore[arg-type]
+    assert await fresh_memory.history.conversations() == []
+
+
+async def test_retention_drops_the_oldest_once_formed(tmp_path: Path) -> None:
+    async with await MemoryManager.open(
+        ALICE, config(tmp_path, max_messages=10, window_rounds=1000)
+    ) as memory:
+        await chat(memory, [("user", f"message number {n}") for n in range(15)])
+        # nothing formed yet: all fifteen stay
+        assert len(await memory.history.messages(CID)) == 15
+        await memory.form_memories()
+        await chat(memory, [("user", "one more message")], start=DAY + 3600)
+        kept = await memory.history.messages(CID)
+        assert len(kept) == 10
+        assert kept[-1].text == "one more message"
+
+
+async def test_with_formation_off_retention_drops_the_oldest_at_once(tmp_path: Path) -> None:
+    async with await MemoryManager.open(ALICE, config(tmp_path, max_messages=10, form=False)) as memory:
+        await chat(memory, [("user", f"message number {n}") for n in range(15)])
+        kept = await memory.history.messages(CID)
+        assert [m.text for m in kept] == [f"message number {n}" for n in range(5, 15)]
+
+
+async def test_formed_memories_name_their_sources_and_are_formed_once(tmp_path: Path) -> None:
+    async with await MemoryManager.open(ALICE, config(tmp_path)) as memory:
+        kept = await chat(
+            memory,
+            [("user", "My sister Emma lives in Lisbon and teaches music"), ("assistant", "Lovely")],
+        )
+        report = await memory.form_memories()
+        assert report.windows == 1 and report.memories >= 1
+        again = await memory.form_memories()
+        assert (again.windows, again.memories) == (0, 0)
+        sources = await memory.history.source_ids(report.memory_ids)
+        assert set(sources) == set(report.memory_ids)
+        assert all(set(ids) <= {m.id for m in kept} for ids in sources.values())
+        found = await memory.search("Where does Emma live?", limit=5)
+        assert found and "Lisbon" in found[0].memory.content
+        told = [m for m in await memory.history.sources(found[0].memory.id)]
+        assert kept[0] in told
+        info = await memory.history.info(CID)
+        assert info is not None and info.pending == 0 and info.formed_through == kept[-1].id
+
+
+async def test_messages_never_enter_retrieval(tmp_path: Path) -> None:
+    async with await MemoryManager.open(ALICE, config(tmp_path, form=False)) as memory:
+        await chat(memory, [("user", "The launch code is zebra-42")])
+        assert await memory.search("launch code zebra", limit=5) == []
+
+
+async def test_a_window_read_before_a_reset_is_discarded(fresh_memory: MemoryManager) -> None:
+    await chat(fresh_memory, [("user", "I like green tea")])
+    store = fresh_memory.engine.conversations
+    pending = await store.pending(CID)
+    assert pending is not None
+    await fresh_memory.history.reset(CID)
+    stale = FormedWindow(
+        session_id=pending.session_id,
+        revision=pending.revision,
+        formed_through=pending.formed_through,
+        through=pending.messages[-1].id,
+        insert=None,
+        sources=[],
+        keep=1000,
+    )
+    assert await store.commit_window(stale) is None
+    assert await fresh_memory.history.recent(CID, limit=10) == []
+    assert (await fresh_memory.form_memories()).windows == 0  # the reset dropped the window
+    assert [m.text for m in await fresh_memory.history.messages(CID)] == ["I like green tea"]
+
+
+async def test_a_window_formed_twice_commits_once(fresh_memory: MemoryManager) -> None:
+    await chat(fresh_memory, [("user", "I like green tea")])
+    store = fresh_memory.engine.conversations
+    pending = await store.pending(CID)
+    assert pending is not None
+    window = FormedWindow(
+        session_id=pending.session_id,
+        revision=pending.revision,
+        formed_through=pending.formed_through,
+        through=pending.messages[-1].id,
+        insert=None,
+        sources=[],
+        keep=1000,
+    )
+    assert await store.commit_window(window) == []
+    assert await store.commit_window(window) is None
+
+
+async def test_reset_starts_the_replay_anew_and_keeps_formed_memories(
+    fresh_memory: MemoryManager,
+) -> None:
+    await chat(fresh_memory, [("user", "I prefer window seats"), ("assistant", "Noted")])
+    formed = await fresh_memory.form_memories()
+    await chat(fresh_memory, [("user", "pending words here")], start=DAY + 600)
+    assert await fresh_memory.history.reset(CID) is True
+    assert await fresh_memory.history.recent(CID, limit=10) == []
+    await chat(fresh_memory, [("user", "After the reset")], start=DAY + 900)
+    assert [m.text for m in await fresh_memory.history.recent(CID, limit=10)] == ["After the reset"]
+    assert all([await fresh_memory.get(i) for i in formed.memory_ids])
+    later = await fresh_memory.form_memories()
+    sources = await fresh_memory.history.source_ids(later.memory_ids)
+    texts = {m.id: m.text for m in await fresh_memory.history.messages(CID)}
+    assert all(texts[i] != "pending words here" for ids in sources.values() for i in ids)
+    assert await fresh_memory.history.reset("never") is False
+
+
+async def test_forgetting_a_conversation_removes_what_was_formed_only_from_it(
+    tmp_path: Path,
+) -> None:
+    async with await MemoryManager.open(ALICE, config(tmp_path)) as memory:
+        told = await memory.store("Carol enjoys chess", category="preference")
+        await chat(memory, [("user", "My brother Tom lives in Oslo"), ("assistant", "Cool")])
+        await chat(
+            memory,
+            [("user", "My brother Tom lives in Oslo"), ("user", "Carol enjoys chess")],
+            cid="conv-carol",
+            peer=CAROL,
+        )
+        await memory.form_memories()
+        await memory.flush()
+        path = memory.base_store.path
+        assert path is not None
+        before = {int(r[0]) for r in rows(path, "SELECT memory_id FROM memory_sources")}
+        assert await memory.history.forget(CID) == 2
+        assert await memory.history.messages(CID) == []
+        assert await memory.history.info(CID) is None
+        # the agent's own memory, told again from carol's conversation, stays
+        assert (await memory.get(told.id)).content == "Carol enjoys chess"
+        left = {int(r[0]) for r in rows(path, "SELECT id FROM memories")}
+        gone = before - left
+        assert gone, "the memories formed only from bob's conversation went"
+        for table in ("embeddings", "memory_atoms", "graph_entries", "memory_sources"):
+            column = "memory_id"
+            assert not {int(r[0]) for r in rows(path, f"SELECT {column} FROM {table}")} & gone
+        assert memory.indexer is not None
+        assert not set(int(i) for i in memory.indexer.index.ids()) & gone
+        # carol's conversation is untouched
+        assert len(await memory.history.messages("conv-carol")) == 2
+        hits = await memory.search("Who lives in Oslo?", limit=5)
+        assert hits and all(h.memory.source_conversation != CID for h in hits)
+        assert await memory.history.forget(CID) == 0
