@@ -15,6 +15,7 @@ SpadeMemoryError
 │   └── MigrationError          a schema migration failed; the backup was restored
 ├── BudgetExceeded              a per-request tool budget (calls, time, output) ran out
 ├── LLMError                    the LLM endpoint failed or answered something unusable
+│   └── FormationFailed         an LLM formed no usable memories from a window; rules did
 ├── EmbeddingError              an embedding endpoint answered something unusable
 │   └── EmbeddingUnavailable    it did not answer (down, rate limited, refused): try later
 ├── XMPPServerError             the embedded XMPP server could not start
@@ -36,6 +37,7 @@ __all__ = [
     "ConfigError",
     "EmbeddingError",
     "EmbeddingUnavailable",
+    "FormationFailed",
     "InvalidAgentId",
     "InvalidToolInput",
     "LLMError",
@@ -144,6 +146,12 @@ class BudgetExceeded(SpadeMemoryError):
 
 class LLMError(SpadeMemoryError):
     """The LLM endpoint failed, timed out, or answered something unusable."""
+
+
+class FormationFailed(LLMError):
+    """An LLM asked to form memories from a window of a conversation failed, timed
+    out, or answered something unusable (the message says what); the window is
+    formed by rules instead."""
 
 
 class EmbeddingError(SpadeMemoryError):

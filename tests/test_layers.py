@@ -11,7 +11,8 @@ pairs in ``SAME_ROW``)::
                 (cli may import spade and integrations)
     facade      manager
     services    maintenance, tools, context (prompt context from notes and memories),
-                disclosure (who sees what: the viewer and scope of a partner)
+                disclosure (who sees what: the viewer and scope of a partner),
+                formation (what a conversation's messages become as memories)
     engine      engine
     retrieval   retrieval, embedding
     storage     storage, text          (storage may import text)

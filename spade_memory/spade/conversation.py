@@ -30,7 +30,8 @@ For each incoming message with a body, :class:`ConversationBehaviour`:
    ``max_tool_rounds``, then one last request without tools);
 6. keeps the answer in the conversation store, then replies in the same thread
    with performative ``inform`` (``failure`` when the turn failed, or did not
-   finish within ``turn_timeout``; such an answer is not kept). A failing turn is logged and answered; the behaviour keeps running.
+   finish within ``turn_timeout``; such an answer is not kept). A failing turn is
+   logged and answered; the behaviour keeps running.
 
 What is kept is formed into memories in the background
 (:mod:`spade_memory.formation`), so the agent remembers what it was told even when

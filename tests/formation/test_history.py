@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import sqlite3
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,8 @@ ALICE = "alice@localhost"
 BOB = "bob@example.org"
 CAROL = "carol@example.org"
 CID = "conv-bob"
-DAY = 1_700_000_000.0  # 14 Nov 2023, 22:13 UTC
+DAY = 1_700_049_600.0  # 15 Nov 2023, 12:00 UTC: one day wherever the tests run
+NOW = DAY + 1800.0  # the memories' clock: no window closed by a silence yet
 
 
 def config(root: Path | None, **formation: object) -> MemoryConfig:
@@ -29,18 +31,38 @@ def config(root: Path | None, **formation: object) -> MemoryConfig:
     return dataclasses.replace(base, formation=FormationConfig(**formation))  # type: ignore[arg-type]
 
 
-async def chat(memory: MemoryManager, turns: list[tuple[str, str]], *, cid: str = CID,
-               start: float = DAY, peer: str = BOB) -> list[ConversationMessage]:
+async def chat(
+    memory: MemoryManager,
+    turns: list[tuple[str, str]],
+    *,
+    cid: str = CID,
+    start: float = DAY,
+    peer: str = BOB,
+) -> list[ConversationMessage]:
     kept = []
     for position, (role, text) in enumerate(turns):
         sender = peer if role == "user" else ALICE
         kept.append(
             await memory.history.append(
-                cid, role=role, sender=sender, text=text, at=start + 60 * position,  # type: ignore[arg-type]
+                cid,
+                role=role,
+                sender=sender,
+                text=text,
+                at=start + 60 * position,  # type: ignore[arg-type]
                 peer=peer,
             )
         )
     return kept
+
+
+def clock() -> float:
+    return NOW
+
+
+@pytest.fixture
+async def memory() -> AsyncIterator[MemoryManager]:
+    async with await MemoryManager.open(ALICE, config(None), clock=clock) as opened:
+        yield opened
 
 
 def rows(path: Path, sql: str) -> list[tuple[object, ...]]:
@@ -51,7 +73,7 @@ def rows(path: Path, sql: str) -> list[tuple[object, ...]]:
 @pytest.mark.parametrize("on_disk", [True, False], ids=["file", "in-memory"])
 async def test_messages_are_kept_in_order_and_listed(tmp_path: Path, on_disk: bool) -> None:
     async with await MemoryManager.open(
-        ALICE, config(tmp_path if on_disk else None, form=False)
+        ALICE, config(tmp_path if on_disk else None, form=False), clock=clock
     ) as memory:
         kept = await chat(memory, [("user", "Hello Alice"), ("assistant", "Hello Bob")])
         assert [m.text for m in await memory.history.messages(CID)] == ["Hello Alice", "Hello Bob"]
@@ -67,27 +89,29 @@ async def test_messages_are_kept_in_order_and_listed(tmp_path: Path, on_disk: bo
 
 
 async def test_kept_messages_survive_a_restart_and_stay_with_their_agent(tmp_path: Path) -> None:
-    async with await MemoryManager.open(ALICE, config(tmp_path, form=False)) as memory:
+    async with await MemoryManager.open(ALICE, config(tmp_path, form=False), clock=clock) as memory:
         await chat(memory, [("user", "I keep bees"), ("assistant", "Nice")])
-    async with await MemoryManager.open("dave@localhost", config(tmp_path, form=False)) as other:
+    async with await MemoryManager.open(
+        "dave@localhost", config(tmp_path, form=False), clock=clock
+    ) as other:
         assert await other.history.conversations() == []
-    async with await MemoryManager.open(ALICE, config(tmp_path, form=False)) as memory:
+    async with await MemoryManager.open(ALICE, config(tmp_path, form=False), clock=clock) as memory:
         assert [m.text for m in await memory.history.messages(CID)] == ["I keep bees", "Nice"]
 
 
 async def test_in_memory_history_leaves_nothing_on_disk(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
-    async with await MemoryManager.open(ALICE, config(None)) as memory:
+    async with await MemoryManager.open(ALICE, config(None), clock=clock) as memory:
         await chat(memory, [("user", "secret plans")])
         await memory.form_memories()
     assert list(tmp_path.iterdir()) == []
 
 
-async def test_an_xmpp_message_delivered_twice_is_kept_once(fresh_memory: MemoryManager) -> None:
-    first = await fresh_memory.history.append(CID, role="user", sender=BOB, text="hi", message_id="m1")
-    again = await fresh_memory.history.append(CID, role="user", sender=BOB, text="hi", message_id="m1")
+async def test_an_xmpp_message_delivered_twice_is_kept_once(memory: MemoryManager) -> None:
+    first = await memory.history.append(CID, role="user", sender=BOB, text="hi", message_id="m1")
+    again = await memory.history.append(CID, role="user", sender=BOB, text="hi", message_id="m1")
     assert again == first
-    assert len(await fresh_memory.history.messages(CID)) == 1
+    assert len(await memory.history.messages(CID)) == 1
 
 
 @pytest.mark.parametrize(
@@ -107,19 +131,19 @@ async def test_an_xmpp_message_delivered_twice_is_kept_once(fresh_memory: Memory
     ],
 )
 async def test_bad_input_is_refused_and_changes_nothing(
-    fresh_memory: MemoryManager, fields: dict[str, object], says: str
+    memory: MemoryManager, fields: dict[str, object], says: str
 ) -> None:
     arguments: dict[str, object] = {"role": "user", "sender": BOB, "text": "hello"}
     arguments.update(fields)
     cid = arguments.pop("conversation_id", CID)
     with pytest.raises(InvalidToolInput, match=says):
-        await fresh_memory.history.append(cid, **arguments)  # type: ignore[arg-type]
-    assert await fresh_memory.history.conversations() == []
+        await memory.history.append(cid, **arguments)  # type: ignore[arg-type]
+    assert await memory.history.conversations() == []
 
 
 async def test_retention_drops_the_oldest_once_formed(tmp_path: Path) -> None:
     async with await MemoryManager.open(
-        ALICE, config(tmp_path, max_messages=10, window_rounds=1000)
+        ALICE, config(tmp_path, max_messages=10, window_rounds=1000), clock=clock
     ) as memory:
         await chat(memory, [("user", f"message number {n}") for n in range(15)])
         # nothing formed yet: all fifteen stay
@@ -132,14 +156,16 @@ async def test_retention_drops_the_oldest_once_formed(tmp_path: Path) -> None:
 
 
 async def test_with_formation_off_retention_drops_the_oldest_at_once(tmp_path: Path) -> None:
-    async with await MemoryManager.open(ALICE, config(tmp_path, max_messages=10, form=False)) as memory:
+    async with await MemoryManager.open(
+        ALICE, config(tmp_path, max_messages=10, form=False), clock=clock
+    ) as memory:
         await chat(memory, [("user", f"message number {n}") for n in range(15)])
         kept = await memory.history.messages(CID)
         assert [m.text for m in kept] == [f"message number {n}" for n in range(5, 15)]
 
 
 async def test_formed_memories_name_their_sources_and_are_formed_once(tmp_path: Path) -> None:
-    async with await MemoryManager.open(ALICE, config(tmp_path)) as memory:
+    async with await MemoryManager.open(ALICE, config(tmp_path), clock=clock) as memory:
         kept = await chat(
             memory,
             [("user", "My sister Emma lives in Lisbon and teaches music"), ("assistant", "Lovely")],
@@ -160,17 +186,17 @@ async def test_formed_memories_name_their_sources_and_are_formed_once(tmp_path: 
 
 
 async def test_messages_never_enter_retrieval(tmp_path: Path) -> None:
-    async with await MemoryManager.open(ALICE, config(tmp_path, form=False)) as memory:
+    async with await MemoryManager.open(ALICE, config(tmp_path, form=False), clock=clock) as memory:
         await chat(memory, [("user", "The launch code is zebra-42")])
         assert await memory.search("launch code zebra", limit=5) == []
 
 
-async def test_a_window_read_before_a_reset_is_discarded(fresh_memory: MemoryManager) -> None:
-    await chat(fresh_memory, [("user", "I like green tea")])
-    store = fresh_memory.engine.conversations
+async def test_a_window_read_before_a_reset_is_discarded(memory: MemoryManager) -> None:
+    await chat(memory, [("user", "I like green tea")])
+    store = memory.engine.conversations
     pending = await store.pending(CID)
     assert pending is not None
-    await fresh_memory.history.reset(CID)
+    await memory.history.reset(CID)
     stale = FormedWindow(
         session_id=pending.session_id,
         revision=pending.revision,
@@ -181,14 +207,14 @@ async def test_a_window_read_before_a_reset_is_discarded(fresh_memory: MemoryMan
         keep=1000,
     )
     assert await store.commit_window(stale) is None
-    assert await fresh_memory.history.recent(CID, limit=10) == []
-    assert (await fresh_memory.form_memories()).windows == 0  # the reset dropped the window
-    assert [m.text for m in await fresh_memory.history.messages(CID)] == ["I like green tea"]
+    assert await memory.history.recent(CID, limit=10) == []
+    assert (await memory.form_memories()).windows == 0  # the reset dropped the window
+    assert [m.text for m in await memory.history.messages(CID)] == ["I like green tea"]
 
 
-async def test_a_window_formed_twice_commits_once(fresh_memory: MemoryManager) -> None:
-    await chat(fresh_memory, [("user", "I like green tea")])
-    store = fresh_memory.engine.conversations
+async def test_a_window_formed_twice_commits_once(memory: MemoryManager) -> None:
+    await chat(memory, [("user", "I like green tea")])
+    store = memory.engine.conversations
     pending = await store.pending(CID)
     assert pending is not None
     window = FormedWindow(
@@ -205,27 +231,27 @@ async def test_a_window_formed_twice_commits_once(fresh_memory: MemoryManager) -
 
 
 async def test_reset_starts_the_replay_anew_and_keeps_formed_memories(
-    fresh_memory: MemoryManager,
+    memory: MemoryManager,
 ) -> None:
-    await chat(fresh_memory, [("user", "I prefer window seats"), ("assistant", "Noted")])
-    formed = await fresh_memory.form_memories()
-    await chat(fresh_memory, [("user", "pending words here")], start=DAY + 600)
-    assert await fresh_memory.history.reset(CID) is True
-    assert await fresh_memory.history.recent(CID, limit=10) == []
-    await chat(fresh_memory, [("user", "After the reset")], start=DAY + 900)
-    assert [m.text for m in await fresh_memory.history.recent(CID, limit=10)] == ["After the reset"]
-    assert all([await fresh_memory.get(i) for i in formed.memory_ids])
-    later = await fresh_memory.form_memories()
-    sources = await fresh_memory.history.source_ids(later.memory_ids)
-    texts = {m.id: m.text for m in await fresh_memory.history.messages(CID)}
+    await chat(memory, [("user", "I prefer window seats"), ("assistant", "Noted")])
+    formed = await memory.form_memories()
+    await chat(memory, [("user", "pending words here")], start=DAY + 600)
+    assert await memory.history.reset(CID) is True
+    assert await memory.history.recent(CID, limit=10) == []
+    await chat(memory, [("user", "After the reset")], start=DAY + 900)
+    assert [m.text for m in await memory.history.recent(CID, limit=10)] == ["After the reset"]
+    assert all([await memory.get(i) for i in formed.memory_ids])
+    later = await memory.form_memories()
+    sources = await memory.history.source_ids(later.memory_ids)
+    texts = {m.id: m.text for m in await memory.history.messages(CID)}
     assert all(texts[i] != "pending words here" for ids in sources.values() for i in ids)
-    assert await fresh_memory.history.reset("never") is False
+    assert await memory.history.reset("never") is False
 
 
 async def test_forgetting_a_conversation_removes_what_was_formed_only_from_it(
     tmp_path: Path,
 ) -> None:
-    async with await MemoryManager.open(ALICE, config(tmp_path)) as memory:
+    async with await MemoryManager.open(ALICE, config(tmp_path), clock=clock) as memory:
         told = await memory.store("Carol enjoys chess", category="preference")
         await chat(memory, [("user", "My brother Tom lives in Oslo"), ("assistant", "Cool")])
         await chat(

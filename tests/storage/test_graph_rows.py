@@ -228,7 +228,7 @@ async def test_graph_rows_match_one_plain_statement_per_row(
                 )
             elif change < 0.35:  # a memory forgotten, its graph with it
                 db.execute("BEGIN IMMEDIATE")
-                graph_rows._delete_graph(stored[len(stored) // 2], db)
+                graph_rows.delete_graph_rows(stored[len(stored) // 2], db)
                 db.execute("COMMIT")
     plain, rows = databases
     for table, query in _TABLES.items():
