@@ -397,7 +397,8 @@ def _english_my(body: str, name: str) -> tuple[str, str] | None:
             return "relation", f"{simple.group('who')} is {name}'s {role}"
         if not rest or not _meaningful(rest):
             return None
-        return "relation", f"{name}'s {role} {_third(rest, name)}"
+        joint = "" if rest.startswith("'") else " "  # "my brother's name": no space
+        return "relation", f"{name}'s {role}{joint}{_third(rest, name)}"
     thing = _MY_THING.match(body)
     if thing is None or not _meaningful(thing.group("rest")):
         return None
