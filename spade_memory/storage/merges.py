@@ -105,6 +105,16 @@ async def merge_memories(
             await delete_graph(db, survivor)
             await write_graph(db, survivor, graph, now=fields.updated_at)
         for other in others:
+            # The survivor keeps the sources of its merged copies: formed from them if it
+            # was formed itself, else told again by them (forgetting their conversation
+            # never takes a memory the agent was told otherwise).
+            await db.execute(
+                "INSERT OR IGNORE INTO memory_sources (memory_id, message_id, session_id, formed) "
+                "SELECT ?, message_id, session_id, CASE WHEN EXISTS (SELECT 1 FROM "
+                "memory_sources WHERE memory_id = ? AND formed = 1) THEN formed ELSE 0 END "
+                "FROM memory_sources WHERE memory_id = ?",
+                (survivor, survivor, other),
+            )
             await delete_graph(db, other)
             await db.execute("DELETE FROM memories WHERE id = ?", (other,))
             await db.execute("DELETE FROM memories_fts WHERE rowid = ?", (other,))

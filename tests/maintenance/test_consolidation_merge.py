@@ -173,3 +173,27 @@ async def test_similarity_is_measured_above_the_embedders_chance_level(
     assert [(m.survivor, m.merged) for m in result.merges] == [
         (found["long"].id, (found["short"].id,))
     ]
+
+
+async def test_a_merged_memory_keeps_the_sources_of_its_copies(
+    open_memory: Opener, clock: Clock
+) -> None:
+    memory = await open_memory()
+    for cid, text in (("c1", "I like green tea"), ("c2", "I like green tea very much")):
+        await memory.history.append(
+            cid, role="user", sender="bob@localhost", text=text, at=clock()
+        )
+    await memory.form_memories()
+    await memory.flush()
+    before = await memory.history.source_ids([m.id for m in await memory.list()])
+    clock.advance(1)
+    result = await memory.maintenance.consolidate()
+    assert result.merges, "the two near-identical statements were merged"
+    after = await memory.history.source_ids([m.id for m in await memory.list()])
+    for merge in result.merges:
+        told = {i for member in (merge.survivor, *merge.merged) for i in before.get(member, ())}
+        assert set(after[merge.survivor]) == told
+    # forgetting one conversation keeps a merged memory the other one also formed
+    await memory.history.forget("c1")
+    for merge in result.merges:
+        assert (await memory.get(merge.survivor)).id == merge.survivor
