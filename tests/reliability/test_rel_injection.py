@@ -23,7 +23,7 @@ import pytest
 from factories import AgentDouble
 from spade.message import Message
 
-from spade_memory.config import MemoryConfig
+from spade_memory.config import FormationConfig, MemoryConfig
 from spade_memory.context import (
     CONTEXT_CLOSE,
     CONTEXT_OPEN,
@@ -117,7 +117,10 @@ class Quiet(ConversationBehaviour):
 
 @pytest.fixture
 async def keeper() -> AsyncIterator[tuple[MemoryManager, dict[int, Any], list[str]]]:
-    config = MemoryConfig(in_memory=True, embedder="hashing")
+    # the questions asked here are not kept: the prompts hold only the payloads stored
+    config = MemoryConfig(
+        in_memory=True, embedder="hashing", formation=FormationConfig(record=False)
+    )
     async with await MemoryManager.open(ME, config) as manager:
         cid = conversation_id_for(ME, PEER)
         stored = {}
