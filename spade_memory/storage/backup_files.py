@@ -30,7 +30,6 @@ from ..errors import StorageError
 from ..identity import resolve_inside
 from .database_copies import BackupFile
 from .files import TEMP_SUFFIX, atomic_write_bytes, fsync_dir
-from .interaction import read_agent_of
 from .schema import SCHEMA_VERSION
 
 __all__ = [
@@ -187,6 +186,8 @@ def restore_missing_database(backup: Path, database: Path) -> bool:
 def restore_missing_notes(backup: Path, notes: Path, jid: str) -> bool:
     """Copy the notes that go with ``backup`` to ``notes`` if they are ``jid``'s and
     ``notes`` is not there (blocking); whether they were copied."""
+    from .interaction import read_agent_of  # not at the top: it loads the notes' models
+
     source = notes_backup_of(backup)
     if os.path.lexists(notes) or read_agent_of(source) != jid:
         return False

@@ -16,8 +16,6 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import filelock
-
 from ..errors import StorageError
 
 __all__ = [
@@ -192,6 +190,8 @@ def exclusive_lock(path: Path, *, what: str = "the lock file") -> Iterator[None]
     Raises:
         StorageError: the lock file could not be opened.
     """
+    import filelock  # not at the top: reading (``spade-memory ls``) takes no lock
+
     if os.path.islink(path):
         raise StorageError(f"could not open {what} {path}: it is a symbolic link")
     lock = filelock.FileLock(os.fspath(path), mode=0o600)

@@ -29,17 +29,15 @@ import contextlib
 import functools
 import json
 import logging
+import math
 import os
 import sqlite3
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import ValidationError
-
-from ..documents import Document, Text, describe
 from ..errors import InvalidAgentId, PathEscapeError, StorageError
 from ..identity import (
     AgentIdentity,
@@ -48,9 +46,7 @@ from ..identity import (
     storage_stem,
 )
 from . import files
-from .backup_files import backup_folder, list_backups
 from .batching import Pending, ThreadBatcher
-from .interaction import read_agent_of
 
 __all__ = ["LOCK_NAME", "REGISTRY_FORMAT", "REGISTRY_NAME", "REGISTRY_VERSION", "Registry"]
 
@@ -287,6 +283,11 @@ class Registry:
         Interaction files are read first; a database answers for a stem that has none
         (an agent that never wrote a note) or whose notes did not name its agent.
         """
+        # imported here: only a damaged or missing registry is rebuilt, and reading the
+        # notes files loads their document models (pydantic)
+        from .backup_files import backup_folder, list_backups
+        from .interaction import read_agent_of
+
         entries: Entries = {}
         lost: list[str] = []
         try:
@@ -474,6 +475,17 @@ def _entry_is_valid(stem: str, jid: str) -> bool:
 
 
 def _decode(raw: bytes, path: Path) -> Entries:
+    """The entries of the registry file ``raw``, checked as strictly as the document
+    models of the other files (:mod:`spade_memory.documents`): a value of the wrong
+    type is refused, never converted; an integer is a number, a boolean is not;
+    numbers are finite; text is valid Unicode. Keys the format does not name are
+    ignored. Plain Python, so that reading the registry (``spade-memory ls``) does
+    not load pydantic.
+
+    Raises:
+        _Damaged: the file is not a registry, saying where and why.
+        StorageError: it is one of a newer format version.
+    """
     try:
         document = json.loads(raw.decode("utf-8"))
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:
@@ -486,30 +498,57 @@ def _decode(raw: bytes, path: Path) -> Entries:
             f"the agent registry {path} has format version {version}, newer than this "
             f"spade_memory understands ({REGISTRY_VERSION}); upgrade spade_memory"
         )
-    if version != REGISTRY_VERSION:
+    if type(version) is not int or version != REGISTRY_VERSION:  # not True, not 1.0
         raise _Damaged(f"unknown format version {version!r}")
-    try:
-        parsed = RegistryDocument.model_validate(document)
-    except ValidationError as exc:
-        raise _Damaged(describe(exc)) from None
+    if "agents" not in document:
+        raise _Damaged("agents: field required")
+    agents = _checked(document["agents"], dict, "agents", "an object")
     entries: Entries = {}
-    for stem, entry in parsed.agents.items():
-        if not _entry_is_valid(stem, entry.jid):
-            raise _Damaged(f"entry {stem[:80]!r} does not match its jid {entry.jid[:80]!r}")
-        entries[stem] = {"jid": entry.jid, "created_at": float(entry.created_at)}
+    for stem, entry in agents.items():
+        where = f"agents[{_shown(stem, 40)}]"
+        _unicode(stem, where)
+        fields = _checked(entry, dict, where, "an object")
+        for name in ("jid", "created_at"):
+            if name not in fields:
+                raise _Damaged(f"{where}.{name}: field required")
+        jid = _unicode(_checked(fields["jid"], str, f"{where}.jid", "a string"), f"{where}.jid")
+        created_at = _number(fields["created_at"], f"{where}.created_at")
+        if not _entry_is_valid(stem, jid):
+            raise _Damaged(f"entry {stem[:80]!r} does not match its jid {jid[:80]!r}")
+        entries[stem] = {"jid": jid, "created_at": created_at}
     return entries
 
 
-class RegistryEntry(Document):
-    """One agent of the registry: its normalised bare JID and when it was registered."""
+def _checked(value: Any, kind: type[Any], where: str, expected: str) -> Any:
+    """``value`` if it is of ``kind``; else the registry is damaged there."""
+    if not isinstance(value, kind):
+        found = f"{_shown(value)} ({type(value).__name__})"
+        raise _Damaged(f"{where}: expected {expected}, got {found}")
+    return value
 
-    jid: Text
-    created_at: float
+
+def _unicode(text: str, where: str) -> str:
+    """``text`` if it can be written as UTF-8 (JSON's ``\\ud800`` escapes cannot)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise _Damaged(f"{where}: text holds a lone surrogate (invalid Unicode)") from None
+    return text
 
 
-class RegistryDocument(Document):
-    """``.memory_metadata.json``: the format tag, its version and the agents by file stem."""
+def _number(value: Any, where: str) -> float:
+    """``value`` as a float if it is a finite number (an integer is one, a boolean is not)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _Damaged(f"{where}: expected a number, got {_shown(value)} ({type(value).__name__})")
+    try:
+        number = float(value)
+    except OverflowError:  # an integer of hundreds of digits
+        number = math.inf
+    if not math.isfinite(number):
+        raise _Damaged(f"{where}: expected a finite number, got {_shown(value)}")
+    return number
 
-    format: Literal["spade_memory.registry"]
-    version: Literal[1]
-    agents: dict[Text, RegistryEntry]
+
+def _shown(value: object, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

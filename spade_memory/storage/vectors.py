@@ -30,7 +30,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import faiss as _faiss
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
@@ -41,9 +40,20 @@ __all__ = ["IndexKind", "SnapshotInfo", "VectorIndex"]
 
 logger = logging.getLogger(__name__)
 
+
+class _OnFirstUse:
+    """faiss, imported when an index is first made or read: a program that opens a
+    memory only to read its rows (``spade-memory show``) does not load it."""
+
+    def __getattr__(self, name: str) -> Any:
+        import faiss as module
+
+        return getattr(module, name)
+
+
 # faiss's bundled type hints miss most of its Python API (keyword constructors of
 # the search parameters, HNSW attributes, downcasting), so it is used untyped.
-faiss: Any = _faiss
+faiss: Any = _OnFirstUse()
 
 IndexKind = Literal["flat", "hnsw"]
 

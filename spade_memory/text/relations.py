@@ -12,6 +12,7 @@ place), so a newer claim supersedes an older one.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -119,26 +120,39 @@ _ZH: tuple[tuple[str, str], ...] = (
     ("knows", r"\s*(?:认识|见过|遇到了?){E}"),
     ("located_in", r"\s*的?(?:总部)?(?:位于|设在){E}"),
 )
-_EN_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
-    (name, re.compile(_S + body + _DET + _O_END, re.IGNORECASE)) for name, body in _EN
-)
-_ZH_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
-    (
-        name,
-        re.compile(_S + body.replace("{P}", _PLACE).replace("{O}", _O_MID).replace("{E}", _O_END)),
+_Patterns = tuple[tuple[str, re.Pattern[str]], ...]
+
+
+@functools.cache
+def _patterns() -> tuple[_Patterns, _Patterns, re.Pattern[str], re.Pattern[str]]:
+    """The English and Chinese patterns, and for each language one pattern of them
+    all that tells whether any matches a sentence at all, in one scan (most
+    sentences hold none); only then is each pattern run for its matches.
+
+    Compiled on the first sentence, not on import: a program that opens a memory
+    only to read it (``spade-memory show``) does not pay for them.
+    """
+    english = tuple(
+        (name, re.compile(_S + body + _DET + _O_END, re.IGNORECASE)) for name, body in _EN
     )
-    for name, body in _ZH
-)
+    chinese = tuple(
+        (
+            name,
+            re.compile(
+                _S + body.replace("{P}", _PLACE).replace("{O}", _O_MID).replace("{E}", _O_END)
+            ),
+        )
+        for name, body in _ZH
+    )
+    english_any = re.compile("|".join(_unnamed(p.pattern) for _, p in english), re.IGNORECASE)
+    chinese_any = re.compile("|".join(_unnamed(p.pattern) for _, p in chinese))
+    return english, chinese, english_any, chinese_any
 
 
 def _unnamed(pattern: str) -> str:
     return re.sub(r"\(\?P<\w+>", "(?:", pattern)
 
 
-# Whether any pattern of a language matches a sentence at all, in one scan (most
-# sentences hold none); only then is each pattern run for its matches.
-_EN_ANY = re.compile("|".join(_unnamed(p.pattern) for _, p in _EN_PATTERNS), re.IGNORECASE)
-_ZH_ANY = re.compile("|".join(_unnamed(p.pattern) for _, p in _ZH_PATTERNS))
 _LATIN_TEXT = re.compile(r"[A-Za-z]{2}")
 _CJK_TEXT = re.compile(r"[\u3400-\u9fff]")
 _ROLES = {
@@ -270,11 +284,12 @@ def _matches(
             return None
         return mentions[int(index)].entity
 
+    english, chinese, english_any, chinese_any = _patterns()
     patterns: list[tuple[str, re.Pattern[str]]] = []
-    if _LATIN_TEXT.search(masked) and _EN_ANY.search(masked):
-        patterns.extend(_EN_PATTERNS)
-    if _CJK_TEXT.search(masked) and _ZH_ANY.search(masked):
-        patterns.extend(_ZH_PATTERNS)
+    if _LATIN_TEXT.search(masked) and english_any.search(masked):
+        patterns.extend(english)
+    if _CJK_TEXT.search(masked) and chinese_any.search(masked):
+        patterns.extend(chinese)
     for name, pattern in patterns:
         for match in pattern.finditer(masked):
             subject = entity(match.group("s"))

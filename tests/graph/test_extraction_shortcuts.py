@@ -141,6 +141,6 @@ def test_relation_patterns_run_only_where_one_matches(
         def search(self, _: str) -> bool:
             return True
 
-    monkeypatch.setattr(relations, "_EN_ANY", Always())
-    monkeypatch.setattr(relations, "_ZH_ANY", Always())
+    english, chinese, _, _ = relations._patterns()
+    monkeypatch.setattr(relations, "_patterns", lambda: (english, chinese, Always(), Always()))
     assert relations.find_relations(split_sentences(sentence), mentions) == gated

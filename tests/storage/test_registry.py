@@ -256,3 +256,84 @@ def test_a_wrong_type_in_an_entry_is_damage_never_an_exception(
     assert len(list(tmp_path.glob(f"{REGISTRY_NAME}.corrupt-*"))) == 1
     Registry(tmp_path).register(ALICE)
     assert Registry(tmp_path).agents() == {ALICE.stem: ALICE.jid}
+
+
+def _registry_with(agents: object, **fields: object) -> bytes:
+    document = {"format": REGISTRY_FORMAT, "version": REGISTRY_VERSION, "agents": agents}
+    document.update(fields)
+    return json.dumps(document).encode()
+
+
+@pytest.mark.parametrize(
+    ("damage", "reason"),
+    [
+        pytest.param(b"[1, 2]", "no format tag", id="not-an-object"),
+        pytest.param(b"\xff\xfe", "not valid JSON", id="not-utf8"),
+        pytest.param(_registry_with({}, version=True), "unknown format version", id="bool-version"),
+        pytest.param(_registry_with({}, version=1.0), "unknown format version", id="float-version"),
+        pytest.param(
+            b'{"format": "spade_memory.registry", "version": 1}',
+            "agents: field required",
+            id="no-agents",
+        ),
+        pytest.param(_registry_with(None), "agents: expected an object", id="agents-null"),
+        pytest.param(
+            _registry_with({ALICE.stem: {"jid": ALICE.jid, "created_at": 10**400}}),
+            "created_at: expected a finite number",
+            id="huge-integer",
+        ),
+        pytest.param(
+            _registry_with({ALICE.stem: {"jid": ALICE.jid, "created_at": 1.0}}).replace(
+                b"1.0", b"Infinity"
+            ),
+            "created_at: expected a finite number",
+            id="infinity",
+        ),
+        pytest.param(
+            _registry_with({ALICE.stem: {"jid": ALICE.jid, "created_at": "1"}}),
+            "created_at: expected a number, got '1' (str)",
+            id="number-as-text",
+        ),
+        pytest.param(
+            _registry_with({ALICE.stem: {"jid": 7, "created_at": 1.0}}),
+            "jid: expected a string, got 7 (int)",
+            id="jid-not-text",
+        ),
+        pytest.param(
+            _registry_with({ALICE.stem: {"created_at": 1.0}}), "jid: field required", id="no-jid"
+        ),
+        pytest.param(
+            _registry_with({BOB.stem: {"jid": ALICE.jid, "created_at": 1.0}}),
+            "does not match its jid",
+            id="stem-of-another-jid",
+        ),
+        pytest.param(
+            _registry_with({"\ud800": {"jid": ALICE.jid, "created_at": 1.0}}),
+            "lone surrogate",
+            id="stem-not-unicode",
+        ),
+        pytest.param(
+            _registry_with({"../escape": {"jid": ALICE.jid, "created_at": 1.0}}),
+            "does not match its jid",
+            id="stem-is-a-path",
+        ),
+    ],
+)
+def test_a_malformed_registry_is_refused_saying_where_and_why(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, damage: bytes, reason: str
+) -> None:
+    (tmp_path / REGISTRY_NAME).write_bytes(damage)
+    with caplog.at_level(logging.WARNING, logger="spade_memory.storage"):
+        assert Registry(tmp_path).agents() == {}
+    logged = " ".join(r.getMessage() for r in caplog.records)
+    assert reason in logged
+    assert [p.read_bytes() for p in tmp_path.glob(f"{REGISTRY_NAME}.corrupt-*")] == [damage]
+
+
+def test_a_registry_entry_may_hold_an_integer_time_and_keys_it_does_not_name(
+    tmp_path: Path,
+) -> None:
+    entry = {"jid": ALICE.jid, "created_at": 1700000000, "note": "kept by a newer writer"}
+    (tmp_path / REGISTRY_NAME).write_bytes(_registry_with({ALICE.stem: entry}, extra=[1]))
+    assert Registry(tmp_path).agents() == {ALICE.stem: ALICE.jid}
+    assert not list(tmp_path.glob(f"{REGISTRY_NAME}.corrupt-*"))
