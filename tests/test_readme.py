@@ -29,6 +29,10 @@ EXPECTED = {
         "['The office opens at 9', 'The trip is on Friday']\nMemoryNotFound"
     ),
     "OpenAICompatibleEmbedder(server.base_url": "The Lisbon team deploys on Thursdays",
+    "memory.history.sources(hit.memory.id)": (
+        "Dana's sister Emma lives in Lisbon\n['My sister Emma lives in Lisbon']\n"
+        "4 messages forgotten"
+    ),
 }
 
 

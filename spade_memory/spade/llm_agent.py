@@ -62,11 +62,15 @@ class LLMAgent(MemoryMixin, Agent):  # type: ignore[misc]
         turn_timeout: seconds one incoming message may take to answer (every LLM
             request and tool call included); past it the sender is told so.
             ``None`` for no limit.
+        max_concurrent_turns: conversations answered at once; the messages of one
+            conversation are answered one after the other, in order, so a slow
+            turn holds up its own conversation only.
         **agent_kwargs: passed to ``spade.agent.Agent`` (``port``, ``verify_security``).
 
     Raises:
         ValueError: two tools share a name (extra tools may not reuse a memory
-            tool's name), or ``max_tool_rounds`` is negative.
+            tool's name), ``max_tool_rounds`` is negative or
+            ``max_concurrent_turns`` is below 1.
         TypeError: an extra tool lacks ``name``, ``schema()`` or ``call()``.
     """
 
@@ -83,10 +87,13 @@ class LLMAgent(MemoryMixin, Agent):  # type: ignore[misc]
         max_tool_rounds: int = 4,
         history_turns: int = 3,
         turn_timeout: float | None = 60.0,
+        max_concurrent_turns: int = 4,
         **agent_kwargs: Any,
     ) -> None:
         if max_tool_rounds < 0:
             raise ValueError(f"max_tool_rounds must be >= 0, got {max_tool_rounds}")
+        if max_concurrent_turns < 1:
+            raise ValueError(f"max_concurrent_turns must be >= 1, got {max_concurrent_turns}")
         extra = tuple(tools)
         for tool in extra:
             if not isinstance(tool, AgentTool):
@@ -107,6 +114,7 @@ class LLMAgent(MemoryMixin, Agent):  # type: ignore[misc]
         self.max_tool_rounds = max_tool_rounds
         self.history_turns = history_turns
         self.turn_timeout = turn_timeout
+        self.max_concurrent_turns = max_concurrent_turns
         self._extra_tools = extra
         self._tools: tuple[AgentTool, ...] = ()
         self._conversation: ConversationBehaviour | None = None
@@ -167,6 +175,7 @@ class LLMAgent(MemoryMixin, Agent):  # type: ignore[misc]
             max_tool_rounds=self.max_tool_rounds,
             history_turns=self.history_turns,
             turn_timeout=self.turn_timeout,
+            max_concurrent_turns=self.max_concurrent_turns,
             limiter=self.chat_limiter,
             disclosure=self.disclosure,
         )
@@ -175,9 +184,9 @@ class LLMAgent(MemoryMixin, Agent):  # type: ignore[misc]
     async def ask(self, to: str, text: str, *, timeout: float = 30.0, **kwargs: Any) -> Message:
         """Send ``text`` to agent ``to`` and wait for its answer.
 
-        See :meth:`ConversationBehaviour.ask` for the keyword arguments. Do not
-        call it from inside this agent's own LLM turn (a tool): the answer would
-        wait behind the turn that waits for it.
+        See :meth:`ConversationBehaviour.ask` for the keyword arguments. A tool
+        may call it from inside this agent's LLM turn: answers are taken while
+        turns run, and the wait counts against ``turn_timeout``.
 
         Raises:
             StoreClosedError: the agent is not running.

@@ -1,4 +1,5 @@
-"""LLMAgent: tools registered once, extra tools, templates, asking other agents."""
+"""LLMAgent: tools registered once, extra tools, templates, turn settings, asking other
+agents (also from inside a turn)."""
 
 from __future__ import annotations
 
@@ -154,3 +155,66 @@ def test_tool_names_must_be_distinct_and_not_reuse_memory_tools() -> None:
         LLMAgent("a@localhost", "pw", tools=[object()])  # type: ignore[list-item]
     with pytest.raises(ValueError, match="max_tool_rounds"):
         LLMAgent("a@localhost", "pw", max_tool_rounds=-1)
+    with pytest.raises(ValueError, match="max_concurrent_turns"):
+        LLMAgent("a@localhost", "pw", max_concurrent_turns=0)
+
+
+async def test_the_behaviour_gets_the_turn_settings(
+    xmpp: EmbeddedXMPPServer, start: Starter, tmp_path: Path
+) -> None:
+    agent = new_agent(
+        xmpp, tmp_path, "settings", history_turns=5, turn_timeout=9.0, max_concurrent_turns=2
+    )
+    await start(agent)
+    behaviour = agent.conversation
+    assert (behaviour.history_turns, behaviour.turn_timeout) == (5, 9.0)
+    assert behaviour.max_concurrent_turns == 2
+
+
+class AskAnother:
+    """An extra tool: asks another agent through its own agent's ``ask``."""
+
+    name = "ask_clock"
+
+    def __init__(self) -> None:
+        self.agent: LLMAgent | None = None
+        self.clock = ""
+
+    def schema(self) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": "Ask the clock agent the time.",
+                "parameters": {"type": "object", "properties": {}},
+            },
+        }
+
+    async def call(self, arguments: Mapping[str, Any] | str, context: ToolContext) -> ToolResult:
+        assert self.agent is not None
+        answer = await self.agent.ask(self.clock, "what time is it?", timeout=20)
+        return ToolResult(ok=True, text=str(answer.body))
+
+
+class ClockAsker(TimeAsker):
+    """Calls ask_clock once, then answers with the tool's text."""
+
+    async def complete(
+        self, messages: Sequence[ChatMessage], tools: Sequence[Mapping[str, Any]] = ()
+    ) -> LLMResponse:
+        if messages[-1].role == "tool":
+            return LLMResponse(text=f"The clock says: {messages[-1].content}")
+        return LLMResponse(text=None, tool_calls=(ToolCall("t1", "ask_clock", "{}"),))
+
+
+async def test_a_tool_may_ask_another_agent_during_a_turn(
+    xmpp: EmbeddedXMPPServer, start: Starter, tmp_path: Path
+) -> None:
+    clock = await start(new_agent(xmpp, tmp_path, "clock", llm=TimeAsker(), tools=[Clock()]))
+    tool = AskAnother()
+    middle = await start(new_agent(xmpp, tmp_path, "middle", llm=ClockAsker(), tools=[tool]))
+    tool.agent, tool.clock = middle, str(clock.jid)
+    asker = await start(new_agent(xmpp, tmp_path, "asker"))
+    answer = await asker.ask(str(middle.jid), "what time is it at the clock?", timeout=30)
+    assert answer.get_metadata("performative") == "inform"
+    assert answer.body == "The clock says: The clock says: It is 09:30."
