@@ -50,8 +50,10 @@ CANNED_PREFIXES: tuple[str, ...] = (
     "Sorry, I could not",
     "Too many messages",
     "This agent does not take messages",
+    "I have nothing to add",
 )
-"""How the agent's canned answers (failure, time-out, rate limit, refusal) start:
+"""How the agent's canned answers (failure, time-out, rate limit, refusal, an empty
+answer) start:
 they say nothing about the conversation and are never formed."""
 
 EPISODE_CONFIDENCE = 1.0
@@ -68,6 +70,7 @@ _SMALL_TALK = frozenset(
         "sure", "fine", "cool", "nice", "great", "got it", "i see", "alright", "right",
         "lol", "haha", "hahaha", "hmm", "hm", "uh", "um", "oh", "ah", "wow", "np",
         "no problem", "you re welcome", "welcome", "sounds good", "perfect", "awesome",
+        "noted", "understood", "of course", "will do", "done", "ok noted", "okay noted",
         "你好", "您好", "嗨", "哈喽", "早", "早上好", "晚上好", "晚安", "再见", "拜拜",
         "好", "好的", "好吧", "行", "可以", "嗯", "嗯嗯", "哦", "噢", "啊", "对", "是的",
         "谢谢", "谢谢你", "谢谢您", "多谢", "感谢", "不客气", "没问题", "收到", "明白",

@@ -150,3 +150,8 @@ def test_a_formed_memory_names_its_sources_sorted() -> None:
         FormedMemory("x", "fact", None, 0.5, 1.0, (), "episode")
     with pytest.raises(ValueError, match="sorted"):
         FormedMemory("x", "fact", None, 0.5, 1.0, (2, 1), "episode")
+
+
+@pytest.mark.parametrize("text", ["Noted.", "Understood!", "I have nothing to add."])
+def test_an_acknowledgement_or_an_empty_answer_is_no_episode(text: str) -> None:
+    assert not worth_keeping(message(1, "assistant", text))
