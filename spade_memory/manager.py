@@ -607,7 +607,9 @@ class MemoryManager:
 
         Returns:
             What was formed: windows, new memories, memories told again, windows
-            discarded because their conversation was reset or forgotten meanwhile.
+            discarded because their conversation was reset or forgotten meanwhile;
+            also what the background formed since the memory was opened or this
+            was last called (its runs under way are waited for first).
         """
         self._engine.check_open()
         return await self._formation.form_pending()

@@ -208,7 +208,7 @@ async def load_model(*, announce: bool = True) -> None:
 
 @asynccontextmanager
 async def open_memory(
-    args: argparse.Namespace, *, create: bool = False, embeds: bool = False
+    args: argparse.Namespace, *, create: bool = False, embeds: bool = False, forms: bool = False
 ) -> AsyncIterator[MemoryManager]:
     """Open the memory of ``args.jid`` under ``args.root`` (refusing unknown agents).
 
@@ -221,9 +221,11 @@ async def open_memory(
     maintenance and no embedding started by opening it: a command that only
     looks changes nothing. A keyword-only memory is said to be one on stderr. A
     command that ``embeds`` (a search, an import, a rebuild) has the model loaded
-    first, saying so; the others never wait for it.
+    first, saying so; the others never wait for it. Kept conversations are
+    formed into memories only by a command that ``forms`` (``form``), with the
+    rules of the default :class:`~spade_memory.config.FormationConfig`.
     """
-    from ..config import MaintenanceConfig, MemoryConfig
+    from ..config import FormationConfig, MaintenanceConfig, MemoryConfig
     from ..identity import AgentIdentity
     from ..storage.registry import Registry
     from ..storage.traces import find_traces
@@ -247,6 +249,7 @@ async def open_memory(
         root=root,
         embedder=plan.choice,
         maintenance=MaintenanceConfig(check_on_open=False, behaviour=False, embed_on_open=False),
+        formation=FormationConfig(form=forms),
     )
     start_empty = bool(getattr(args, "start_empty", False))
     # What a restore or an empty start did is logged at WARNING (on stderr).
