@@ -578,18 +578,26 @@ class MemoryManager:
         *,
         progress: Callable[[int, int], object] | None = None,
     ) -> tuple[int, int]:
-        """Add memories and notes from :meth:`export` output of any agent.
+        """Add memories, notes and kept conversations from :meth:`export` output of
+        any agent.
 
-        Memories whose ``uid`` already exists are skipped, so importing twice
-        changes nothing. Returns ``(memories added, notes added)``. ``progress``
-        is called with ``(memories read, memories in the export)`` as they are
-        checked (embedding follows in the background: :meth:`flush` waits for it).
+        Memories whose ``uid`` already exists are skipped, and messages kept already
+        (the same XMPP id in the same conversation), so importing twice changes
+        nothing. Messages formed into memories where they were exported are not
+        formed again; the others are formed here as kept messages are.
+
+        Returns ``(memories added, notes added)``. ``progress`` is called with
+        ``(memories read, memories in the export)`` as they are checked (embedding
+        follows in the background: :meth:`flush` waits for it).
 
         Raises:
-            InvalidToolInput: the data is not an export; nothing was written.
+            InvalidToolInput: the data is not an export, or a memory or conversation
+                in it is invalid; nothing was written.
         """
         self._engine.check_open()
-        return await import_memory(data, self._engine, progress=progress)
+        added = await import_memory(data, self._engine, progress=progress)
+        await self._formation.resume()  # imported messages not formed yet
+        return added
 
     # -- memory formation --------------------------------------------------------
 
@@ -599,7 +607,9 @@ class MemoryManager:
 
         Returns:
             What was formed: windows, new memories, memories told again, windows
-            discarded because their conversation was reset or forgotten meanwhile.
+            discarded because their conversation was reset or forgotten meanwhile;
+            also what the background formed since the memory was opened or this
+            was last called (its runs under way are waited for first).
         """
         self._engine.check_open()
         return await self._formation.form_pending()

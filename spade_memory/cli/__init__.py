@@ -5,7 +5,8 @@ adds its arguments and a function that runs it and returns the exit status::
 
     spade-memory demo [--root DIR] [--in-memory] [--llm-url URL --model NAME]
     spade-memory ls | stats | search | show | export | import | check | rebuild |
-                 backup | restore | forget   (see spade_memory.cli.subcommands)
+                 backup | restore | forget | history | form
+                                             (see spade_memory.cli.subcommands)
     spade-memory import-spade-llm DIR        (see spade_memory.cli.spade_llm_import)
 
 This module is an application: it prints. The library never does.

@@ -208,7 +208,12 @@ async def load_model(*, announce: bool = True) -> None:
 
 @asynccontextmanager
 async def open_memory(
-    args: argparse.Namespace, *, create: bool = False, embeds: bool = False, vectors: bool = True
+    args: argparse.Namespace,
+    *,
+    create: bool = False,
+    embeds: bool = False,
+    vectors: bool = True,
+    forms: bool = False,
 ) -> AsyncIterator[MemoryManager]:
     """Open the memory of ``args.jid`` under ``args.root`` (refusing unknown agents).
 
@@ -223,9 +228,12 @@ async def open_memory(
     command that ``embeds`` (a search, an import, a rebuild) has the model loaded
     first, saying so; the others never wait for it. A command that reads no
     ``vectors`` (``list``, ``show``) opens the memory without its embedder: no
-    vector index is loaded, and the embedding code is not imported.
+    vector index is loaded, and the embedding code is not imported. Kept
+    conversations are formed into memories only by a command that ``forms``
+    (``form``), with the rules of the default
+    :class:`~spade_memory.config.FormationConfig`.
     """
-    from ..config import MaintenanceConfig, MemoryConfig
+    from ..config import FormationConfig, MaintenanceConfig, MemoryConfig
     from ..identity import AgentIdentity
     from ..storage.registry import Registry
     from ..storage.traces import find_traces
@@ -252,6 +260,7 @@ async def open_memory(
         root=root,
         embedder=plan.choice,
         maintenance=MaintenanceConfig(check_on_open=False, behaviour=False, embed_on_open=False),
+        formation=FormationConfig(form=forms),
     )
     start_empty = bool(getattr(args, "start_empty", False))
     # What a restore or an empty start did is logged at WARNING (on stderr).

@@ -15,9 +15,13 @@
     spade-memory restore JID BACKUP                  into a stopped agent's memory (refused
                                                      while any process has it open)
     spade-memory forget JID ID                       (ID or uid)
+    spade-memory history JID [CONV] [--limit N]      kept conversations, or one's messages
+    spade-memory history JID CONV --forget           forget a conversation
+    spade-memory form JID                            form every pending message into memories
 
 ``search``, ``list``, ``show`` and ``forget`` take ``--as JID`` (and ``--conversation
 ID``): what that conversation partner would see (or may forget), by its scope rules.
+``history --as JID``: that partner's conversations only.
 
 Every subcommand takes ``--root DIR`` (default: the per-user data folder) and
 ``--json`` (machine-readable output on stdout). Errors go to stderr. Exit status:
@@ -34,9 +38,10 @@ they are lost), so inspecting a memory never starts re-embedding it with another
 A memory that never had vectors stays keyword-only (said on stderr); a new one
 made by ``import`` gets the default embedder of ``MemoryConfig``.
 
-Commands that only look (``stats``, ``search``, ``show``, ``export``, ``check``
-without ``--repair``) change nothing: no access or search is counted and nothing
-is embedded. Long work (``import``, ``rebuild``, ``check --repair``) shows its
+Commands that only look (``stats``, ``search``, ``show``, ``export``, ``history``,
+``check`` without ``--repair``) change nothing: no access or search is counted,
+nothing is embedded and no kept message is formed into memories (only ``form``
+does). Long work (``import``, ``rebuild``, ``check --repair``) shows its
 progress with a rate and an ETA on stderr (not with ``--json``).
 
 This package is an application: it prints. The library never does.
@@ -79,6 +84,8 @@ check = _lazy("upkeep", "check")
 rebuild = _lazy("upkeep", "rebuild")
 backup = _lazy("upkeep", "backup")
 restore = _lazy("upkeep", "restore")
+history = _lazy("history", "history")
+form = _lazy("history", "form")
 
 
 def _common(parser: argparse.ArgumentParser, *, jid: bool = True, opens: bool = True) -> None:
@@ -137,6 +144,26 @@ def _viewer(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--conversation", metavar="ID", help="with --as: the conversation it asks in"
+    )
+
+
+def _conversation_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "conversation", nargs="?", metavar="CONV", help="a conversation id (as listed)"
+    )
+    parser.add_argument(
+        "--limit", type=_positive, help="at most N conversations, or the newest N messages"
+    )
+    parser.add_argument(
+        "--forget",
+        action="store_true",
+        help="forget CONV: its messages and the memories formed only from them",
+    )
+    parser.add_argument(
+        "--as",
+        dest="as_jid",
+        metavar="JID",
+        help="act as this conversation partner: only its own conversations",
     )
 
 
@@ -230,6 +257,18 @@ SUBCOMMANDS: tuple[tuple[str, str, Callable[[argparse.ArgumentParser], None], Ru
         "delete one memory",
         _with(_memory_key, _viewer),
         forget,
+    ),
+    (
+        "history",
+        "an agent's kept conversations, or one's messages (--forget: forget it)",
+        _with(_conversation_arguments),
+        history,
+    ),
+    (
+        "form",
+        "form every kept message not yet formed into memories, now",
+        _with(),
+        form,
     ),
 )
 """``(name, help, add_arguments, run)`` of each subcommand, for ``cli.COMMANDS``."""

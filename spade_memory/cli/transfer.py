@@ -20,13 +20,19 @@ import json
 import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Final, Literal, TextIO, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Literal, TextIO, TypeVar
 
 from pydantic import ValidationError
 
 from ..documents import Document, Text, describe
 from ..errors import InvalidToolInput
-from ..maintenance.transfer import EXPORT_FORMAT, ExportedMemory, ExportedNote, parse_export
+from ..maintenance.transfer import (
+    EXPORT_FORMAT,
+    ExportedConversation,
+    ExportedMemory,
+    ExportedNote,
+    parse_export,
+)
 from .common import (
     NotFound,
     embed_pending,
@@ -38,6 +44,9 @@ from .common import (
     tell,
 )
 from .progress import ProgressLine
+
+if TYPE_CHECKING:
+    from ..manager import MemoryManager
 
 _Model = TypeVar("_Model", bound=Document)
 
@@ -68,10 +77,17 @@ class HeaderLine(Document):
     agent: Text | None = None
     memories: int | None = None
     conversations: int | None = None
+    """How many conversations have notes."""
+    messages: int | None = None
+    """How many kept messages the conversation lines hold (version 2)."""
 
 
 class _MemoryLine(ExportedMemory):
     type: Literal["memory"]
+
+
+class _ConversationLine(ExportedConversation):
+    type: Literal["conversation"]
 
 
 class NotesLine(Document):
@@ -83,10 +99,12 @@ class NotesLine(Document):
 
 
 def export_lines(data: Mapping[str, Any]) -> Iterable[str]:
-    """The JSON lines of a ``MemoryManager.export()`` dict: header, memories, notes."""
+    """The JSON lines of a ``MemoryManager.export()`` dict: header, memories, notes,
+    kept conversations."""
     parse_export(data)  # what is written is what import reads
     memories = list(data.get("memories", []))
     notes = dict(data.get("notes", {}))
+    kept = list(data["conversations"]) if "conversations" in data else None
     header = HeaderLine(
         type="header",
         format=EXPORT_LINES_FORMAT,
@@ -94,14 +112,18 @@ def export_lines(data: Mapping[str, Any]) -> Iterable[str]:
         agent=data.get("agent"),
         memories=len(memories),
         conversations=len(notes),
+        messages=None if kept is None else sum(len(c.get("messages", [])) for c in kept),
     )
-    yield json.dumps(header.model_dump(exclude={"export_format"}), ensure_ascii=False)
+    left_out = {"export_format"} | ({"messages"} if kept is None else set())
+    yield json.dumps(header.model_dump(exclude=left_out), ensure_ascii=False)
     for memory in memories:
         yield json.dumps({"type": "memory", **memory}, ensure_ascii=False)
     for conversation, entries in notes.items():
         yield json.dumps(
             {"type": "notes", "conversation": conversation, "notes": entries}, ensure_ascii=False
         )
+    for conversation in kept or []:
+        yield json.dumps({"type": "conversation", **conversation}, ensure_ascii=False)
 
 
 def parse_export_lines(lines: Iterable[str]) -> dict[str, Any]:
@@ -116,6 +138,7 @@ def parse_export_lines(lines: Iterable[str]) -> dict[str, Any]:
     header: HeaderLine | None = None
     memories: list[dict[str, Any]] = []
     notes: dict[str, Any] = {}
+    conversations: list[dict[str, Any]] = []
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -138,17 +161,23 @@ def parse_export_lines(lines: Iterable[str]) -> dict[str, Any]:
         elif kind == "notes":
             notes_line = _line(NotesLine, item, number)
             notes[notes_line.conversation] = item["notes"]
+        elif kind == "conversation":
+            _line(_ConversationLine, item, number)
+            conversations.append({k: v for k, v in item.items() if k != "type"})
         else:
-            raise InvalidToolInput(f"line {number} is neither a memory nor notes")
+            raise InvalidToolInput(f"line {number} is neither a memory, notes nor a conversation")
     if header is None:
         raise InvalidToolInput("the file is empty; it is not an export")
-    return {
+    data: dict[str, Any] = {
         "format": EXPORT_FORMAT,
         "version": header.version,
         "agent": header.agent,
         "memories": memories,
         "notes": notes,
     }
+    if conversations or header.messages is not None:  # version 2
+        data["conversations"] = conversations
+    return data
 
 
 def _line(model: type[_Model], item: dict[str, Any], number: int) -> _Model:
@@ -167,7 +196,13 @@ def export(args: argparse.Namespace) -> int:
         else:
             with open(args.output, "w", encoding="utf-8") as target:
                 _write_lines(target, export_lines(data))
-        tell(f"exported {plural(len(data['memories']), 'memory')} of {data['agent']}")
+        kept = data.get("conversations", [])
+        messages = sum(len(conversation["messages"]) for conversation in kept)
+        history = f" and {plural(messages, 'message')} of {plural(len(kept), 'conversation')}"
+        tell(
+            f"exported {plural(len(data['memories']), 'memory')} of {data['agent']}"
+            + (history if kept else "")
+        )
         return 0
 
     return run_command(work)
@@ -202,7 +237,9 @@ def import_(args: argparse.Namespace) -> int:
         data = _read_export(args.file)
         async with open_memory(args, create=True, embeds=True) as memory:
             progress = ProgressLine("importing", enabled=not args.json)
+            before = await _kept_messages(memory)
             added, notes = await memory.import_data(data, progress=progress)
+            messages = await _kept_messages(memory) - before
             progress.finish()
             await embed_pending(memory, show=not args.json)
         plan = args.embedder_plan
@@ -211,6 +248,7 @@ def import_(args: argparse.Namespace) -> int:
                 {
                     "memories_added": added,
                     "notes_added": notes,
+                    "messages_added": messages,
                     "embedder": plan.choice,
                 }
             )
@@ -219,6 +257,12 @@ def import_(args: argparse.Namespace) -> int:
                 f"imported {plural(added, 'memory')} and {plural(notes, 'note')} into "
                 f"{args.jid} (embedder: {plan.choice or 'none, keyword search only'})"
             )
+            if messages:
+                say(f"kept {plural(messages, 'conversation message')} more (spade-memory history)")
         return 0
 
     return run_command(work)
+
+
+async def _kept_messages(memory: MemoryManager) -> int:
+    return sum(info.messages for info in await memory.history.conversations())

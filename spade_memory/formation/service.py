@@ -97,6 +97,7 @@ class Formation:
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._slots = asyncio.Semaphore(_CONCURRENT)
         self._closed = False
+        self._unreported = FormationReport()  # formed in the background since form_pending
 
     @property
     def config(self) -> FormationConfig:
@@ -136,7 +137,7 @@ class Formation:
             while True:
                 self._again.discard(conversation_id)
                 async with self._slots:
-                    await self.form(conversation_id, everything=False)
+                    self._unreported.add(await self.form(conversation_id, everything=False))
                 if conversation_id not in self._again or self._closed:
                     return
         except asyncio.CancelledError:
@@ -266,8 +267,16 @@ class Formation:
         return item
 
     async def form_pending(self) -> FormationReport:
-        """Form every message not yet formed, in every conversation, now."""
-        report = FormationReport()
+        """Form every message not yet formed, in every conversation, now.
+
+        The background runs under way are waited for first; the report holds what
+        they formed since the last call too (a memory opened forms what was left
+        closed in the background at once: its windows are reported here).
+        """
+        running = [task for task in self._tasks.values() if not task.done()]
+        if running:
+            await asyncio.wait(running)
+        report, self._unreported = self._unreported, FormationReport()
         for conversation_id in await self._engine.conversations.with_pending():
             report.add(await self.form(conversation_id, everything=True))
         return report

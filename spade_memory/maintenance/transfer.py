@@ -9,7 +9,12 @@ strict pydantic models :class:`ExportDocument`, :class:`ExportedMemory` (with it
 (a value of the wrong type anywhere is refused, naming it), and an export is
 checked by them before it is given out, so what is written is what import reads.
 A memory's scope travels with it; an export made before scopes has none, and its
-memories import as global (as they were seen before). The command-line ``export``
+memories import as global (as they were seen before).
+
+Version 2 adds the kept conversations (:class:`ExportedConversation`): each with its
+partner and its messages (:class:`ExportedMessage`: role, sender, text, time, XMPP
+id, and whether it was formed into memories where it was exported). Version 1
+exports, which have none, still import. The command-line ``export``
 and ``import`` commands and the ``spade_llm`` backend are built on these.
 """
 
@@ -23,9 +28,12 @@ from pydantic import Field, ValidationError, field_validator
 
 from ..documents import Document, Text, describe
 from ..engine.memory_input import MemoryInput
-from ..errors import InvalidToolInput
+from ..errors import InvalidAgentId, InvalidToolInput
+from ..identity import normalize_jid
+from ..limits import LIMITS
 from ..storage.base import IndexedText, NewMemory
 from ..text.graph import MemoryGraph
+from ..validation import check_optional_text, check_text
 
 if TYPE_CHECKING:
     from ..engine import Engine
@@ -33,7 +41,9 @@ if TYPE_CHECKING:
 __all__ = [
     "EXPORT_FORMAT",
     "ExportDocument",
+    "ExportedConversation",
     "ExportedMemory",
+    "ExportedMessage",
     "ExportedNote",
     "ExportedScope",
     "export_memory",
@@ -42,7 +52,8 @@ __all__ = [
 ]
 
 EXPORT_FORMAT: Final = "spade_memory.export"
-_EXPORT_VERSION = 1
+_EXPORT_VERSION = 2
+_READ_VERSIONS = (1, 2)  # 1: before conversations were exported
 _IMPORT_STEP = 250  # memories checked and extracted between two progress reports
 
 
@@ -88,20 +99,48 @@ class ExportedNote(Document):
     created_at: float
 
 
+class ExportedMessage(Document):
+    """One kept message of a conversation in an export.
+
+    ``formed``: it was formed into memories where it was exported (or set aside by
+    a reset, never to be formed); an import does not form it again.
+    """
+
+    role: Literal["user", "assistant"]
+    sender: Text
+    text: Text
+    at: Annotated[float, Field(ge=0)]
+    message_id: Text | None = None
+    formed: bool = False
+
+
+class ExportedConversation(Document):
+    """One kept conversation of an export: its id, its partner and its messages,
+    oldest first."""
+
+    conversation_id: Text
+    peer: Text
+    messages: list[ExportedMessage] = Field(default_factory=list)
+
+
 class ExportDocument(Document):
-    """A whole export: format tag, version, the exporting agent, memories and notes."""
+    """A whole export: format tag, version, the exporting agent, memories, notes and
+    (from version 2) kept conversations."""
 
     format: Literal["spade_memory.export"]
     version: int
     agent: Text | None = None
     memories: list[ExportedMemory] = Field(default_factory=list)
     notes: dict[Text, list[ExportedNote]] = Field(default_factory=dict)
+    conversations: list[ExportedConversation] = Field(default_factory=list)
+    """Absent in version 1 exports."""
 
     @field_validator("version")
     @classmethod
-    def _this_version(cls, version: int) -> int:
-        if version != _EXPORT_VERSION:
-            raise ValueError(f"unsupported export version (this reads {_EXPORT_VERSION})")
+    def _known_version(cls, version: int) -> int:
+        if version not in _READ_VERSIONS:
+            known = " and ".join(str(v) for v in _READ_VERSIONS)
+            raise ValueError(f"unsupported export version (this reads versions {known})")
         return version
 
 
@@ -130,6 +169,7 @@ async def export_memory(engine: Engine) -> dict[str, Any]:
         "agent": engine.jid,
         "memories": memories,
         "notes": await engine.interactions.export(),
+        "conversations": await engine.conversations.export(),
     }
     parse_export(document)  # what is given out is what import reads
     return document
@@ -141,10 +181,13 @@ async def import_memory(
     *,
     progress: Callable[[int, int], object] | None = None,
 ) -> tuple[int, int]:
-    """Add memories and notes from :func:`export_memory` output of any agent.
+    """Add memories, notes and kept conversations from :func:`export_memory` output
+    of any agent.
 
-    Memories whose ``uid`` already exists are skipped, so importing twice
-    changes nothing. Returns ``(memories added, notes added)``.
+    Memories whose ``uid`` already exists are skipped, and so are messages kept
+    already (see :meth:`ConversationStore.import_messages
+    <spade_memory.storage.conversations.ConversationStore.import_messages>`), so
+    importing twice changes nothing. Returns ``(memories added, notes added)``.
 
     Args:
         data: the export.
@@ -154,9 +197,11 @@ async def import_memory(
             that adds them all).
 
     Raises:
-        InvalidToolInput: the data is not an export; nothing was written.
+        InvalidToolInput: the data is not an export, or a memory or conversation
+            in it is invalid; nothing was written.
     """
     document = parse_export(data)
+    conversations = await _checked_conversations(document.conversations, engine)
     prepared: list[tuple[NewMemory, IndexedText]] = []
     graphs: list[MemoryGraph | None] = []
     seen: set[str] = set()
@@ -190,7 +235,68 @@ async def import_memory(
         for conversation, notes in document.notes.items()
     }
     notes = await engine.interactions.import_notes(raw_notes) if raw_notes else 0
+    if conversations:
+        await engine.conversations.import_messages(conversations)
     return len(added), notes
+
+
+async def _checked_conversations(
+    conversations: list[ExportedConversation], engine: Engine
+) -> list[dict[str, Any]]:
+    """The conversations of an export, checked as ``history.append`` checks a message
+    (JIDs normalised), ready for the store.
+
+    Raises:
+        InvalidToolInput: one is invalid, or its id is kept here already with another
+            partner (naming which).
+    """
+    checked: list[dict[str, Any]] = []
+    for position, conversation in enumerate(conversations):
+        try:
+            checked.append(await _checked_conversation(conversation, engine))
+        except InvalidToolInput as exc:
+            raise InvalidToolInput(
+                f"conversation {position} of the export is invalid: {exc}"
+            ) from None
+    return checked
+
+
+async def _checked_conversation(
+    conversation: ExportedConversation, engine: Engine
+) -> dict[str, Any]:
+    conversation_id = check_text(
+        "conversation_id", conversation.conversation_id, max_chars=LIMITS.conversation_id_chars
+    )
+    peer = _jid("peer", conversation.peer)
+    kept = await engine.conversations.info(conversation_id)
+    if kept is not None and kept.peer != peer:
+        raise InvalidToolInput(
+            f"{conversation_id!r} is kept here already as a conversation with {kept.peer}, "
+            f"not {peer}"
+        )
+    messages: list[dict[str, Any]] = []
+    for index, message in enumerate(conversation.messages):
+        where = f"messages[{index}]"
+        messages.append(
+            {
+                "role": message.role,
+                "sender": _jid(f"{where}.sender", message.sender),
+                "text": check_text(f"{where}.text", message.text, max_chars=LIMITS.message_chars),
+                "at": float(message.at),
+                "message_id": check_optional_text(
+                    f"{where}.message_id", message.message_id, max_chars=LIMITS.uid_chars * 4
+                ),
+                "formed": message.formed,
+            }
+        )
+    return {"conversation_id": conversation_id, "peer": peer, "messages": messages}
+
+
+def _jid(name: str, value: str) -> str:
+    try:
+        return normalize_jid(value)
+    except InvalidAgentId as exc:
+        raise InvalidToolInput(f"{name}: {exc}") from None
 
 
 def _imported(

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import builtins
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
@@ -48,6 +48,11 @@ _INSERT_MESSAGE = (
     "INSERT OR IGNORE INTO conversation_messages "
     "(session_id, revision, role, sender, text, at, message_id) VALUES (?, ?, ?, ?, ?, ?, ?) "
     "RETURNING id"
+)
+# A message without an XMPP id kept already: the same writer, words and time.
+_SAME_MESSAGE = (
+    "SELECT 1 FROM conversation_messages WHERE session_id = ? AND message_id IS NULL "
+    "AND role = ? AND sender = ? AND text = ? AND at = ? LIMIT 1"
 )
 _BY_XMPP_ID = (
     f"SELECT {_MESSAGE_COLUMNS} FROM conversation_messages AS m "
@@ -391,7 +396,9 @@ class ConversationStore:
         return [_message(row) for row in rows]
 
     async def export(self) -> builtins.list[dict[str, Any]]:
-        """Every conversation with its messages, as plain data (for export)."""
+        """Every conversation with its messages, the oldest conversation first, as plain
+        data (for export). A message is ``formed`` when it is at or before the cursor:
+        formed into memories, or set aside by a reset, never to be formed."""
         exported: list[dict[str, Any]] = []
         for info in reversed(await self.conversations()):
             messages = await self.messages(info.conversation_id)
@@ -399,7 +406,6 @@ class ConversationStore:
                 {
                     "conversation_id": info.conversation_id,
                     "peer": info.peer,
-                    "revision": info.revision,
                     "messages": [
                         {
                             "role": message.role,
@@ -415,22 +421,46 @@ class ConversationStore:
             )
         return exported
 
-    async def import_messages(self, conversations: Sequence[dict[str, Any]], *, now: float) -> int:
-        """Add exported conversations (checked by the caller) in one transaction; a
-        message already kept (same XMPP id) is skipped. Messages formed where they
-        were exported are not formed again. How many messages were added."""
+    async def import_messages(self, conversations: Sequence[Mapping[str, Any]]) -> int:
+        """Add exported conversations (checked by the caller) in one transaction.
+
+        A message kept already is skipped: the same XMPP id in the same conversation,
+        or, without an id, the same role, sender, text and time; importing twice
+        changes nothing. Messages formed where they were exported are not formed
+        again: the cursor moves over those that follow it without a gap (a message
+        of this memory not formed yet, before them, keeps them pending with it).
+
+        Returns:
+            How many messages were added.
+        """
 
         def work(db: sqlite3.Connection) -> int:
             added = 0
             for conversation in conversations:
                 messages = conversation["messages"]
-                first = min((float(m["at"]) for m in messages), default=now)
-                session_id, revision, _ = db.execute(
-                    _SESSION,
-                    (conversation["conversation_id"], conversation["peer"], first, first),
+                if not messages:
+                    continue
+                first = min(float(m["at"]) for m in messages)
+                last = max(float(m["at"]) for m in messages)
+                session_id, revision, formed_through = db.execute(
+                    _SESSION, (conversation["conversation_id"], conversation["peer"], first, last)
                 ).fetchone()
-                formed = 0
+                formed: set[int] = set()
                 for message in messages:
+                    if (
+                        message["message_id"] is None
+                        and db.execute(
+                            _SAME_MESSAGE,
+                            (
+                                session_id,
+                                message["role"],
+                                message["sender"],
+                                message["text"],
+                                float(message["at"]),
+                            ),
+                        ).fetchone()
+                    ):
+                        continue
                     row = db.execute(
                         _INSERT_MESSAGE,
                         (
@@ -440,20 +470,28 @@ class ConversationStore:
                             message["sender"],
                             message["text"],
                             float(message["at"]),
-                            message.get("message_id"),
+                            message["message_id"],
                         ),
                     ).fetchone()
-                    if row is None:
+                    if row is None:  # the same XMPP message, kept already
                         continue
                     added += 1
-                    if message.get("formed"):
-                        formed = int(row[0])
+                    if message["formed"]:
+                        formed.add(int(row[0]))
+                cursor = int(formed_through)
                 if formed:
-                    db.execute(
-                        "UPDATE conversations SET formed_through = max(formed_through, ?), "
-                        "updated_at = max(updated_at, ?) WHERE id = ?",
-                        (formed, max(float(m["at"]) for m in messages), session_id),
+                    later = db.execute(
+                        "SELECT id FROM conversation_messages WHERE session_id = ? AND id > ? "
+                        "ORDER BY id",
+                        (session_id, cursor),
                     )
+                    for (message_id,) in later:
+                        if int(message_id) not in formed:
+                            break
+                        cursor = int(message_id)
+                db.execute(
+                    "UPDATE conversations SET formed_through = ? WHERE id = ?", (cursor, session_id)
+                )
             return added
 
         return await self._base.run_write(work, "importing conversations")

@@ -156,6 +156,7 @@ def test_export_then_import_round_trips_exactly(
     assert added == {
         "memories_added": len(FACTS),
         "notes_added": 2,
+        "messages_added": 0,
         "embedder": "hashing",
     }
     status, again, _ = run(capsys, "export", "carol@localhost", "--root", str(root))
@@ -165,6 +166,7 @@ def test_export_then_import_round_trips_exactly(
     assert run_json(capsys, "import", "carol@localhost", str(dump), "--root", str(root)) == {
         "memories_added": 0,
         "notes_added": 0,
+        "messages_added": 0,
         "embedder": "hashing",  # the memory's own, found by --embedder auto
     }
     out_file = tmp_path / "again.jsonl"

@@ -121,23 +121,54 @@ notes = st.dictionaries(
 )
 
 
+messages = st.builds(
+    lambda role, sender, text, at, message_id, formed: {
+        "role": role,
+        "sender": sender,
+        "text": text,
+        "at": at,
+        "message_id": message_id,
+        "formed": formed,
+    },
+    st.sampled_from(["user", "assistant"]),
+    st.sampled_from(["alice@localhost", "bob@localhost"]),
+    texts,
+    times,
+    st.none() | texts,
+    st.booleans(),
+)
+conversations = st.lists(
+    st.builds(
+        lambda cid, peer, kept: {"conversation_id": cid, "peer": peer, "messages": kept},
+        texts,
+        st.sampled_from(["bob@localhost", "carol@localhost"]),
+        st.lists(messages, max_size=3),
+    ),
+    max_size=3,
+)
+
+
 @settings(max_examples=100, deadline=None)
-@given(memories=st.lists(memories, max_size=4), notes=notes)
+@given(memories=st.lists(memories, max_size=4), notes=notes, kept=st.none() | conversations)
 def test_round_trips_through_the_models_and_the_lines(
-    memories: list[dict[str, Any]], notes: dict[str, Any]
+    memories: list[dict[str, Any]], notes: dict[str, Any], kept: list[dict[str, Any]] | None
 ) -> None:
     data = {
         "format": "spade_memory.export",
-        "version": 1,
+        "version": 1 if kept is None else 2,
         "agent": "alice@localhost",
         "memories": memories,
         "notes": notes,
+        **({} if kept is None else {"conversations": kept}),
     }
-    assert parse_export(data).model_dump() == data
+    assert parse_export(data).model_dump() == {"conversations": [], **data}
     lines = list(export_lines(data))
     assert parse_export_lines(lines) == data
     assert [json.loads(line)["type"] for line in lines] == (
-        ["header"] + ["memory"] * len(memories) + ["notes"] * len(notes)
+        ["header"]
+        + ["memory"] * len(memories)
+        + ["notes"] * len(notes)
+        + ["conversation"] * len(kept or [])
     )
 
 
@@ -175,10 +206,13 @@ async def test_a_wrong_type_in_a_memory_is_refused_naming_it_and_writes_nothing(
 
 
 WRONG_DOCUMENT = [
-    ("format", "spade_memory.exports"), ("format", None), ("version", 2), ("version", True),
+    ("format", "spade_memory.exports"), ("format", None), ("version", 3), ("version", True),
     ("version", "1"), ("agent", 5), ("memories", {}), ("memories", [1]), ("notes", []),
     ("notes", {"c": "a note"}), ("notes", {"c": [{"content": "x"}]}),
     ("notes", {"c": [{"content": "x", "created_at": "now"}]}),
+    ("conversations", {}), ("conversations", [{"peer": "bob@localhost"}]),
+    ("conversations", [{"conversation_id": "c", "peer": "bob@localhost", "messages": [{}]}]),
+    ("conversations", [{"conversation_id": "c", "peer": 5}]),
 ]
 
 
@@ -196,6 +230,8 @@ def test_a_wrong_type_in_the_document_is_refused(name: str, value: Any) -> None:
         '{"type": "notes", "conversation": 3, "notes": []}',
         '{"type": "notes", "conversation": "c", "notes": [{"content": 1, "created_at": 1}]}',
         '{"type": "notes", "conversation": "c"}',
+        '{"type": "conversation", "conversation_id": "c"}',
+        '{"type": "conversation", "conversation_id": "c", "peer": "b@x", "messages": [1]}',
         '{"type": "memory"}',
         "[1, 2]",
     ],

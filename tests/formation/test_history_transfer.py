@@ -1,0 +1,160 @@
+"""Kept conversations in export and import: they travel with their messages and what
+was formed, an import twice changes nothing, and bad conversation data writes nothing."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from spade_memory import MemoryManager
+from spade_memory.errors import InvalidToolInput
+from tests.formation.test_history import ALICE, BOB, CAROL, CID, DAY, chat, clock, config
+
+DAVE = "dave@localhost"
+
+
+@pytest.fixture
+async def alice() -> AsyncIterator[MemoryManager]:
+    async with await MemoryManager.open(ALICE, config(None), clock=clock) as opened:
+        yield opened
+
+
+@pytest.fixture
+async def dave(tmp_path: Path) -> AsyncIterator[MemoryManager]:
+    async with await MemoryManager.open(DAVE, config(tmp_path), clock=clock) as opened:
+        yield opened
+
+
+async def told(alice: MemoryManager) -> dict[str, Any]:
+    """Alice's export after a formed window with Bob and two messages still pending."""
+    await chat(alice, [("user", "I prefer green tea"), ("assistant", "Noted")])
+    report = await alice.form_memories()
+    assert report.windows == 1 and report.memories >= 1
+    await chat(alice, [("user", "My name is Bob"), ("assistant", "Hi Bob")], start=DAY + 600)
+    await alice.history.append("thread-9", role="user", sender=CAROL, text="hello", message_id="x1")
+    return await alice.export()
+
+
+def kept(data: dict[str, Any]) -> dict[str, list[tuple[Any, ...]]]:
+    return {
+        c["conversation_id"]: [
+            (m["role"], m["sender"], m["text"], m["at"], m["message_id"], m["formed"])
+            for m in c["messages"]
+        ]
+        for c in data["conversations"]
+    }
+
+
+async def test_an_export_carries_the_conversations_with_what_was_formed(
+    alice: MemoryManager,
+) -> None:
+    data = await told(alice)
+    assert data["version"] == 2
+    conversations = kept(data)
+    assert [formed for *_, formed in conversations[CID]] == [True, True, False, False]
+    assert conversations["thread-9"] == [("user", CAROL, "hello", clock(), "x1", False)]
+    assert {c["conversation_id"]: c["peer"] for c in data["conversations"]} == {
+        CID: BOB,
+        "thread-9": CAROL,
+    }
+
+
+async def test_an_import_keeps_them_forms_only_what_was_not_formed_and_twice_changes_nothing(
+    alice: MemoryManager, dave: MemoryManager
+) -> None:
+    data = await told(alice)
+    memories, _ = await dave.import_data(data)
+    assert memories == len(data["memories"])
+    assert kept(await dave.export()) == kept(data)
+    info = await dave.history.info(CID)
+    assert info is not None and (info.peer, info.messages, info.pending) == (BOB, 4, 2)
+    before = await dave.export()
+    assert await dave.import_data(data) == (0, 0)
+    assert await dave.export() == before
+    report = await dave.form_memories()
+    # the two windows left: Bob's last two messages and Carol's one
+    assert report.windows == 2
+    sources = await dave.history.source_ids(report.memory_ids)
+    formed_from = {message for ids in sources.values() for message in ids}
+    texts = {m.id: m.text for m in await dave.history.messages(CID)}
+    assert "I prefer green tea" not in {texts.get(i) for i in formed_from}
+    assert all(c.pending == 0 for c in await dave.history.conversations())
+
+
+async def test_messages_without_an_xmpp_id_are_not_added_twice(dave: MemoryManager) -> None:
+    message = {"role": "user", "sender": BOB, "text": "hi", "at": DAY, "formed": False}
+    data = {
+        "format": "spade_memory.export",
+        "version": 2,
+        "conversations": [{"conversation_id": CID, "peer": BOB, "messages": [message]}],
+    }
+    await dave.import_data(data)
+    await dave.import_data(data)
+    assert [m.text for m in await dave.history.messages(CID)] == ["hi"]
+
+
+async def test_formed_messages_after_pending_ones_here_stay_pending(tmp_path: Path) -> None:
+    async with await MemoryManager.open(DAVE, config(tmp_path, form=False), clock=clock) as dave:
+        await chat(dave, [("user", "mine, not formed")])
+        message = {"role": "user", "sender": BOB, "text": "told", "at": DAY + 60, "formed": True}
+        data = {
+            "format": "spade_memory.export",
+            "version": 2,
+            "conversations": [{"conversation_id": CID, "peer": BOB, "messages": [message]}],
+        }
+        await dave.import_data(data)
+        info = await dave.history.info(CID)
+        assert info is not None and (info.messages, info.pending) == (2, 2)
+
+
+def _broken(data: dict[str, Any], where: str, value: Any) -> dict[str, Any]:
+    broken = copy.deepcopy(data)
+    conversation = broken["conversations"][0]
+    if where in ("peer", "conversation_id"):
+        conversation[where] = value
+    else:
+        conversation["messages"][0][where] = value
+    return broken
+
+
+@pytest.mark.parametrize(
+    ("where", "value", "says"),
+    [
+        ("sender", "not a jid", "sender"),
+        ("peer", "not a jid", "peer"),
+        ("text", "  ", "text"),
+        ("text", "a\x00b", "NUL"),
+        ("text", "x" * 100_001, "too long"),
+        ("conversation_id", "", "conversation_id"),
+        ("conversation_id", "x" * 513, "conversation_id"),
+        ("role", "system", "role"),
+        ("at", -1, "at"),
+        ("at", "yesterday", "at"),
+        ("formed", "yes", "formed"),
+        ("message_id", 7, "message_id"),
+    ],
+)
+async def test_bad_conversation_data_is_refused_and_writes_nothing(
+    alice: MemoryManager, dave: MemoryManager, where: str, value: Any, says: str
+) -> None:
+    data = _broken(await told(alice), where, value)
+    with pytest.raises(InvalidToolInput, match=says):
+        await dave.import_data(data)
+    assert (await dave.stats()).total == 0
+    assert await dave.history.conversations() == []
+    assert await dave.conversations() == []
+
+
+async def test_a_conversation_kept_with_another_partner_is_refused(
+    alice: MemoryManager, dave: MemoryManager
+) -> None:
+    data = await told(alice)
+    await dave.history.append(CID, role="user", sender=CAROL, text="same id, other partner")
+    with pytest.raises(InvalidToolInput, match="kept here already"):
+        await dave.import_data(data)
+    assert (await dave.stats()).total == 0
+    assert [m.text for m in await dave.history.messages(CID)] == ["same id, other partner"]
