@@ -234,8 +234,8 @@ async def _warn_if_empty(
     recoveries: list[MemoryRecovery],
 ) -> None:
     """Log a WARNING when a known agent starts on an empty memory (every time)."""
-    if await base.has_memories():
-        return
+    if await base.has_memories() or await base.has_messages():
+        return  # kept conversations not formed yet are a memory too
     if any(r.file == "database" and r.action == "started_empty" for r in recoveries):
         return  # said already, at length
     listed = await asyncio.to_thread(_listed, root, identity, traces)

@@ -626,6 +626,10 @@ class BaseMemoryStore:
         """Whether it holds any memory at all (of any status)."""
         return await memory_reads.has_memories(self._fetchall)
 
+    async def has_messages(self) -> bool:
+        """Whether it keeps any conversation message."""
+        return bool(await self._fetchall("SELECT 1 FROM conversation_messages LIMIT 1"))
+
     async def all_global(self) -> bool:
         """Whether every memory is global (a viewer of every category sees them all)."""
         return await memory_reads.all_global(self._fetchall)

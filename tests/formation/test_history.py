@@ -283,3 +283,14 @@ async def test_forgetting_a_conversation_removes_what_was_formed_only_from_it(
         hits = await memory.search("Who lives in Oslo?", limit=5)
         assert hits and all(h.memory.source_conversation != CID for h in hits)
         assert await memory.history.forget(CID) == 0
+
+
+async def test_a_memory_keeping_only_messages_opens_without_a_loss_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with await MemoryManager.open(ALICE, config(tmp_path, form=False), clock=clock) as memory:
+        await chat(memory, [("user", "hello there")])
+    with caplog.at_level("WARNING"):
+        async with await MemoryManager.open(ALICE, config(tmp_path, form=False), clock=clock):
+            pass
+    assert "starts with no memories" not in caplog.text
