@@ -41,6 +41,8 @@ logger = logging.getLogger(__name__)
 
 _CONCURRENT = 4
 """Conversations formed at once (each may wait on an LLM)."""
+_UNREPORTED_IDS = 10_000
+"""Ids of memories formed in the background kept for the next report, at most."""
 
 
 @dataclass(slots=True)
@@ -54,6 +56,8 @@ class FormationReport:
         by_llm: windows the LLM formed (the others by rules).
         discarded: windows formed but not committed (the conversation was reset or
             forgotten meanwhile, or another process formed them first).
+        memory_ids: the memories written or told again (of windows formed in the
+            background since the last report, the newest 10,000).
     """
 
     windows: int = 0
@@ -138,6 +142,8 @@ class Formation:
                 self._again.discard(conversation_id)
                 async with self._slots:
                     self._unreported.add(await self.form(conversation_id, everything=False))
+                    # an agent that never asks keeps counts, not every id it ever formed
+                    del self._unreported.memory_ids[:-_UNREPORTED_IDS]
                 if conversation_id not in self._again or self._closed:
                     return
         except asyncio.CancelledError:
