@@ -67,8 +67,11 @@ __all__ = [
     "capture_conversation",
     "main",
     "parse_session_date",
+    "score_capture",
     "score_hits",
     "speaker_jid",
+    "subset_aggregates",
+    "turn_text",
 ]
 
 logger = logging.getLogger("benchmarks.locomo_capture")
