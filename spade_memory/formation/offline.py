@@ -11,11 +11,19 @@ Two kinds of memory come out of a window:
   agent's canned failure answers ("Sorry, I could not ...").
 - **statements**: what the partner says of itself
   (:func:`spade_memory.text.statements.statements`: identity, relation, preference,
-  plan, habit, ability, fact), each in its own category, with the importance of its
-  kind, confidence 0.8 and the same dated context. They are read from the
+  plan, habit, ability, fact), each in its own category, confidence 0.8 and the
+  same dated context; its importance is its kind's, or, when the message is kept
+  as an episode too, the episode's (see below). They are read from the
   partner's messages only (``role == "user"``): the agent's own "I" is the agent,
   whose statements about itself would be mistaken for the partner's, and what the
   agent says back about the partner repeats what the partner said.
+
+A statement read from a turn that is kept as an episode says again what that
+episode says: it takes the episode's importance (raised for holding a statement)
+rather than its kind's. Importance counts in every search; were the statement
+weighted above its own turn, the pair would outrank other turns as relevant to a
+question, and a turn holding a statement would fill two of a search's places at
+the expense of a third.
 
 The same content (once case, punctuation and spacing are set aside) is formed once
 per window, naming every message that said it. The order is fixed: by first
@@ -142,14 +150,16 @@ def form_offline(
     for message in window:
         said = statements(message.text, message.speaker) if message.role == "user" else []
         context = said_at(message.at)
+        kept: float | None = None  # the episode's importance, when it is kept
         if episodes and worth_keeping(message):
+            kept = _episode_importance(message.text, len(said))
             _add(
                 formed,
                 FormedMemory(
                     content=episode_content(message),
                     category=allowed_category("fact", categories),
                     context=context,
-                    importance=_episode_importance(message.text, len(said)),
+                    importance=kept,
                     confidence=EPISODE_CONFIDENCE,
                     sources=(message.id,),
                     kind="episode",
@@ -162,7 +172,7 @@ def form_offline(
                     content=statement.content,
                     category=allowed_category(statement.category, categories),
                     context=context,
-                    importance=statement.importance,
+                    importance=statement.importance if kept is None else kept,
                     confidence=STATEMENT_CONFIDENCE,
                     sources=(message.id,),
                     kind=statement.kind,
