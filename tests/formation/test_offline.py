@@ -79,8 +79,10 @@ def test_a_window_becomes_episodes_and_statements() -> None:
     ]
     by_content = {m.content: m for m in formed}
     assert by_content["Alice prefers green tea"].context == said_at(window[2].at)
-    assert by_content["Alice prefers green tea"].importance == 0.7
-    assert by_content["Alice lives in Berlin"].importance == 0.8
+    # kept with their turn's episode, statements take its importance, not their kind's
+    episode = by_content["Alice: I prefer green tea. I live in Berlin."]
+    assert by_content["Alice prefers green tea"].importance == episode.importance
+    assert by_content["Alice lives in Berlin"].importance == episode.importance
     assert by_content["Alice prefers green tea"].confidence == 0.8
     assert by_content["Helper: Hello! How can I help?"].confidence == 1.0
     assert by_content["Helper: Hello! How can I help?"].context == "1:58 pm on 8 May, 2023"
