@@ -4,6 +4,7 @@ reset, forgetting, sources, and the window transaction's checks."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -11,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from spade_memory import ConversationMessage, FormationConfig, MemoryConfig, MemoryManager
-from spade_memory.errors import InvalidToolInput
+from spade_memory.errors import InvalidToolInput, LLMError
+from spade_memory.llm import LLMResponse
 from spade_memory.storage.conversations import FormedWindow
 
 ALICE = "alice@localhost"
@@ -294,3 +296,49 @@ async def test_a_memory_keeping_only_messages_opens_without_a_loss_warning(
         async with await MemoryManager.open(ALICE, config(tmp_path, form=False), clock=clock):
             pass
     assert "starts with no memories" not in caplog.text
+
+
+class SummaryModel:
+    """A formation model answering every window with one summary and one fact."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.fail = fail
+        self.asked = 0
+
+    async def complete(self, messages: object, tools: object = ()) -> LLMResponse:
+        self.asked += 1
+        if self.fail:
+            raise LLMError("the model is down")
+        answer = {
+            "summary": "Bob told Alice about his sister Emma, a music teacher in Lisbon",
+            "importance": 0.7,
+            "facts": [
+                {"content": "Bob's sister Emma teaches music", "category": "fact",
+                 "importance": 0.8, "sources": [1]},
+            ],
+        }  # fmt: skip
+        return LLMResponse(text=json.dumps(answer))
+
+
+@pytest.mark.parametrize("fail", [False, True], ids=["llm", "llm-down"])
+async def test_an_llm_forms_a_summary_and_facts_or_the_rules_do(tmp_path: Path, fail: bool) -> None:
+    model = SummaryModel(fail=fail)
+    async with await MemoryManager.open(ALICE, config(tmp_path, llm=model), clock=clock) as memory:
+        kept = await chat(
+            memory,
+            [("user", "My sister Emma lives in Lisbon and teaches music"), ("assistant", "Lovely")],
+        )
+        report = await memory.form_memories()
+        assert model.asked == 1 and report.windows == 1
+        assert report.by_llm == (0 if fail else 1)
+        formed = {m.content: m for m in await memory.list()}
+        assert "Bob: My sister Emma lives in Lisbon and teaches music" in formed  # the turn
+        if fail:
+            assert not any(m.metadata.get("formed") == "summary" for m in formed.values())
+            return
+        summary = formed["Bob told Alice about his sister Emma, a music teacher in Lisbon"]
+        assert summary.metadata["formed"] == "summary"
+        assert [m.id for m in await memory.history.sources(summary.id)] == [m.id for m in kept]
+        fact = formed["Bob's sister Emma teaches music"]
+        assert [m.id for m in await memory.history.sources(fact.id)] == [kept[0].id]
+        assert fact.scope.owner == BOB  # scoped like what Bob tells (per sender by default)
