@@ -68,6 +68,8 @@ class Limits:
         scope_readers: the readers of one shared memory besides its owner.
         message_chars: one conversation message kept in the conversation store; the
             largest body an XMPP server passes on, with room to spare.
+        message_id_chars: an XMPP message id kept with a message (clients use a few
+            dozen characters; a longer one is no id of theirs).
     """
 
     query_chars: int = 1_000
@@ -99,6 +101,7 @@ class Limits:
     metadata_chars: int = 64_000
     scope_readers: int = 100
     message_chars: int = 100_000
+    message_id_chars: int = 256
 
 
 LIMITS = Limits()

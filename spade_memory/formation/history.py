@@ -80,7 +80,9 @@ class ConversationHistory:
             raise InvalidToolInput(f"role must be one of {', '.join(ROLES)}, got {role!r}")
         sender = _jid("sender", sender)
         text = check_text("text", text, max_chars=LIMITS.message_chars)
-        message_id = check_optional_text("message_id", message_id, max_chars=LIMITS.uid_chars * 4)
+        message_id = check_optional_text(
+            "message_id", message_id, max_chars=LIMITS.message_id_chars
+        )
         when = self._engine.now() if at is None else _time(at)
         if peer is not None:
             peer = _jid("peer", peer)

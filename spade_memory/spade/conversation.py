@@ -362,6 +362,7 @@ class ConversationBehaviour(CyclicBehaviour):  # type: ignore[misc]
                 role="user",
                 sender=sender,
                 text=str(msg.body)[: LIMITS.message_chars],
+                message_id=getattr(msg, "xmpp_id", None),
                 peer=sender,
             )
             earlier = await self._replay(manager, cid, told.id)

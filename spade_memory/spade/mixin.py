@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 from ..config import MemoryConfig
 from ..disclosure import Disclosure
 from ..errors import ConfigError, SharingError, StoreClosedError
+from ..limits import LIMITS
 from ..manager import MemoryManager
 from .maintenance_behaviour import MaintenanceBehaviour
 from .not_understood import NotUnderstood, carries_protocol
@@ -212,7 +213,11 @@ class MemoryMixin:
         return [self.submit(answerer.enqueue(msg))]
 
     def _message_received(self, stanza: Any) -> list[Any]:
-        """An XMPP error bouncing a sharing request ends that request; others go on."""
+        """An XMPP error bouncing a sharing request ends that request; others go on.
+
+        Every other message is dispatched as SPADE does, with the stanza's id as its
+        ``xmpp_id`` (``None`` when it has none).
+        """
         if stanza["type"] == "error":
             from spade.message import Message
 
@@ -229,7 +234,14 @@ class MemoryMixin:
                         ),
                     )
                 return []
-        return super()._message_received(stanza)  # type: ignore[misc,no-any-return]
+            return super()._message_received(stanza)  # type: ignore[misc,no-any-return]
+        from spade.message import Message
+
+        msg = Message.from_node(stanza)
+        # SPADE's message drops the stanza's id; the conversation store keeps it, so a
+        # message delivered twice is kept once
+        msg.xmpp_id = str(stanza["id"] or "")[: LIMITS.message_id_chars] or None
+        return self.dispatch(msg)
 
     async def start(self, *args: Any, **kwargs: Any) -> None:
         """Start the agent; if starting fails, the memory it opened is closed again."""

@@ -105,6 +105,13 @@ async def test_facts_told_without_tool_calls_are_remembered_after_a_restart(
         reply = await dana.say(to, fact, thread=thread, timeout=WAIT)
         assert reply.body == "OK"
 
+    [info] = await agent.memory.history.conversations()
+    told_by_dana = [
+        m for m in await agent.memory.history.messages(info.conversation_id) if m.role == "user"
+    ]
+    # each with the id of its stanza, so a message delivered twice is kept once
+    assert len({m.message_id for m in told_by_dana} - {None}) == len(FACTS)
+
     await agent.stop()  # its memory closes
     await run(agent)  # the same root
     await agent.memory.form_memories()
