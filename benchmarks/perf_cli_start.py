@@ -4,7 +4,7 @@
     python -m benchmarks.perf_cli_start --tree before=DIR --tree after=.   # side by side
 
 Makes a memory root with two agents (``hashing`` embedder, a few memories and a
-note each), then runs ``--help``, ``ls``, ``list`` and ``show`` as a user would
+note each), then runs ``--help``, ``ls``, ``list``, ``show`` and ``stats`` as a user would
 (``python -m spade_memory.cli ...``, a fresh process each), the trees taking turns
 in every round so that a busy moment of a shared machine falls on all of them.
 For each command and tree it prints the median (and min) wall time of ``--runs``
@@ -43,6 +43,7 @@ def commands(root: Path) -> dict[str, list[str]]:
         "ls": ["ls", "--root", str(root)],
         "list": ["list", AGENTS[0], "--root", str(root)],
         "show": ["show", AGENTS[0], "1", "--root", str(root)],
+        "stats": ["stats", AGENTS[0], "--root", str(root)],
     }
 
 

@@ -49,7 +49,7 @@ from .storage.base import BaseMemoryStore
 from .text.atoms import Atom
 from .text.graph import MemoryGraph
 from .tools import MemoryTool, build_memory_tools
-from .validation import check_category, check_id, check_limit, check_text
+from .validation import check_category, check_id, check_limit, check_page, check_text
 
 __all__ = ["EXPORT_FORMAT", "MemoryManager"]
 
@@ -57,7 +57,6 @@ logger = logging.getLogger(__name__)
 
 _MAX_QUERY_CHARS = LIMITS.query_chars
 _MAX_SEARCH_LIMIT = LIMITS.search_limit
-_MAX_LIST_LIMIT = LIMITS.list_limit
 
 
 class MemoryManager:
@@ -429,8 +428,7 @@ class MemoryManager:
         ``viewer``, those it sees."""
         self._engine.check_open()
         categories = None if category is None else [check_category(category, self.categories)]
-        limit = check_limit("limit", limit, low=1, high=_MAX_LIST_LIMIT)
-        offset = check_limit("offset", offset, low=0, high=2**62)
+        limit, offset = check_page(limit, offset)
         return await self._engine.base.list(
             categories=categories, limit=limit, offset=offset, viewer=_check_viewer(viewer)
         )

@@ -17,6 +17,7 @@ __all__ = [
     "check_id",
     "check_limit",
     "check_metadata",
+    "check_page",
     "check_text",
     "check_unit",
     "loads_strict",
@@ -76,6 +77,18 @@ def check_limit(name: str, value: Any, *, low: int, high: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise InvalidToolInput(f"{name} must be an integer from {low} to {high}, got {value!r}")
     return value
+
+
+def check_page(limit: Any, offset: Any) -> tuple[int, int]:
+    """One page of a listing: ``limit`` (1 to ``LIMITS.list_limit``) and ``offset``.
+
+    Raises:
+        InvalidToolInput: either is out of range or not an integer.
+    """
+    return (
+        check_limit("limit", limit, low=1, high=LIMITS.list_limit),
+        check_limit("offset", offset, low=0, high=2**62),
+    )
 
 
 def check_id(value: Any) -> int:

@@ -24,6 +24,7 @@ from .common import (
     out,
     plural,
     print_json,
+    read_memory,
     run_command,
     say,
     short,
@@ -31,8 +32,8 @@ from .common import (
 )
 
 if TYPE_CHECKING:
-    from ..manager import MemoryManager
     from ..models import Memory
+    from ..storage.memory_rows import Fetch
 
 __all__ = ["forget", "list_", "ls", "search", "show", "stats", "viewer_of"]
 
@@ -217,9 +218,23 @@ def _seen_by(args: argparse.Namespace) -> str:
 
 def list_(args: argparse.Namespace) -> int:
     async def work() -> int:
-        async with open_memory(args, vectors=False) as memory:
-            found = await memory.list(
-                args.category, limit=args.limit, offset=args.offset, viewer=viewer_of(args)
+        # as MemoryManager.list: the same checks, the same read, no engine built
+        from ..config import MemoryConfig
+        from ..storage.memory_reads import list_memories
+        from ..validation import check_category, check_page
+
+        categories = None
+        if args.category is not None:
+            categories = [check_category(args.category, MemoryConfig().categories)]
+        limit, offset = check_page(args.limit, args.offset)
+        async with read_memory(args) as view:
+            found = await list_memories(
+                view.fetchall,
+                categories=categories,
+                statuses=("active",),
+                limit=limit,
+                offset=offset,
+                viewer=viewer_of(args),
             )
         if args.json:
             print_json([m.to_dict() for m in found])
@@ -256,10 +271,17 @@ def _explanation(explanation: Any) -> dict[str, Any] | None:
 
 def show(args: argparse.Namespace) -> int:
     async def work() -> int:
-        async with open_memory(args, vectors=False) as memory:
-            viewer = viewer_of(args)
-            found = await _memory(memory, args.id, viewer)  # get() counts no access
-            atoms = await memory.atoms(found.id, viewer=viewer)
+        import time
+
+        from ..config import MemoryConfig
+        from ..storage.atoms import AtomReads
+
+        viewer = viewer_of(args)
+        async with read_memory(args) as view:
+            found = await _memory(view.fetchall, args.jid, args.id, viewer)
+            # as MemoryManager.atoms, for a memory the viewer sees
+            reads = AtomReads(view.fetchall, MemoryConfig().atoms)
+            atoms = (await reads.atoms([found.id], time.time())).get(found.id, [])
         if args.json:
             print_json({"memory": found.to_dict(), "atoms": [_atom(a) for a in atoms]})
             return 0
@@ -278,22 +300,31 @@ def show(args: argparse.Namespace) -> int:
     return run_command(work)
 
 
-async def _memory(memory: MemoryManager, key: str, viewer: Viewer | None) -> Memory:
+async def _memory(fetch: Fetch, jid: str, key: str, viewer: Viewer | None) -> Memory:
     """The memory a command names by its id (``12``) or its uid (as ``show`` prints it),
-    as ``viewer`` (``--as``) sees it.
+    as ``viewer`` (``--as``) sees it, read with ``fetch`` (a read counts no access).
 
     Raises:
-        MemoryNotFound: there is none, or ``viewer`` may not see it.
+        MemoryNotFound: there is none, or ``viewer`` may not see it (the same
+            message either way, as ``MemoryManager.get`` says it).
     """
     from ..errors import MemoryNotFound
+    from ..identity import normalize_jid
+    from ..storage.memory_reads import get_by_uid, get_memory
+    from ..validation import check_id
 
     text = key.strip()
     if text.isdigit():
-        return await memory.get(int(text), viewer=viewer)
-    found = await memory.base_store.get_by_uid(text)
-    if found is None:
-        raise MemoryNotFound(f"{memory.jid} has no memory with id or uid {text!r}")
-    return await memory.get(found.id, viewer=viewer) if viewer is not None else found
+        found = await get_memory(fetch, check_id(int(text)), viewer)
+        if found is None:
+            raise MemoryNotFound(f"{normalize_jid(jid)} has no memory with id {int(text)}")
+        return found
+    by_uid = await get_by_uid(fetch, text)
+    if by_uid is not None and viewer is not None:
+        by_uid = await get_memory(fetch, by_uid.id, viewer)
+    if by_uid is None:
+        raise MemoryNotFound(f"{normalize_jid(jid)} has no memory with id or uid {text!r}")
+    return by_uid
 
 
 def _atom(atom: Any) -> dict[str, Any]:
@@ -306,7 +337,7 @@ def forget(args: argparse.Namespace) -> int:
     async def work() -> int:
         async with open_memory(args) as memory:
             viewer = viewer_of(args)
-            found = await _memory(memory, args.id, viewer)
+            found = await _memory(memory.base_store.fetchall, memory.jid, args.id, viewer)
             await memory.forget(found.id, viewer=viewer)
         if args.json:
             print_json({"forgotten": found.id, "uid": found.uid})

@@ -28,8 +28,11 @@ if TYPE_CHECKING:  # imported where used: ``--help`` and ``ls`` load none of the
     from rich.console import Console
     from rich.table import Table
 
+    from ..config import StorageConfig
+    from ..identity import AgentIdentity
     from ..manager import MemoryManager
     from ..models import Embedder
+    from ..storage.memory_view import MemoryView
 
 __all__ = [
     "EmbedderOption",
@@ -47,6 +50,7 @@ __all__ = [
     "out",
     "plural",
     "print_json",
+    "read_memory",
     "run_command",
     "say",
     "short",
@@ -266,6 +270,73 @@ async def open_memory(
     # What a restore or an empty start did is logged at WARNING (on stderr).
     async with await MemoryManager.open(identity.jid, config, start_empty=start_empty) as manager:
         yield manager
+
+
+@asynccontextmanager
+async def read_memory(args: argparse.Namespace) -> AsyncIterator[MemoryView]:
+    """Open the memory of ``args.jid`` under ``args.root`` to read its rows, without
+    building its engine (``list``, ``show``).
+
+    The memory is read in place (:class:`~spade_memory.storage.memory_view.MemoryView`)
+    when opening it would change nothing: a registered agent, its database of the
+    current schema and sound, its notes file where its database says one was
+    written, some memories in it, its graph made by this extraction version.
+    Otherwise it is first opened as :func:`open_memory` opens it, which restores,
+    migrates, registers, warns or refuses as it would for any command, and is
+    then read. Either way, nothing is written by the read itself, and the memory
+    is marked open meanwhile (a restore refuses it).
+    """
+    from ..config import MemoryConfig
+    from ..identity import AgentIdentity, resolve_inside
+    from ..storage.memory_view import MemoryView
+
+    root = memory_root(args)
+    identity = AgentIdentity.of(args.jid)
+    storage = MemoryConfig().storage
+    view = await _settled_view(root, identity, storage)
+    if view is None:
+        async with open_memory(args, vectors=False):
+            pass  # what an open settles is settled (or refused, with its reason)
+        database = resolve_inside(root, identity.database_name)
+        view = await MemoryView.open(database, agent=identity.jid, storage=storage)
+        if view is None:
+            raise NotFound(f"could not read the memory of {identity.jid} in {database}")
+    async with view:
+        yield view
+
+
+async def _settled_view(
+    root: Path, identity: AgentIdentity, storage: StorageConfig
+) -> MemoryView | None:
+    """A view of the memory, or ``None`` when opening it would have something to do."""
+    import asyncio
+
+    from ..identity import resolve_inside
+    from ..storage.memory_reads import has_memories
+    from ..storage.memory_view import MemoryView
+    from ..storage.registry import Registry
+    from ..storage.schema import GRAPH_VERSION_KEY, NOTES_KEY
+
+    database = resolve_inside(root, identity.database_name)
+    notes = resolve_inside(root, identity.interactions_name)
+    if not database.exists() or not await asyncio.to_thread(Registry(root).registered, identity):
+        return None
+    view = await MemoryView.open(database, agent=identity.jid, storage=storage)
+    if view is None:
+        return None
+    notes_lost = await view.meta_get(NOTES_KEY) == "1" and not notes.exists()
+    empty = not await has_memories(view.fetchall)
+    outdated = await view.meta_get(GRAPH_VERSION_KEY) != str(_graph_version())
+    if notes_lost or empty or outdated:
+        await view.aclose()
+        return None
+    return view
+
+
+def _graph_version() -> int:
+    from ..text.extraction import GRAPH_VERSION
+
+    return GRAPH_VERSION
 
 
 async def embed_pending(memory: MemoryManager, *, show: bool) -> int:

@@ -32,6 +32,7 @@ from ..storage.base import BaseMemoryStore
 from ..storage.graph_store import GraphStore
 from ..storage.interaction import InteractionStore
 from ..storage.registry import Registry
+from ..storage.schema import GRAPH_VERSION_KEY
 from ..storage.traces import Traces, find_traces
 from ..text.extraction import GRAPH_VERSION
 from ..text.tokenizer import use_dictionary_cache
@@ -43,7 +44,6 @@ __all__ = ["GRAPH_VERSION_KEY", "graph_outdated", "open_engine"]
 
 logger = logging.getLogger(__name__)
 
-GRAPH_VERSION_KEY = "graph_version"
 
 DICTIONARY_CACHE = "cache"
 """The folder under the root where jieba keeps the cache of its dictionary."""

@@ -40,14 +40,12 @@ from ..storage.backup_files import (
 )
 from ..storage.file_peek import count_memories_readonly
 from ..storage.interaction import read_agent_of
+from ..storage.schema import NOTES_KEY
 from ..storage.traces import Traces
 
 __all__ = ["NOTES_KEY", "settle_lost_database", "settle_lost_notes"]
 
 logger = logging.getLogger(__name__)
-
-NOTES_KEY = "notes_file"
-"""The ``meta`` row saying the agent's notes file was written ("1") and must be there."""
 
 
 def _when(seconds: float) -> str:

@@ -2,7 +2,9 @@
 
 Atoms are cut from a memory's text by :mod:`spade_memory.text.atoms` and written
 with it by :mod:`spade_memory.storage.graph`; :class:`AtomBook` reads them back
-with their status now, and records lapsed lifetimes and forgotten atoms.
+with their status now, and records lapsed lifetimes and forgotten atoms. Its
+reads are those of :class:`AtomReads`, which needs only a read query: a
+read-only look into a memory (:mod:`.memory_view`) reads atoms with it too.
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ from .sql import chunks, placeholders
 
 if TYPE_CHECKING:
     from .base import BaseMemoryStore
+    from .memory_rows import Fetch
 
-__all__ = ["AtomBook"]
+__all__ = ["AtomBook", "AtomReads"]
 
 
 _COLUMNS = (
@@ -38,11 +41,12 @@ _ACROSS_SCOPES = (
 )
 
 
-class AtomBook:
-    """The atoms of one agent's base memory: reads, statuses and reinforcement."""
+class AtomReads:
+    """The atoms of one agent's base memory as read by ``fetch`` (one read query),
+    each with its status now."""
 
-    def __init__(self, base: BaseMemoryStore, config: AtomConfig) -> None:
-        self._base = base
+    def __init__(self, fetch: Fetch, config: AtomConfig) -> None:
+        self._fetch = fetch
         self._config = config
 
     def _atom(self, row: Sequence[Any], now: float) -> Atom:
@@ -84,7 +88,7 @@ class AtomBook:
         wanted = list(dict.fromkeys(int(i) for i in memory_ids))
         found: dict[int, list[Atom]] = {}
         for chunk in chunks(wanted):
-            rows = await self._base.fetchall(
+            rows = await self._fetch(
                 f"SELECT {_COLUMNS}, {_ACROSS_SCOPES} AS across FROM memory_atoms AS a "
                 f"WHERE a.memory_id IN ({placeholders(len(chunk))}) "
                 "ORDER BY a.memory_id, a.position",
@@ -99,7 +103,7 @@ class AtomBook:
 
     async def atom(self, atom_id: int, now: float) -> Atom | None:
         """The atom ``atom_id`` with its status at ``now``, or ``None``."""
-        rows = await self._base.fetchall(
+        rows = await self._fetch(
             f"SELECT {_COLUMNS}, {_ACROSS_SCOPES} FROM memory_atoms AS a WHERE a.id = ?",
             (int(atom_id),),
         )
@@ -119,7 +123,7 @@ class AtomBook:
         wanted = list(dict.fromkeys(int(i) for i in memory_ids))
         hidden: set[int] = set()
         for chunk in chunks(wanted):
-            rows = await self._base.fetchall(
+            rows = await self._fetch(
                 "SELECT a.memory_id FROM memory_atoms AS a WHERE a.memory_id IN "
                 f"({placeholders(len(chunk))}) GROUP BY a.memory_id "
                 "HAVING sum(a.expires_at > ? AND (a.status = 'active' OR "
@@ -132,10 +136,16 @@ class AtomBook:
     async def counts_by_status(self) -> dict[str, int]:
         """How many atoms are stored with each recorded status (lapsed lifetimes are
         recorded by :meth:`refresh`)."""
-        rows = await self._base.fetchall(
-            "SELECT status, count(*) FROM memory_atoms GROUP BY status"
-        )
+        rows = await self._fetch("SELECT status, count(*) FROM memory_atoms GROUP BY status", ())
         return {str(row[0]): int(row[1]) for row in rows}
+
+
+class AtomBook(AtomReads):
+    """The atoms of one agent's base memory: reads, statuses and reinforcement."""
+
+    def __init__(self, base: BaseMemoryStore, config: AtomConfig) -> None:
+        super().__init__(base.fetchall, config)
+        self._base = base
 
     async def refresh(self, now: float) -> dict[str, int]:
         """Record lapsed lifetimes: active -> dormant -> expired. Returns counts changed."""

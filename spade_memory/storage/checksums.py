@@ -28,9 +28,10 @@ import hashlib
 import sqlite3
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import aiosqlite
+if TYPE_CHECKING:  # a read-only check (``memory_view``) runs on a plain connection
+    import aiosqlite
 
 __all__ = [
     "DIGEST_FUNCTION",

@@ -7,9 +7,7 @@ its connection), looked up by the store on every call.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable, Sequence
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from ..models import Memory, Viewer
 from .memory_rows import (
@@ -19,6 +17,9 @@ from .memory_rows import (
     row_to_memory,
 )
 from .sql import SQL_CHUNK, chunks, placeholders, status_category_filter
+
+if TYPE_CHECKING:  # loaded by the one read that returns an array
+    import numpy as np
 
 __all__ = [
     "agent_stats",
@@ -142,6 +143,8 @@ async def filtered_ids(
     viewer: Viewer | None = None,
 ) -> np.ndarray:
     """Ids of the memories passing the filters (for filtered vector search)."""
+    import numpy as np
+
     where, params = status_category_filter(categories, statuses, viewer=viewer)
     rows = await fetch(f"SELECT id FROM memories WHERE {where}", params)
     return np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))

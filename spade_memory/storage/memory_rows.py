@@ -13,12 +13,13 @@ import contextlib
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
-
-import aiosqlite
+from typing import TYPE_CHECKING, Any, cast
 
 from ..models import GLOBAL_SCOPE, Memory, Scope, Visibility
 from ..text.tokenizer import get_tokenizer
+
+if TYPE_CHECKING:  # a read (``memory_reads``) loads no SQLite driver thread
+    import aiosqlite
 
 __all__ = [
     "COLUMNS",
@@ -36,7 +37,7 @@ __all__ = [
 Fetch = Callable[[str, Sequence[Any]], Awaitable[list[Any]]]
 """Runs one read query on the store's connection and returns its rows."""
 
-Transaction = Callable[[], contextlib.AbstractAsyncContextManager[aiosqlite.Connection]]
+Transaction = Callable[[], "contextlib.AbstractAsyncContextManager[aiosqlite.Connection]"]
 """Opens one write transaction (``BEGIN IMMEDIATE`` ... ``COMMIT``) of the store."""
 
 _PLAIN = (

@@ -10,7 +10,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "Migration"]
+__all__ = ["GRAPH_VERSION_KEY", "MIGRATIONS", "NOTES_KEY", "SCHEMA_VERSION", "Migration"]
+
+GRAPH_VERSION_KEY = "graph_version"
+"""The ``meta`` row naming the extraction version the stored graph was made with."""
+
+NOTES_KEY = "notes_file"
+"""The ``meta`` row saying the agent's notes file was written ("1") and must be there."""
 
 
 @dataclass(frozen=True, slots=True)

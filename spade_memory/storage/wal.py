@@ -22,10 +22,13 @@ import logging
 import struct
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import StorageCorrupted
 from .files import quarantine
-from .wal_frames import DroppedCommits, dropped_commits
+
+if TYPE_CHECKING:  # its frames are read with numpy, loaded when a log holds any
+    from .wal_frames import DroppedCommits
 
 __all__ = ["check_wal", "wal_header_valid"]
 
@@ -81,6 +84,8 @@ def _dropped(wal: Path) -> DroppedCommits | None:
     Another process may append to the log, or start it anew, while it is read:
     what one read finds is only reported when the next read finds the same.
     """
+    from .wal_frames import dropped_commits
+
     data = _read_log(wal)
     found = None if data is None else dropped_commits(data)
     for _ in range(_READS):

@@ -402,12 +402,49 @@ def test_help_and_ls_load_no_model_index_or_agent_framework(root: Path) -> None:
     assert _imported_modules("ls", "--root", str(root), "--json") == set()
 
 
-def test_list_and_show_load_no_vector_index_model_or_http_client(root: Path) -> None:
-    # They open the memory (its rows need numpy, its notes file pydantic) but read
-    # no vector: no FAISS index is loaded, no embedder made.
-    rows = ("numpy", "pydantic")
-    assert _imported_modules("list", ALICE, "--root", str(root)) <= set(rows)
-    assert _imported_modules("show", ALICE, "1", "--root", str(root)) <= set(rows)
+def test_list_and_show_load_no_engine_index_model_or_http_client(root: Path) -> None:
+    # They read the rows in place (storage.memory_view): no engine, no vector
+    # index, no embedder, no numpy, no notes file parser.
+    assert _imported_modules("list", ALICE, "--root", str(root)) == set()
+    assert _imported_modules("show", ALICE, "1", "--root", str(root)) == set()
+    assert _imported_modules("list", ALICE, "--root", str(root), "--as", "bob@localhost") == set()
+
+
+def test_list_and_show_write_nothing_and_leave_no_open_marker(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    files = [database(root), root / f"{database(root).name}-wal"]
+
+    def state() -> list[bytes]:  # (SQLite may leave an empty log where there was none)
+        return [f.read_bytes() if f.exists() else b"" for f in files]
+
+    before = state()
+    assert len(run_json(capsys, "list", ALICE, "--root", str(root))) == len(TEA)
+    assert run_json(capsys, "show", ALICE, "2", "--root", str(root))["memory"]["id"] == 2
+    assert state() == before
+    assert not list((root / ".open").glob("*.lock"))
+
+
+def test_list_opens_the_memory_fully_when_something_needs_settling(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # a graph made by an older extraction: an open rebuilds it, then the rows are read
+    sql(root, "UPDATE meta SET value = '1' WHERE key = 'graph_version'")
+    assert len(run_json(capsys, "list", ALICE, "--root", str(root))) == len(TEA)
+    from spade_memory.text.extraction import GRAPH_VERSION
+
+    assert sql(root, "SELECT value FROM meta WHERE key = 'graph_version'") == [
+        (str(GRAPH_VERSION),)
+    ]
+
+
+def test_show_of_a_damaged_database_says_it_was_moved_aside(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    database(root).write_bytes(b"not a database at all" * 200)
+    status, _, err = run(capsys, "show", ALICE, "1", "--root", str(root))
+    assert status == 1 and "is not a readable memory database" in err and "moved to" in err
+    assert not database(root).exists()
 
 
 def test_the_model_load_is_announced_once(
