@@ -591,7 +591,11 @@ class FormationConfig:
         max_messages: messages kept per conversation; the oldest go once formed.
         episodes: form a memory of each turn worth keeping (besides statements).
         llm: the model that forms memories (``None``: rules only).
-        llm_timeout: seconds one LLM formation may take before the rules run instead.
+        llm_timeout: seconds one LLM formation may take before the rules run instead;
+            also how long closing a memory may spend forming what is pending.
+        form_on_close: when the memory closes (the agent stops), form what is still
+            pending, as a silence would; what does not finish in time is formed
+            after the next open.
     """
 
     record: bool = True
@@ -603,6 +607,7 @@ class FormationConfig:
     episodes: bool = True
     llm: FormationModel | None = None
     llm_timeout: float = knob(60.0, gt=0)
+    form_on_close: bool = True
 
     def __post_init__(self) -> None:
         check_fields(self)

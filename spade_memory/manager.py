@@ -155,7 +155,7 @@ class MemoryManager:
         if self._engine.closed:
             return
         try:
-            await self._formation.aclose()
+            await self._formation.aclose(finish=True)
             await self._maintenance.aclose()
             await self._engine.aclose()
         finally:

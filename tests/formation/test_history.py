@@ -342,3 +342,18 @@ async def test_an_llm_forms_a_summary_and_facts_or_the_rules_do(tmp_path: Path, 
         fact = formed["Bob's sister Emma teaches music"]
         assert [m.id for m in await memory.history.sources(fact.id)] == [kept[0].id]
         assert fact.scope.owner == BOB  # scoped like what Bob tells (per sender by default)
+
+
+@pytest.mark.parametrize("on_close", [True, False])
+async def test_closing_forms_what_is_pending_unless_told_not_to(
+    tmp_path: Path, on_close: bool
+) -> None:
+    settings = {"window_rounds": 1000, "form_on_close": on_close}
+    async with await MemoryManager.open(ALICE, config(tmp_path, **settings), clock=clock) as memory:
+        await chat(memory, [("user", "My sister Emma lives in Lisbon")])
+    async with await MemoryManager.open(
+        ALICE, config(tmp_path, **settings, form=False), clock=clock
+    ) as memory:
+        info = await memory.history.info(CID)
+        assert info is not None and info.pending == (0 if on_close else 1)
+        assert bool(await memory.search("Where does Emma live?")) is on_close
