@@ -12,6 +12,10 @@ Run from the repository root::
     .venv/bin/python -m benchmarks.locomo --conversations 3 --sweep
     .venv/bin/python -m benchmarks.locomo --systems default --config fusion_bm25_weight=0.3
     .venv/bin/python -m benchmarks.locomo --systems default --scoped
+    .venv/bin/python -m benchmarks.locomo --systems default --splits 0-2,3-4
+
+``--splits`` adds a table of recall@10 (categories 1-4) per group of conversations
+(``0-2``: the first three), so a rule chosen on some can be checked on the others.
 
 ``--scoped`` adds a ``+scoped`` row per system: every turn is stored private to one
 asker (``Scope.private``) and every question is searched with the asker's
@@ -287,6 +291,36 @@ def _index_cell(result: SystemResult) -> str:
     return f"{text} (shared with {result.index_shared_with})" if result.index_shared_with else text
 
 
+def parse_splits(text: str) -> list[tuple[int, int]]:
+    """``"0-2,3-4"`` as ``[(0, 2), (3, 4)]`` (conversation positions, inclusive)."""
+    splits = []
+    for part in text.split(","):
+        first, _, last = part.strip().partition("-")
+        try:
+            splits.append((int(first), int(last or first)))
+        except ValueError:
+            raise ValueError(f"expected splits such as 0-2,3-4, got {text!r}") from None
+    return splits
+
+
+def split_table(
+    conversations: Sequence[Conversation],
+    ordered: Sequence[SystemResult],
+    splits: Sequence[tuple[int, int]],
+) -> str:
+    """Recall@10 over categories 1-4 per group of conversations, and over all."""
+    groups = [(f"{a}-{b}", conversations[a : b + 1]) for a, b in splits]
+    groups.append(("all", conversations))
+    rows = []
+    for result in ordered:
+        cells = [result.name]
+        for _, part in groups:
+            scores = score_system(part, result)
+            cells.append(f"{_summaries(scores)['1-4'].recall10:.4f}")
+        rows.append(cells)
+    return markdown_table(["system", *(f"R@10 conv {name}" for name, _ in groups)], rows)
+
+
 def main_tables(
     results: Sequence[SystemResult], summaries: Mapping[str, Mapping[str, Aggregate]]
 ) -> str:
@@ -423,6 +457,11 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="with --scoped: the next conversation's turns beside them, of other owners",
     )
+    parser.add_argument(
+        "--splits",
+        metavar="A-B,C-D",
+        help="also recall@10 per group of conversations (positions from 0, inclusive)",
+    )
     parser.add_argument("--write-md", action="store_true", help="update BENCHMARKS.md")
     parser.add_argument("--note", default="", help="a sentence added to the BENCHMARKS.md section")
     parser.add_argument(
@@ -486,6 +525,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.scoped:
         leaks = ", ".join(f"{r.name} {r.leaks}" for r in ordered if r.name.endswith(SCOPED))
         facts += f" Results of another owner returned to the asker: {leaks}."
+    if args.splits:
+        try:
+            table += "\n\n" + split_table(conversations, ordered, parse_splits(args.splits))
+        except (ValueError, IndexError) as exc:
+            raise SystemExit(f"--splits: {exc}") from None
     print(f"{facts}\nCategories 1-4 unless noted.\n\n{table}")
     path = write_json(
         "locomo-sweep" if sweeping else "locomo",

@@ -111,6 +111,14 @@ class RetrievalTuning:
         rerank_coverage_weight, rerank_proximity_weight, rerank_phrase_weight,
         rerank_lead_weight: the weights of the lexical signals in the second stage's
             score (lead: the memory's first term is a query term).
+        relevance_vector_margin: with ``RetrievalConfig.relevance_floor``, a memory
+            found by its vector alone passes when its similarity to the query,
+            measured above the embedder's chance level
+            (:mod:`spade_memory.embedding.chance`), reaches this.
+        relevance_keyword_share: with ``RetrievalConfig.relevance_floor``, a memory
+            found by keywords passes when it holds at least this IDF-weighted share
+            of the query's terms (a term no memory holds weighs most); 0: any
+            term that is not a stopword.
     """
 
     agreement_window: int = knob(5, ge=1)
@@ -127,6 +135,8 @@ class RetrievalTuning:
     rerank_proximity_weight: float = knob(0.5, ge=0, le=1)
     rerank_phrase_weight: float = knob(0.5, ge=0, le=1)
     rerank_lead_weight: float = knob(0.5, ge=0, le=1)
+    relevance_vector_margin: float = knob(0.3, ge=0, le=1)
+    relevance_keyword_share: float = knob(0.0, ge=0, le=1)
 
     def __post_init__(self) -> None:
         check_fields(self)
@@ -176,6 +186,13 @@ class RetrievalConfig:
             the score of the best ``tuning.rerank_depth`` candidates (0 disables the
             second stage). 0.5 by measurement: with the defaults LoCoMo MRR@10 went
             from 0.511 to 0.555 (BENCHMARKS.md); 0.3 and 0.7 did less.
+        relevance_floor: return only memories with evidence of relevance: a query
+            term that is not a stopword, a vector similarity clearly above the
+            embedder's chance level (``tuning.relevance_vector_margin``), an entity
+            of the query in the graph, or a turn next to such a memory; a query
+            about nothing stored then returns nothing. ``False`` (for now the
+            default, until its LoCoMo cost is measured): every candidate may be
+            returned, ranked.
         tuning: the knobs fitted on benchmarks (:class:`RetrievalTuning`).
     """
 
@@ -201,6 +218,7 @@ class RetrievalConfig:
     graph_route: bool = True
     graph_hops: int = knob(1, ge=1, le=2)
     rerank_weight: float = knob(0.5, ge=0, le=1)
+    relevance_floor: bool = False
     tuning: RetrievalTuning = field(default_factory=RetrievalTuning)
 
     def __post_init__(self) -> None:

@@ -49,7 +49,14 @@ from .storage.base import BaseMemoryStore
 from .text.atoms import Atom
 from .text.graph import MemoryGraph
 from .tools import MemoryTool, build_memory_tools
-from .validation import check_category, check_id, check_limit, check_page, check_text
+from .validation import (
+    check_category,
+    check_id,
+    check_limit,
+    check_page,
+    check_text,
+    check_unit,
+)
 
 __all__ = ["EXPORT_FORMAT", "MemoryManager"]
 
@@ -340,8 +347,14 @@ class MemoryManager:
         explain: bool = False,
         record_access: bool = True,
         viewer: Viewer | None = None,
+        min_score: float = 0.0,
     ) -> builtins.list[SearchResult]:
         """The memories that best match ``query``, best first.
+
+        With ``RetrievalConfig.relevance_floor``, only memories with evidence of
+        matching the query are returned (a query term, a vector similarity clearly
+        above the embedder's chance level, an entity of the query, or a turn next
+        to such a memory), so a query about nothing stored returns an empty list.
 
         Args:
             query: natural-language text, in any language.
@@ -356,6 +369,8 @@ class MemoryManager:
             viewer: only memories this conversation partner sees
                 (:meth:`Viewer.sees`, applied inside every route's query);
                 ``None``: the agent itself, which sees all.
+            min_score: only results whose score (:attr:`SearchResult.score`, in
+                [0, 1]) is at least this.
         """
         results, _ = await self.search_with_timings(
             query,
@@ -365,6 +380,7 @@ class MemoryManager:
             explain=explain,
             record_access=record_access,
             viewer=viewer,
+            min_score=min_score,
         )
         return results
 
@@ -378,6 +394,7 @@ class MemoryManager:
         explain: bool = False,
         record_access: bool = True,
         viewer: Viewer | None = None,
+        min_score: float = 0.0,
     ) -> tuple[builtins.list[SearchResult], SearchTimings]:
         """Like :meth:`search`, with where the time of this search went.
 
@@ -394,8 +411,14 @@ class MemoryManager:
         limit = check_limit("limit", limit, low=1, high=_MAX_SEARCH_LIMIT)
         categories = self._check_categories(category, categories)
         viewer = _check_viewer(viewer)
+        min_score = check_unit("min_score", min_score)
         results, timings = await self._engine.retriever.search_with_timings(
-            query, limit=limit, categories=categories, explain=explain, viewer=viewer
+            query,
+            limit=limit,
+            categories=categories,
+            explain=explain,
+            viewer=viewer,
+            min_score=min_score,
         )
         if record_access:
             self._engine.access.note((result.memory.id for result in results), search=True)
@@ -640,6 +663,7 @@ class MemoryManager:
         category: str | None = None,
         categories: Sequence[str] | None = None,
         viewer: Viewer | None = None,
+        min_score: float = 0.0,
     ) -> builtins.list[SearchResult]:
         """:meth:`search` for prompt assembly: each memory carries only its live atoms.
 
@@ -649,7 +673,12 @@ class MemoryManager:
         live is left out); one stored before atoms existed comes back whole.
         """
         results = await self.search(
-            query, limit=limit, category=category, categories=categories, viewer=viewer
+            query,
+            limit=limit,
+            category=category,
+            categories=categories,
+            viewer=viewer,
+            min_score=min_score,
         )
         found = await self._engine.atoms.atoms([r.memory.id for r in results], self._engine.now())
         recalled: builtins.list[SearchResult] = []

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..config import MemoryConfig
+from ..embedding.chance import achance_similarity
 from ..errors import MemoryNotFound, StoreClosedError
 from ..identity import AgentIdentity
 from ..models import Memory, MemoryRecovery
@@ -38,6 +39,8 @@ from .memory_input import MemoryInput
 __all__ = ["Engine"]
 
 logger = logging.getLogger(__name__)
+
+_CHANCE_KEY = "chance_similarity"  # meta key prefix; the embedder's fingerprint follows
 
 
 class Engine:
@@ -93,6 +96,7 @@ class Engine:
                 self.graph, self.extractor, config=config.retrieval, vectors=indexer
             ),
             hidden=self.atoms.hidden if config.atoms.hide_expired else None,
+            chance=self.chance_level if indexer is not None else None,
         )
         self._closed = False
         self.access = AccessRecorder(base, jid=identity.jid, clock=clock, closed=self._is_closed)
@@ -122,6 +126,26 @@ class Engine:
             raise StoreClosedError(
                 f"the memory of {self.identity.jid} is closed; open a new MemoryManager"
             )
+
+    async def chance_level(self) -> float:
+        """The embedder's similarity of unrelated texts (the search's relevance floor
+        is drawn from it): read from ``meta``, where it is kept with the embedder's
+        fingerprint, else measured once and kept there."""
+        assert self.indexer is not None
+        embedder = self.indexer.embedder
+        key = f"{_CHANCE_KEY}:{embedder.fingerprint}"
+        stored = await self.base.meta_get(key)
+        if stored is not None:
+            try:
+                return float(stored)
+            except ValueError:
+                logger.warning("the stored chance level %r is no number; measuring again", stored)
+        value = await achance_similarity(embedder)
+        try:
+            await self.base.meta_set(key, repr(value))
+        except Exception:
+            logger.warning("the chance level could not be kept; it is measured again next time")
+        return value
 
     def now(self) -> float:
         """The memory's clock (Unix seconds)."""

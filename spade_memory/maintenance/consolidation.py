@@ -6,7 +6,8 @@ similarity, measured above the embedder's chance level, reaches the threshold
 Raw cosine similarity is not comparable across embedders: multilingual-e5 puts
 unrelated sentences near 0.75, feature hashing near 0. So the similarity used is
 ``(cosine - chance) / (1 - chance)``, where ``chance`` is the mean similarity of a
-fixed set of unrelated reference sentences under the same embedder.
+fixed set of unrelated reference sentences under the same embedder
+(:mod:`spade_memory.embedding.chance`).
 
 Each group keeps its most informative memory (most distinct tokens, then the
 longest), which takes the highest importance and confidence, the summed access
@@ -23,14 +24,14 @@ import asyncio
 import dataclasses
 import json
 import logging
-import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..models import Embedder, Memory
+from ..embedding.chance import achance_similarity, chance_similarity
+from ..models import Memory
 from ..storage.base import IndexedText
 from ..storage.merges import MergedFields, active_vectors, merge_memories
 from ..text.tokenizer import get_tokenizer
@@ -50,20 +51,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-_REFERENCE_TEXTS: tuple[str, ...] = (
-    "The quarterly budget review moved to Thursday afternoon.",
-    "Penguins huddle together to survive the Antarctic winter.",
-    "She prefers her coffee black with no sugar.",
-    "The server restarts automatically after a kernel update.",
-    "Grandfather planted the apple orchard in 1962.",
-    "The violin concerto ends with a fast, joyful movement.",
-    "明天上午十点在三楼会议室开项目周会。",
-    "这家餐厅的麻婆豆腐非常辣。",
-    "Der Zug nach Hamburg hat zwanzig Minuten Verspätung.",
-    "Las entradas para el concierto se agotaron en una hora.",
-)
-_BASELINES: dict[str, float] = {}
-_BASELINE_LOCK = threading.Lock()
 _BLOCK = 1024
 _MERGE_PROMPT = (
     "You merge notes that say the same thing into one note. Keep every fact that "
@@ -106,22 +93,6 @@ class ConsolidationResult:
             "compared": self.compared,
             "chance": self.chance,
         }
-
-
-def chance_similarity(embedder: Embedder) -> float:
-    """The mean similarity of unrelated sentences under ``embedder`` (cached, blocking)."""
-    fingerprint = embedder.fingerprint
-    with _BASELINE_LOCK:
-        if fingerprint in _BASELINES:
-            return _BASELINES[fingerprint]
-    matrix = np.asarray(embedder.embed_documents(list(_REFERENCE_TEXTS)), dtype=np.float32)
-    sims = matrix @ matrix.T
-    count = len(_REFERENCE_TEXTS)
-    mean = float((sims.sum() - np.trace(sims)) / (count * (count - 1)))
-    value = min(0.95, max(0.0, mean))
-    with _BASELINE_LOCK:
-        _BASELINES[fingerprint] = value
-    return value
 
 
 def _informativeness(memory: Memory) -> tuple[int, int, int]:
@@ -312,7 +283,7 @@ async def consolidate(
     rows = await active_vectors(engine.base, embedder.fingerprint, embedder.dim)
     last_seq = max([after_seq, *(int(r[4]) for r in rows)])
     rows = [r for r in rows if not is_protected(r[2])]
-    chance = await asyncio.to_thread(chance_similarity, embedder)
+    chance = await achance_similarity(embedder)
     neighbours: dict[int, dict[int, float]] = {}
     # Only memories of one category and one scope merge: a merge never moves what
     # one person told into what another may read.

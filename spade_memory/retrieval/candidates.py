@@ -108,7 +108,7 @@ async def add_neighbours(
     reply_weight: float,
     state: Loaded,
     viewer: Viewer | None = None,
-) -> None:
+) -> dict[int, int]:
     """Give the memories stored just before and after a top hit, in the same
     conversation, a share of its score: a question's answer is often the
     next turn, and the turn before gives the context. When the top hit itself
@@ -117,7 +117,11 @@ async def add_neighbours(
     The neighbours of a parent are the turns linked to it as its previous and
     next in the conversation; those of a parent in ``state.near`` were read with
     it, those of another are read here. A neighbour ``viewer`` does not see gets
-    nothing: it never enters the scores."""
+    nothing: it never enters the scores.
+
+    Returns:
+        Each neighbour whose score was raised, with the parent it took it from.
+    """
     parents = sorted(scores, key=lambda key: -scores[key])[:limit]
     unread = [parent for parent in parents if parent not in state.near]
     if unread:
@@ -127,6 +131,7 @@ async def add_neighbours(
         await load(base, hidden_filter, list(dict.fromkeys([*unread, *found])), state)
         state.near.update(unread)
     loaded = state.memories
+    raised: dict[int, int] = {}
     for parent in parents:
         origin = loaded.get(parent)
         if origin is None or origin.source_conversation is None:
@@ -144,3 +149,5 @@ async def add_neighbours(
             share = (reply_weight if asks and after else weight) * scores[parent]
             if share > scores.get(neighbour_id, 0.0):
                 scores[neighbour_id] = share
+                raised[neighbour_id] = parent
+    return raised

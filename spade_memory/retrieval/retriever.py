@@ -5,7 +5,10 @@ vector (FAISS). The graph route (:mod:`spade_memory.retrieval.graph`) runs besid
 it; the routes are blended with weights shifted by the query's intent
 (:mod:`spade_memory.retrieval.intent`). Each route has ``route_timeout_seconds``;
 a route (or sub-route) that fails or times out leaves the others' results, and a
-vector failure falls back to keywords alone. Every search can explain itself.
+vector failure falls back to keywords alone. With ``relevance_floor`` only
+candidates with evidence of matching the query are kept
+(:mod:`spade_memory.retrieval.relevance`), so a query about nothing stored
+returns nothing. Every search can explain itself.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -39,6 +42,7 @@ from .intent import (
     route_weights,
 )
 from .ranking import diversify, explain_result
+from .relevance import evidenced, keyword_shares, vector_floor
 from .rerank import LexicalReranker
 from .search_state import SearchState, SearchTimings
 
@@ -46,7 +50,7 @@ __all__ = ["HiddenFilter", "Retriever", "SearchState", "SearchTimings", "VectorS
 
 logger = logging.getLogger(__name__)
 
-_CacheKey = tuple[str, int, tuple[str, ...], bool, Viewer | None]
+_CacheKey = tuple[str, int, tuple[str, ...], bool, Viewer | None, float]
 _VISIBLE_SECONDS = 10.0  # a viewer's visible ids are read again after this at the latest
 _VISIBLE_VIEWERS = 64  # viewers whose visible ids are kept
 
@@ -68,8 +72,13 @@ class Retriever:
     :meth:`_plan` (terms, intent, sizes), :meth:`_run_routes` (embedding, the
     document route's keyword and vector sub-routes and the graph route, side by
     side), :meth:`_fill_vectors` (optional), :meth:`_fuse` (sub-routes, then
-    routes), :meth:`_second_stage` (read the head, rerank), :meth:`_neighbours`,
-    :meth:`_pool`, :meth:`_final_score`, :meth:`_mmr` and :meth:`_results`.
+    routes), :meth:`_second_stage` (read the head, rerank), :meth:`_floor` (the
+    relevance floor), :meth:`_neighbours`, :meth:`_pool`, :meth:`_final_score`
+    (and ``min_score``), :meth:`_mmr` and :meth:`_results`.
+
+    ``chance`` gives the current embedder's chance level (the similarity of
+    unrelated texts), which the relevance floor's vector threshold is drawn
+    from; without it no memory passes the floor by its vector alone.
     """
 
     def __init__(
@@ -84,8 +93,11 @@ class Retriever:
         clock: Callable[[], float] = time.time,
         graph: GraphRetriever | None = None,
         hidden: HiddenFilter | None = None,
+        chance: Callable[[], Awaitable[float]] | None = None,
     ) -> None:
         self._base = base
+        self._chance = chance
+        self._chance_levels: dict[str, float] = {}
         self._graph = graph
         self._hidden = hidden
         self._tokenizer = tokenizer
@@ -127,11 +139,17 @@ class Retriever:
         categories: Sequence[str] | None = None,
         explain: bool = False,
         viewer: Viewer | None = None,
+        min_score: float = 0.0,
     ) -> list[SearchResult]:
         """The best ``limit`` active memories for ``query``, best first; with a
-        ``viewer``, of those it sees."""
+        ``viewer``, of those it sees; only those scoring at least ``min_score``."""
         results, _ = await self.search_with_timings(
-            query, limit=limit, categories=categories, explain=explain, viewer=viewer
+            query,
+            limit=limit,
+            categories=categories,
+            explain=explain,
+            viewer=viewer,
+            min_score=min_score,
         )
         return results
 
@@ -143,11 +161,12 @@ class Retriever:
         categories: Sequence[str] | None = None,
         explain: bool = False,
         viewer: Viewer | None = None,
+        min_score: float = 0.0,
     ) -> tuple[list[SearchResult], SearchTimings]:
         """Like :meth:`search`, with where this search's time went (its own object)."""
         started = time.perf_counter()
         cats = tuple(sorted(categories)) if categories else ()
-        key: _CacheKey = (query, limit, cats, explain, viewer)
+        key: _CacheKey = (query, limit, cats, explain, viewer, min_score)
         ttl = self._config.cache_ttl_seconds
         if ttl > 0:
             hit = self._cache.get(key)
@@ -156,7 +175,12 @@ class Retriever:
                 self.last_timings = cached
                 return list(hit[2]), cached
         state = SearchState(
-            query=query, limit=limit, categories=cats or None, explain=explain, viewer=viewer
+            query=query,
+            limit=limit,
+            categories=cats or None,
+            explain=explain,
+            viewer=viewer,
+            min_score=min_score,
         )
         bound = 2 * self._config.route_timeout_seconds + 1
         try:
@@ -187,6 +211,8 @@ class Retriever:
             if not self._fuse(state):
                 return []
             await self._second_stage(state)
+            if self._config.relevance_floor and not await self._floor(state):
+                return []
             await self._neighbours(state)
             await self._pool(state)
             self._final_score(state)
@@ -463,6 +489,54 @@ class Retriever:
         )
         state.timings.extra["rerank"] = time.perf_counter() - started
 
+    async def _floor(self, state: SearchState) -> bool:
+        """Keep only the candidates with evidence of matching the query
+        (:mod:`spade_memory.retrieval.relevance`); ``False`` when none has any."""
+        started = time.perf_counter()
+        tuning = self._config.tuning
+        if state.vector:
+            chance = await self._chance_level()
+            if chance is not None:
+                state.cosine_floor = vector_floor(chance, tuning.relevance_vector_margin)
+        shares = None
+        if tuning.relevance_keyword_share > 0 and state.keyword:
+            try:
+                frequencies, total = await self._base.document_frequencies(state.terms)
+            except Exception:
+                logger.exception("term frequencies could not be read; any keyword passes")
+            else:
+                shares = keyword_shares(
+                    state.terms, frequencies, total, state.indexed, list(state.keyword)
+                )
+        passing = evidenced(
+            state.terms,
+            state.keyword,
+            state.vector,
+            state.graph,
+            cosine_floor=state.cosine_floor,
+            shares=shares,
+            keyword_share=tuning.relevance_keyword_share,
+        )
+        state.scores = {key: value for key, value in state.scores.items() if key in passing}
+        state.timings.extra["floor"] = time.perf_counter() - started
+        return bool(state.scores)
+
+    async def _chance_level(self) -> float | None:
+        """The current embedder's chance level (asked once per fingerprint), or
+        ``None`` when it is unknown."""
+        fingerprint = self._fingerprint
+        if self._chance is None or fingerprint is None:
+            return None
+        known = self._chance_levels.get(fingerprint)
+        if known is None:
+            try:
+                known = await self._chance()
+            except Exception:
+                logger.exception("the embedder's chance level is unknown; no vector-only results")
+                return None
+            self._chance_levels[fingerprint] = known
+        return known
+
     async def _neighbours(self, state: SearchState) -> None:
         """Give the turns before and after each top hit a share of its score."""
         config = self._config
@@ -514,7 +588,8 @@ class Retriever:
                 break
 
     def _final_score(self, state: SearchState) -> None:
-        """Blend relevance, importance and recency into each pooled memory's score."""
+        """Blend relevance, importance and recency into each pooled memory's score;
+        with ``min_score``, the pool keeps those scoring at least that."""
         config = self._config
         assert state.loaded is not None
         now = state.loaded.now
@@ -533,6 +608,8 @@ class Retriever:
                 + weights["recency"] * recency
             ) / total_weight
             state.parts[memory.id] = (relevance, recency)
+        if state.min_score > 0:
+            state.pool = [m for m in state.pool if state.final[m.id] >= state.min_score]
 
     async def _mmr(self, state: SearchState) -> None:
         """Choose the results from the pool by MMR (near-duplicates give way)."""

@@ -49,8 +49,9 @@ class SearchState:
     Filled in stage order: plan (terms, intent, sizes), routes (keyword, vector
     and graph scores, the query vector), fuse (the fused document scores, the
     route weights and the blended ``scores``), second stage (what was read and
-    the reranker's signals; ``scores`` reranked in place), neighbours (``scores``
-    raised), pool, final score and MMR (``chosen``).
+    the reranker's signals; ``scores`` reranked in place), floor (``scores`` kept
+    only for candidates with evidence), neighbours (``scores`` raised), pool,
+    final score and MMR (``chosen``).
     """
 
     query: str
@@ -58,6 +59,7 @@ class SearchState:
     categories: tuple[str, ...] | None
     explain: bool
     viewer: Viewer | None = None
+    min_score: float = 0.0
     timings: SearchTimings = field(default_factory=SearchTimings)
     # plan
     terms: list[str] = field(default_factory=list)
@@ -75,6 +77,8 @@ class SearchState:
     scores: dict[int, float] = field(default_factory=dict)
     first_stage: dict[int, float] = field(default_factory=dict)
     reach: int = 0
+    # relevance floor: the cosine from which a vector match passes (None: none does)
+    cosine_floor: float | None = None
     # second stage and neighbours
     loaded: Loaded | None = None  # made when the second stage starts (its clock reading)
     indexed: IndexedTokens = field(default_factory=dict)

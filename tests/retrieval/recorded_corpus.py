@@ -3,7 +3,8 @@
 The corpus is stored with a fixed clock and the hashing embedder, so every
 search over it is deterministic; :func:`run_queries` gives each result as exact
 figures (``float.hex``), so a recorded run can be compared bit for bit. Each
-conversation's turns are stored one after the other.
+conversation's turns are stored one after the other. The record ranks every
+candidate: it is made without the relevance floor, which is tested on its own.
 """
 
 from __future__ import annotations
@@ -134,7 +135,7 @@ async def run_queries(memory: MemoryManager) -> list[dict[str, Any]]:
 async def record(root: Path, variant: str) -> list[dict[str, Any]]:
     """Store the corpus under ``root`` and run the queries with ``variant``'s knobs."""
     clock = [START]
-    retrieval = RetrievalConfig(cache_ttl_seconds=0.0, **VARIANTS[variant])
+    retrieval = RetrievalConfig(cache_ttl_seconds=0.0, relevance_floor=False, **VARIANTS[variant])
     config = MemoryConfig(root=root, embedder="hashing", retrieval=retrieval)
     async with await MemoryManager.open(
         "recorder@localhost", config, clock=lambda: clock[0]
@@ -161,7 +162,7 @@ def downgrade_to_v4(database: Path) -> None:
 async def record_migrated(root: Path, variant: str) -> list[dict[str, Any]]:
     """Like :func:`record`, on a database stored, taken back to schema v4 and migrated."""
     clock = [START]
-    retrieval = RetrievalConfig(cache_ttl_seconds=0.0, **VARIANTS[variant])
+    retrieval = RetrievalConfig(cache_ttl_seconds=0.0, relevance_floor=False, **VARIANTS[variant])
     config = MemoryConfig(root=root, embedder="hashing", retrieval=retrieval)
     async with await MemoryManager.open(
         "recorder@localhost", config, clock=lambda: clock[0]

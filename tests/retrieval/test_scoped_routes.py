@@ -91,7 +91,10 @@ async def test_filters_run_before_the_cut(keyword_only: MemoryManager) -> None:
 
 async def test_vector_route(tmp_path: Path) -> None:
     config = _config(
-        tmp_path, embedder=ConceptEmbedder(), retrieval=RetrievalConfig(graph_route=False)
+        tmp_path,
+        embedder=ConceptEmbedder(),
+        # eight dimensions tell little apart: the floor would keep no vector-only match
+        retrieval=RetrievalConfig(graph_route=False, relevance_floor=False),
     )
     async with await MemoryManager.open(AGENT, config) as memory:
         secret = await memory.store("A striped horse grazed", scope=Scope.private(ALICE))

@@ -266,7 +266,10 @@ async def test_search_with_category_and_no_hits(
     result = await call(
         tools["search_memories"], manager, {"query": "mars", "limit": 3, "category": "pattern"}
     )
-    assert result == ToolResult(ok=True, text='No memories in category pattern match "mars".')
+    assert result == ToolResult(
+        ok=True,
+        text='No memories in category pattern are relevant to "mars": nothing stored matches it.',
+    )
     assert manager.calls == [("search", ("mars",), {"limit": 3, "category": "pattern"})]
 
 

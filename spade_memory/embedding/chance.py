@@ -1,0 +1,87 @@
+"""How similar an embedder finds unrelated texts: its chance level.
+
+Raw cosine similarity is not comparable across embedders: multilingual-e5 puts
+unrelated sentences near 0.75, feature hashing near 0. The chance level is the
+mean similarity of a fixed set of unrelated reference sentences (several
+languages) under the embedder; similarity measured above it,
+``(cosine - chance) / (1 - chance)``, means the same under any of them.
+Consolidation merges near-duplicates by it, and the search's relevance floor
+keeps only vector matches clearly above it.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ..models import Embedder
+from .calls import embed_documents
+
+__all__ = ["REFERENCE_TEXTS", "above_chance", "achance_similarity", "chance_similarity"]
+
+REFERENCE_TEXTS: tuple[str, ...] = (
+    "The quarterly budget review moved to Thursday afternoon.",
+    "Penguins huddle together to survive the Antarctic winter.",
+    "She prefers her coffee black with no sugar.",
+    "The server restarts automatically after a kernel update.",
+    "Grandfather planted the apple orchard in 1962.",
+    "The violin concerto ends with a fast, joyful movement.",
+    "明天上午十点在三楼会议室开项目周会。",
+    "这家餐厅的麻婆豆腐非常辣。",
+    "Der Zug nach Hamburg hat zwanzig Minuten Verspätung.",
+    "Las entradas para el concierto se agotaron en una hora.",
+)
+"""Sentences about unrelated things, in several languages."""
+
+_CEILING = 0.95  # an embedder that finds everything alike still leaves room above chance
+_LEVELS: dict[str, float] = {}
+_LOCK = threading.Lock()
+
+
+def _mean_similarity(vectors: NDArray[np.float32]) -> float:
+    matrix = np.asarray(vectors, dtype=np.float32)
+    sims = matrix @ matrix.T
+    count = len(matrix)
+    mean = float((sims.sum() - np.trace(sims)) / (count * (count - 1)))
+    return min(_CEILING, max(0.0, mean))
+
+
+def _known(fingerprint: str) -> float | None:
+    with _LOCK:
+        return _LEVELS.get(fingerprint)
+
+
+def _keep(fingerprint: str, value: float) -> float:
+    with _LOCK:
+        _LEVELS[fingerprint] = value
+    return value
+
+
+def chance_similarity(embedder: Embedder) -> float:
+    """The mean similarity of unrelated sentences under ``embedder``, in [0, 0.95]
+    (kept per fingerprint for the process; blocking: call it in a thread)."""
+    fingerprint = embedder.fingerprint
+    known = _known(fingerprint)
+    if known is not None:
+        return known
+    vectors = embedder.embed_documents(list(REFERENCE_TEXTS))
+    return _keep(fingerprint, _mean_similarity(vectors))
+
+
+async def achance_similarity(embedder: Embedder) -> float:
+    """:func:`chance_similarity` from async code (an async embedder is awaited, a
+    blocking one runs in a thread)."""
+    fingerprint = embedder.fingerprint
+    known = _known(fingerprint)
+    if known is not None:
+        return known
+    vectors = await embed_documents(embedder, list(REFERENCE_TEXTS))
+    return _keep(fingerprint, _mean_similarity(vectors))
+
+
+def above_chance(cosine: float, chance: float) -> float:
+    """``cosine`` measured above ``chance``: ``(cosine - chance) / (1 - chance)``
+    (0 at chance, 1 for identical texts, negative below chance)."""
+    return (cosine - chance) / (1.0 - chance)
