@@ -39,7 +39,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from spade_memory.config import MemoryConfig
+from spade_memory.config import FormationConfig, MemoryConfig
 from spade_memory.manager import MemoryManager
 
 from .data import Conversation, Session, Turn, load_locomo, resolve_data_dir
@@ -160,7 +160,10 @@ async def capture_conversation(
     chosen = memory_embedder(embedder, cache)
     run = CaptureRun()
     dia_of: dict[int, str] = {}
-    manager = await MemoryManager.open(AGENT_JID, MemoryConfig(root=root, embedder=chosen))
+    # Both speakers are people: every turn is worth a memory of its own, not only the
+    # partner's (an agent's own replies, the default's concern, are not in LoCoMo).
+    config = MemoryConfig(root=root, embedder=chosen, formation=FormationConfig(episodes="all"))
+    manager = await MemoryManager.open(AGENT_JID, config)
     try:
         started = time.perf_counter()
         clock = 0.0

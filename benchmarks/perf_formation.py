@@ -144,7 +144,7 @@ async def measure_formation(
         embedder=base.embedder,
         retrieval=base.retrieval,
         storage=base.storage,
-        formation=FormationConfig(window_rounds=ROUNDS + 1),
+        formation=FormationConfig(window_rounds=ROUNDS + 1, episodes="all"),
     )
     texts = TextGenerator(seed=47)
     seconds: list[float] = []

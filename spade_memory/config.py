@@ -59,6 +59,7 @@ CleanupPolicy = Literal["archive", "delete", "off"]
 VectorIndexChoice = Literal["flat", "hnsw", "auto"]
 OnDamage = Literal["restore", "refuse"]
 ScopeMode = Literal["per_sender", "per_conversation", "shared"]
+EpisodeSource = Literal["partner", "all", "none"]
 JidList = Annotated[Collection[str], "a list of JIDs (name@domain) or '*'"]
 JidSet = Annotated[frozenset[str], "a set of JIDs (name@domain) or '*', not one string"]
 
@@ -607,7 +608,12 @@ class FormationConfig:
         window_rounds: the partner's messages that make a window.
         idle_minutes: a silence this long closes a window.
         max_messages: messages kept per conversation; the oldest go once formed.
-        episodes: form a memory of each turn worth keeping (besides statements).
+        episodes: whose turns worth keeping become memories of their own ("Dana:
+            I moved to Porto"), besides the statements read from the partner's:
+            ``"partner"`` (default; the agent's own replies mostly restate what it
+            recalled, and kept again they would echo it back as new memories),
+            ``"all"`` (both sides, as in a conversation between two people the agent
+            takes part in for one of them) or ``"none"``.
         llm: the model that forms memories (``None``: rules only).
         llm_timeout: seconds one LLM formation may take before the rules run instead;
             also how long closing a memory may spend forming what is pending.
@@ -622,7 +628,7 @@ class FormationConfig:
     window_rounds: int = knob(10, ge=1, le=10_000)
     idle_minutes: float = knob(180.0, gt=0)
     max_messages: int = knob(1000, ge=10, le=10_000_000)
-    episodes: bool = True
+    episodes: EpisodeSource = "partner"
     llm: FormationModel | None = None
     llm_timeout: float = knob(60.0, gt=0)
     form_on_close: bool = True

@@ -2,13 +2,17 @@
 
 Two kinds of memory come out of a window:
 
-- **episodes**: each turn worth keeping, of either side, verbatim as
+- **episodes**: each turn worth keeping, of the partner (or of both sides:
+  ``FormationConfig.episodes``), verbatim as
   ``"Speaker: text"`` (the speaker is the writer's JID local part, capitalised),
   category ``fact``, importance 0.4 (up to 0.55 for long or informative turns),
   confidence 1, context the time it was written (``"1:56 pm on 8 May, 2023"``).
   A turn is not worth keeping when it is empty, only a greeting, thanks, an
   acknowledgement or emoji ("hi", "ok", "thanks!", "好的", "谢谢", "嗯"), or one of the
-  agent's canned failure answers ("Sorry, I could not ...").
+  agent's canned failure answers ("Sorry, I could not ..."). A request to remember
+  ("remember that the office opens at 9") is no episode: what it asks is kept as
+  a statement ("the office opens at 9"), the same memory an LLM storing it with a
+  tool writes, so the two are one memory told twice.
 - **statements**: what the partner says of itself
   (:func:`spade_memory.text.statements.statements`: identity, relation, preference,
   plan, habit, ability, fact), each in its own category, confidence 0.8 and the
@@ -36,11 +40,12 @@ import re
 import unicodedata
 from collections.abc import Sequence
 
+from ..config import EpisodeSource
 from ..limits import LIMITS
 from ..models import ConversationMessage
 from ..text.content_key import normalized_text
 from ..text.quoting import CUT_MARK
-from ..text.statements import statements
+from ..text.statements import memory_request, statements
 from .dates import said_at
 from .formed import FormedMemory
 
@@ -132,7 +137,7 @@ def form_offline(
     window: Sequence[ConversationMessage],
     *,
     categories: Sequence[str],
-    episodes: bool = True,
+    episodes: EpisodeSource = "partner",
 ) -> list[FormedMemory]:
     """The memories rules form from one window of a conversation.
 
@@ -141,7 +146,10 @@ def form_offline(
         categories: the categories the memory allows (the agent's
             ``MemoryConfig.categories``); a statement of a category not among them
             goes to ``fact``, else to the first of them.
-        episodes: form an episode of each turn worth keeping.
+        episodes: whose turns worth keeping become episodes: the partner's
+            (``"partner"``), both sides' (``"all"``) or nobody's (``"none"``). A
+            message asking to remember something ("remember that ...") gives what
+            it asks as a statement, never an episode of its own.
 
     Returns:
         The formed memories, each naming its source messages, in a fixed order.
@@ -149,9 +157,14 @@ def form_offline(
     formed: dict[str, FormedMemory] = {}
     for message in window:
         said = statements(message.text, message.speaker) if message.role == "user" else []
+        requested = memory_request(message.text) is not None
         context = said_at(message.at)
         kept: float | None = None  # the episode's importance, when it is kept
-        if episodes and worth_keeping(message):
+        if (
+            (episodes == "all" or (episodes == "partner" and message.role == "user"))
+            and worth_keeping(message)
+            and not requested
+        ):
             kept = _episode_importance(message.text, len(said))
             _add(
                 formed,
@@ -171,7 +184,8 @@ def form_offline(
                 FormedMemory(
                     content=statement.content,
                     category=allowed_category(statement.category, categories),
-                    context=context,
+                    # what was asked to be kept, as a tool storing it would write it
+                    context=None if requested else context,
                     importance=statement.importance if kept is None else kept,
                     confidence=STATEMENT_CONFIDENCE,
                     sources=(message.id,),

@@ -47,7 +47,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["KINDS", "MAX_STATEMENT_CHARS", "Statement", "statements"]
+__all__ = ["KINDS", "MAX_STATEMENT_CHARS", "Statement", "memory_request", "statements"]
 
 KINDS: dict[str, tuple[str, float]] = {
     "identity": ("fact", 0.8),
@@ -90,6 +90,33 @@ class Statement:
     importance: float
 
 
+# "Remember that ...", "记住……": the rest of the sentence is what to keep.
+_REQUEST = re.compile(
+    r"^\s*(?:(?:please|pls|and|also|oh)[,\s]+)*(?:remember|note|make a note|keep in mind|"
+    r"don'?t forget|do not forget)(?:\s+that)?\s*[,:]?\s+(?P<en>.+?)\s*$"
+    r"|^\s*(?:请|麻烦)?(?:记住|记一下|记下|别忘了|不要忘了)[，,:：]?\s*(?P<zh>.+?)\s*$",
+    re.I | re.S,
+)
+
+
+_RECALLING = re.compile(r"(?:when|what|where|who|whom|how|why|if|whether|the time)\b", re.I)
+
+
+def memory_request(text: str) -> str | None:
+    """What a message asks to be kept ("remember that the office opens at 9" gives
+    "the office opens at 9"), or ``None`` when it asks nothing of the kind (a
+    question is no request)."""
+    match = _REQUEST.match(text)
+    if match is None:
+        return None
+    asked = (match["en"] or match["zh"] or "").strip().rstrip(".!。！")
+    if not asked or asked.endswith(("?", "？")) or len(asked) > MAX_STATEMENT_CHARS:
+        return None
+    if _RECALLING.match(asked):
+        return None  # "remember when we met": a memory evoked, nothing to keep
+    return asked
+
+
 def _statement(kind: str, content: str) -> Statement:
     category, importance = KINDS[kind]
     return Statement(kind=kind, category=category, content=content, importance=importance)
@@ -112,7 +139,12 @@ def statements(text: str, speaker: str) -> list[Statement]:
     for sentence in _sentences(text):
         if len(sentence) > MAX_STATEMENT_CHARS:
             continue
+        asked = memory_request(sentence)
+        if asked is not None:
+            sentence = asked
         made = _chinese(sentence, name) if _CJK.search(sentence) else _english(sentence, name)
+        if made is None and asked is not None:
+            made = ("fact", asked)  # kept as asked: about someone else, or no first person
         if made is None:
             continue
         kind, content = made

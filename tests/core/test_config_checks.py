@@ -48,6 +48,7 @@ LITERALS = {
     "VectorIndexChoice",
     "OnDamage",
     "ScopeMode",
+    "EpisodeSource",
 }
 SETS = {"set", "frozenset", "list", "tuple"}
 ACCEPTED: dict[str, set[str]] = {

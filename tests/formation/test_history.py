@@ -357,3 +357,22 @@ async def test_closing_forms_what_is_pending_unless_told_not_to(
         info = await memory.history.info(CID)
         assert info is not None and info.pending == (0 if on_close else 1)
         assert bool(await memory.search("Where does Emma live?")) is on_close
+
+
+async def test_a_request_to_remember_and_the_tool_call_it_led_to_make_one_memory(
+    memory: MemoryManager,
+) -> None:
+    scope = memory.engine.config  # the default scope policy: private to the partner
+    stored = await memory.store(
+        "the Lisbon office opens on 3 March",
+        source_conversation=CID,
+        source_sender=BOB,
+        scope={"owner": BOB, "visibility": "private"},
+    )
+    assert scope.scope.mode == "per_sender"
+    await chat(memory, [("user", "remember that the Lisbon office opens on 3 March")])
+    report = await memory.form_memories()
+    assert (report.memories, report.reinforced) == (0, 1)
+    assert [m.id for m in await memory.list()] == [stored.id]
+    [source] = await memory.history.sources(stored.id)
+    assert source.text == "remember that the Lisbon office opens on 3 March"

@@ -172,7 +172,7 @@ async def test_form_window_with_a_model_keeps_the_rules_memories_too() -> None:
         ],
     }  # fmt: skip
     formed, path = await form_window(
-        WINDOW, config=config(TextModel(answer)), categories=DEFAULT_CATEGORIES
+        WINDOW, config=config(TextModel(answer), episodes="all"), categories=DEFAULT_CATEGORIES
     )
     assert path == "llm"
     kinds = [m.kind for m in formed]
@@ -181,7 +181,7 @@ async def test_form_window_with_a_model_keeps_the_rules_memories_too() -> None:
     assert contents.count("alice prefers green tea") == 1  # the rules' statement only
     assert "Alice's sister is called Carol" in [m.content for m in formed]
     formed, _ = await form_window(
-        WINDOW, config=config(TextModel(GOOD), episodes=False), categories=DEFAULT_CATEGORIES
+        WINDOW, config=config(TextModel(GOOD), episodes="none"), categories=DEFAULT_CATEGORIES
     )
     assert "episode" not in [m.kind for m in formed]
 

@@ -69,7 +69,7 @@ def test_a_window_becomes_episodes_and_statements() -> None:
         message(4, "assistant", "I like green tea too."),
         message(5, "user", "thanks"),
     ]
-    formed = form_offline(window, categories=DEFAULT_CATEGORIES)
+    formed = form_offline(window, categories=DEFAULT_CATEGORIES, episodes="all")
     assert [(m.kind, m.content, m.category, m.sources) for m in formed] == [
         ("episode", "Helper: Hello! How can I help?", "fact", (2,)),
         ("episode", "Alice: I prefer green tea. I live in Berlin.", "fact", (3,)),
@@ -91,13 +91,41 @@ def test_a_window_becomes_episodes_and_statements() -> None:
 
 def test_without_episodes_only_statements() -> None:
     window = [message(1, "user", "I usually go to the gym after work."), message(2, "assistant")]
-    formed = form_offline(window, categories=DEFAULT_CATEGORIES, episodes=False)
+    formed = form_offline(window, categories=DEFAULT_CATEGORIES, episodes="none")
     assert [(m.kind, m.category) for m in formed] == [("habit", "pattern")]
 
 
 def test_statements_come_from_the_partner_only() -> None:
     window = [message(1, "assistant", "I can speak French and I live in the cloud.")]
+    formed = form_offline(window, categories=DEFAULT_CATEGORIES, episodes="all")
+    assert [m.kind for m in formed] == ["episode"]
+
+
+def test_by_default_the_agents_own_replies_are_no_episodes() -> None:
+    window = [
+        message(1, "user", "I moved to Porto last spring."),
+        message(2, "assistant", "Here is what I remember about Porto: you moved there."),
+    ]
     formed = form_offline(window, categories=DEFAULT_CATEGORIES)
+    assert [m.sources for m in formed if m.kind == "episode"] == [(1,)]
+
+
+@pytest.mark.parametrize(
+    ("text", "kept"),
+    [
+        ("remember that the Lisbon office opens on 3 March", "the Lisbon office opens on 3 March"),
+        ("Please remember: my sister lives in Lisbon.", "Alice's sister lives in Lisbon"),
+        ("请记住，我喜欢喝绿茶", "Alice喜欢喝绿茶"),
+    ],
+)
+def test_a_request_to_remember_keeps_what_it_asks_and_no_episode(text: str, kept: str) -> None:
+    formed = form_offline([message(1, "user", text)], categories=DEFAULT_CATEGORIES)
+    assert [m.content for m in formed] == [kept]
+
+
+@pytest.mark.parametrize("text", ["remember when we met in Rome?", "remember when we met"])
+def test_recalling_together_is_no_request(text: str) -> None:
+    formed = form_offline([message(1, "user", text)], categories=DEFAULT_CATEGORIES)
     assert [m.kind for m in formed] == ["episode"]
 
 
@@ -106,7 +134,7 @@ def test_a_category_the_memory_lacks_goes_to_fact_or_the_first() -> None:
     assert allowed_category("pattern", ("note", "todo")) == "note"
     assert allowed_category("pattern", ()) == "fact"
     window = [message(1, "user", "I can swim.")]
-    formed = form_offline(window, categories=("fact",), episodes=False)
+    formed = form_offline(window, categories=("fact",), episodes="none")
     assert [(m.kind, m.category) for m in formed] == [("ability", "fact")]
 
 

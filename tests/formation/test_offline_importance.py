@@ -28,6 +28,6 @@ def test_a_statement_takes_the_importance_of_its_episode() -> None:
 
 def test_without_episodes_a_statement_keeps_its_kinds_importance() -> None:
     formed = form_offline(
-        [_message("I prefer green tea.")], categories=("fact", "preference"), episodes=False
+        [_message("I prefer green tea.")], categories=("fact", "preference"), episodes="none"
     )
     assert [(m.kind, m.importance) for m in formed] == [("preference", KINDS["preference"][1])]
