@@ -25,7 +25,7 @@ import logging
 import os
 import random
 import weakref
-from collections.abc import Collection, Coroutine, Mapping, Sequence
+from collections.abc import AsyncIterator, Collection, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
@@ -110,12 +110,21 @@ class _TooLong(Exception):
     pass
 
 
+class _Shared:
+    """One HTTP session of an event loop, and how many calls use it."""
+
+    def __init__(self, session: aiohttp.ClientSession) -> None:
+        self.session = session
+        self.users = 0
+
+
 class OpenAICompatibleEmbedder:
     """An :class:`~spade_memory.models.AsyncEmbedder` over ``{base_url}/embeddings``.
 
     Pass it as ``MemoryConfig(embedder=...)``, or name it ``"openai:MODEL@URL"``
     (``"openai:nomic-embed-text@http://localhost:11434/v1"``). One object may serve
-    many agents; it holds no connection between calls.
+    many agents. Calls that overlap share one HTTP session (its connections kept
+    alive from one request to the next); none is held once no call is running.
 
     Args:
         base_url: the API root, e.g. ``"http://localhost:11434/v1"``.
@@ -215,6 +224,9 @@ class OpenAICompatibleEmbedder:
         self._gates: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
             weakref.WeakKeyDictionary()
         )
+        self._sessions: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Shared] = (
+            weakref.WeakKeyDictionary()
+        )
 
     @classmethod
     def from_name(cls, name: str, **options: Any) -> OpenAICompatibleEmbedder:
@@ -303,7 +315,7 @@ class OpenAICompatibleEmbedder:
                 self._dim = other._dim
                 return
         try:
-            async with self._session() as session:
+            async with self._connection() as session:
                 probe = await self._post(
                     session, ["dimension probe"], attempts=2, timeout=self.timeout
                 )
@@ -332,7 +344,7 @@ class OpenAICompatibleEmbedder:
             prefixed[start : start + self.batch_size]
             for start in range(0, len(prefixed), self.batch_size)
         ]
-        async with self._session() as session:
+        async with self._connection() as session:
 
             async def one(batch: list[str]) -> NDArray[np.float32]:
                 return await self._post(
@@ -361,7 +373,7 @@ class OpenAICompatibleEmbedder:
         held = self._pacer.held_for()
         if held > self.query_timeout:
             raise EmbeddingUnavailable(f"{self.base_url} asked to wait {held:.1f} s (rate limited)")
-        async with self._session() as session:
+        async with self._connection() as session:
             matrix = await self._post(
                 session, [self.query_prefix + text], attempts=1, timeout=self.query_timeout
             )
@@ -383,6 +395,24 @@ class OpenAICompatibleEmbedder:
         if gate is None:
             gate = self._gates[loop] = asyncio.Semaphore(self.concurrency)
         return gate
+
+    @contextlib.asynccontextmanager
+    async def _connection(self) -> AsyncIterator[aiohttp.ClientSession]:
+        """The HTTP session of this event loop, shared by the calls that overlap and
+        closed when the last of them ends."""
+        loop = asyncio.get_running_loop()
+        shared = self._sessions.get(loop)
+        if shared is None:
+            shared = self._sessions[loop] = _Shared(self._session())
+        shared.users += 1
+        try:
+            yield shared.session
+        finally:
+            shared.users -= 1
+            if shared.users == 0:
+                if self._sessions.get(loop) is shared:
+                    del self._sessions[loop]
+                await shared.session.close()
 
     def _session(self) -> aiohttp.ClientSession:
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
