@@ -2,8 +2,10 @@
 
 Works with OpenAI, Ollama (``http://localhost:11434/v1``), vLLM, LM Studio, the
 llama.cpp server and text-embeddings-inference. Texts go in batches (8 by default),
-at most ``concurrency`` requests at a time, spaced by a delay that adapts to HTTP
-429 and to the tokens-per-minute budget a server reports (:mod:`.pacing`). A failed
+at most ``concurrency`` requests at a time (2 by default: the next request is on its
+way while an answer is read, parsed and written; one at a time while the server
+rate-limits), spaced by a delay that adapts to HTTP 429 and to the tokens-per-minute
+budget a server reports (:mod:`.pacing`). A failed
 request is retried (5 times by default, exponential backoff, the server's
 ``Retry-After`` honoured); when every attempt fails,
 :class:`~spade_memory.errors.EmbeddingUnavailable` says so and the memory embeds
@@ -110,6 +112,26 @@ class _TooLong(Exception):
     pass
 
 
+class _Gate:
+    """Bounds the requests in flight from one event loop: ``concurrency`` of them, or
+    one at a time while the server rate-limits (from the next start on)."""
+
+    def __init__(self, concurrency: int, pacer: RequestPacer) -> None:
+        self._slots = asyncio.Semaphore(concurrency)
+        self._alone = asyncio.Lock()
+        self._pacer = pacer
+
+    @contextlib.asynccontextmanager
+    async def held(self) -> AsyncIterator[None]:
+        """Hold a place among the requests in flight."""
+        async with self._slots:
+            if self._pacer.slowed_down:
+                async with self._alone:
+                    yield
+            else:
+                yield
+
+
 class _Shared:
     """One HTTP session of an event loop, and how many calls use it."""
 
@@ -137,7 +159,12 @@ class OpenAICompatibleEmbedder:
             of this model and endpoint, or by asking the server once when a memory
             opens (which then needs the server to answer).
         batch_size: texts per request.
-        concurrency: requests in flight at once.
+        concurrency: requests in flight at once. The default, 2, keeps the next
+            request on its way while an answer is read, parsed and stored, so a
+            server that serves one request at a time never waits for the client (and
+            one that serves several answers up to twice as fast); while the server
+            answers 429 or reports its token budget spent, one request at a time.
+            Pass 1 for a server that must never see two requests at once.
         max_retries: further attempts after a failed request (429, 5xx, timeout,
             refused connection).
         backoff: the first retry waits about this many seconds; each next one
@@ -167,7 +194,7 @@ class OpenAICompatibleEmbedder:
         dimensions: int | None = None,
         *,
         batch_size: int = 8,
-        concurrency: int = 1,
+        concurrency: int = 2,
         max_retries: int = 5,
         backoff: float = 0.5,
         timeout: float = 30.0,
@@ -221,7 +248,7 @@ class OpenAICompatibleEmbedder:
         self._dim: int | None = dimensions
         self._token_cap = float(max_input_tokens)
         self._pacer = RequestPacer()
-        self._gates: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
+        self._gates: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Gate] = (
             weakref.WeakKeyDictionary()
         )
         self._sessions: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Shared] = (
@@ -389,11 +416,11 @@ class OpenAICompatibleEmbedder:
 
     # -- HTTP --------------------------------------------------------------------
 
-    def _gate(self) -> asyncio.Semaphore:
+    def _gate(self) -> _Gate:
         loop = asyncio.get_running_loop()
         gate = self._gates.get(loop)
         if gate is None:
-            gate = self._gates[loop] = asyncio.Semaphore(self.concurrency)
+            gate = self._gates[loop] = _Gate(self.concurrency, self._pacer)
         return gate
 
     @contextlib.asynccontextmanager
@@ -437,7 +464,7 @@ class OpenAICompatibleEmbedder:
         *,
         attempts: int,
         timeout: float,
-        gate: asyncio.Semaphore | None = None,
+        gate: _Gate | None = None,
     ) -> NDArray[np.float32]:
         """Post ``texts``, retrying as configured; ``gate`` bounds the requests in flight
         (held while a request is sent and its answer read, not while it is parsed)."""
@@ -491,7 +518,7 @@ class OpenAICompatibleEmbedder:
         session: aiohttp.ClientSession,
         texts: Sequence[str],
         timeout: float,
-        gate: asyncio.Semaphore | None,
+        gate: _Gate | None,
     ) -> NDArray[np.float32]:
         import aiohttp
 
@@ -499,7 +526,7 @@ class OpenAICompatibleEmbedder:
         try:
             async with contextlib.AsyncExitStack() as held:
                 if gate is not None:
-                    await held.enter_async_context(gate)
+                    await held.enter_async_context(gate.held())
                 async with session.post(
                     self.url, data=body, timeout=aiohttp.ClientTimeout(total=timeout)
                 ) as response:
