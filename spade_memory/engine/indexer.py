@@ -458,18 +458,25 @@ class VectorIndexer:
         exhausted = False
         embedding: list[tuple[list[tuple[int, str, float]], asyncio.Future[np.ndarray | None]]] = []
         writing: asyncio.Task[None] | None = None
+
+        async def hand_over(up_to: int) -> None:
+            nonlocal cursor, exhausted
+            while not exhausted and len(embedding) < up_to:
+                batch, cursor = await self._next_pending(fingerprint, cursor)
+                if batch is None:
+                    exhausted = True
+                else:
+                    embedding.append((batch, asyncio.ensure_future(self._vectors_of(batch))))
+
         try:
             while not self._closed:
-                while not exhausted and len(embedding) < ahead:
-                    batch, cursor = await self._next_pending(fingerprint, cursor)
-                    if batch is None:
-                        exhausted = True
-                    else:
-                        embedding.append((batch, asyncio.ensure_future(self._vectors_of(batch))))
+                await hand_over(ahead)
                 if not embedding:
                     return
                 batch, vectors_of = embedding.pop(0)
                 vectors = await vectors_of
+                if ahead > 1:  # the next batch is on its way before this one is written
+                    await hand_over(ahead)
                 if writing is not None:
                     done, writing = writing, None
                     await done
