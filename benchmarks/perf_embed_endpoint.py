@@ -5,18 +5,19 @@ embedder changes.
     python -m benchmarks.perf_embed_endpoint                # 2,000 memories, 20 ms/request
     python -m benchmarks.perf_embed_endpoint --quick        # 500 memories
     python -m benchmarks.perf_embed_endpoint --switch 10000 # also: change embedder at 10k
+    python -m benchmarks.perf_embed_endpoint --concurrency 1  # one request in flight
 
 A local OpenAI-format server (``python -m spade_memory.testing.embedding_server``,
 in a process of its own on 127.0.0.1, as a real server would be) adds ``--latency``
 seconds to every request. The memory uses ``OpenAICompatibleEmbedder`` with its
-defaults (batches of 8, one request at a time).
+defaults (batches of 8, two requests in flight), or ``--concurrency`` requests in flight.
 
 - *searchable*: ``store_many`` of ``--count`` memories (in calls of ``--store-batch``),
   timed from the first call until every memory has its vector in SQLite and FAISS
   (polled every 50 ms), then until the graph entries (whose texts differ from the
   memories') have theirs too.
-  The floor is ``count / batch × latency`` (the requests alone, one at a time);
-  the target is 1.2 × that floor.
+  The floor is ``count / batch × latency`` (the requests alone, one at a time,
+  whatever ``--concurrency``); the target is 1.2 × that floor.
 - *rate limited*: the same, while the server answers HTTP 429 (``Retry-After: 1``)
   for the first ``--limited`` seconds; every memory must end up embedded.
 - *backlog*: ``--count`` memories stored without an embedder, then opened with the
@@ -130,12 +131,25 @@ async def _until_graph_embedded(memory: MemoryManager, count: int) -> None:
         await asyncio.sleep(0.2)
 
 
+def _embedder(server: Server, concurrency: int | None) -> OpenAICompatibleEmbedder:
+    if concurrency is None:
+        return OpenAICompatibleEmbedder(server.base_url, server.model, dimensions=DIM)
+    return OpenAICompatibleEmbedder(
+        server.base_url, server.model, dimensions=DIM, concurrency=concurrency
+    )
+
+
 async def searchable(
-    root: Path, count: int, store_batch: int, latency: float, limited: float
+    root: Path,
+    count: int,
+    store_batch: int,
+    latency: float,
+    limited: float,
+    concurrency: int | None = None,
 ) -> dict[str, Any]:
     texts = TextGenerator(seed=11).texts(count)
     async with server_process(dim=DIM, latency=latency, model="local-embed") as server:
-        embedder = OpenAICompatibleEmbedder(server.base_url, server.model, dimensions=DIM)
+        embedder = _embedder(server, concurrency)
         async with await MemoryManager.open(JID, _config(root, embedder)) as memory:
             if limited:
                 await server.control(rate_limit=limited, retry_after="1")
@@ -155,6 +169,7 @@ async def searchable(
         floor = count / embedder.batch_size * latency
         return {
             "count": count,
+            "concurrency": embedder.concurrency,
             "latency_ms": latency * 1000,
             "rate_limited_s": limited,
             "store_many_s": round(stored, 3),
@@ -169,7 +184,9 @@ async def searchable(
         }
 
 
-async def backlog(root: Path, count: int, latency: float) -> dict[str, Any]:
+async def backlog(
+    root: Path, count: int, latency: float, concurrency: int | None = None
+) -> dict[str, Any]:
     """Memories stored without an embedder, then opened with the endpoint: the time the
     indexer takes to embed them all, with no store competing."""
     texts = TextGenerator(seed=14).texts(count)
@@ -182,7 +199,7 @@ async def backlog(root: Path, count: int, latency: float) -> dict[str, Any]:
         for start in range(0, count, 1_000):
             await memory.store_many([{"content": t} for t in texts[start : start + 1_000]])
     async with server_process(dim=DIM, latency=latency, model="local-embed") as server:
-        embedder = OpenAICompatibleEmbedder(server.base_url, server.model, dimensions=DIM)
+        embedder = _embedder(server, concurrency)
         started = time.perf_counter()
         async with await MemoryManager.open(JID, _config(root, embedder)) as memory:
             await _until_embedded(memory, count)
@@ -194,6 +211,7 @@ async def backlog(root: Path, count: int, latency: float) -> dict[str, Any]:
     floor = count / embedder.batch_size * latency
     return {
         "count": count,
+        "concurrency": embedder.concurrency,
         "embedded_s": round(elapsed, 3),
         "floor_s": round(floor, 3),
         "ratio": round(elapsed / floor, 3) if floor else None,
@@ -254,13 +272,20 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     results: dict[str, Any] = {}
     with scratch_dir(None, "embed-endpoint") as folder:
         results["searchable"] = await searchable(
-            folder / "plain", args.count, args.store_batch, args.latency, 0.0
+            folder / "plain", args.count, args.store_batch, args.latency, 0.0, args.concurrency
         )
         print(json.dumps(results["searchable"]))
-        results["backlog"] = await backlog(folder / "backlog", args.count, args.latency)
+        results["backlog"] = await backlog(
+            folder / "backlog", args.count, args.latency, args.concurrency
+        )
         print(json.dumps(results["backlog"]))
         results["rate_limited"] = await searchable(
-            folder / "limited", args.count, args.store_batch, args.latency, args.limited
+            folder / "limited",
+            args.count,
+            args.store_batch,
+            args.latency,
+            args.limited,
+            args.concurrency,
         )
         print(json.dumps(results["rate_limited"]))
         if args.switch:
@@ -276,6 +301,9 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.020)
     parser.add_argument("--limited", type=float, default=10.0)
     parser.add_argument("--switch", type=int, default=0, metavar="N")
+    parser.add_argument(
+        "--concurrency", type=int, default=None, help="requests in flight (the embedder's default)"
+    )
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
     args = parser.parse_args()

@@ -2,8 +2,10 @@
 
 Works with OpenAI, Ollama (``http://localhost:11434/v1``), vLLM, LM Studio, the
 llama.cpp server and text-embeddings-inference. Texts go in batches (8 by default),
-at most ``concurrency`` requests at a time, spaced by a delay that adapts to HTTP
-429 and to the tokens-per-minute budget a server reports (:mod:`.pacing`). A failed
+at most ``concurrency`` requests at a time (2 by default: the next request is on its
+way while an answer is read, parsed and written; one at a time while the server
+rate-limits), spaced by a delay that adapts to HTTP 429 and to the tokens-per-minute
+budget a server reports (:mod:`.pacing`). A failed
 request is retried (5 times by default, exponential backoff, the server's
 ``Retry-After`` honoured); when every attempt fails,
 :class:`~spade_memory.errors.EmbeddingUnavailable` says so and the memory embeds
@@ -25,7 +27,7 @@ import logging
 import os
 import random
 import weakref
-from collections.abc import Collection, Coroutine, Mapping, Sequence
+from collections.abc import AsyncIterator, Collection, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
@@ -110,12 +112,41 @@ class _TooLong(Exception):
     pass
 
 
+class _Gate:
+    """Bounds the requests in flight from one event loop: ``concurrency`` of them, or
+    one at a time while the server rate-limits (from the next start on)."""
+
+    def __init__(self, concurrency: int, pacer: RequestPacer) -> None:
+        self._slots = asyncio.Semaphore(concurrency)
+        self._alone = asyncio.Lock()
+        self._pacer = pacer
+
+    @contextlib.asynccontextmanager
+    async def held(self) -> AsyncIterator[None]:
+        """Hold a place among the requests in flight."""
+        async with self._slots:
+            if self._pacer.slowed_down:
+                async with self._alone:
+                    yield
+            else:
+                yield
+
+
+class _Shared:
+    """One HTTP session of an event loop, and how many calls use it."""
+
+    def __init__(self, session: aiohttp.ClientSession) -> None:
+        self.session = session
+        self.users = 0
+
+
 class OpenAICompatibleEmbedder:
     """An :class:`~spade_memory.models.AsyncEmbedder` over ``{base_url}/embeddings``.
 
     Pass it as ``MemoryConfig(embedder=...)``, or name it ``"openai:MODEL@URL"``
     (``"openai:nomic-embed-text@http://localhost:11434/v1"``). One object may serve
-    many agents; it holds no connection between calls.
+    many agents. Calls that overlap share one HTTP session (its connections kept
+    alive from one request to the next); none is held once no call is running.
 
     Args:
         base_url: the API root, e.g. ``"http://localhost:11434/v1"``.
@@ -128,7 +159,12 @@ class OpenAICompatibleEmbedder:
             of this model and endpoint, or by asking the server once when a memory
             opens (which then needs the server to answer).
         batch_size: texts per request.
-        concurrency: requests in flight at once.
+        concurrency: requests in flight at once. The default, 2, keeps the next
+            request on its way while an answer is read, parsed and stored, so a
+            server that serves one request at a time never waits for the client (and
+            one that serves several answers up to twice as fast); while the server
+            answers 429 or reports its token budget spent, one request at a time.
+            Pass 1 for a server that must never see two requests at once.
         max_retries: further attempts after a failed request (429, 5xx, timeout,
             refused connection).
         backoff: the first retry waits about this many seconds; each next one
@@ -158,7 +194,7 @@ class OpenAICompatibleEmbedder:
         dimensions: int | None = None,
         *,
         batch_size: int = 8,
-        concurrency: int = 1,
+        concurrency: int = 2,
         max_retries: int = 5,
         backoff: float = 0.5,
         timeout: float = 30.0,
@@ -212,7 +248,10 @@ class OpenAICompatibleEmbedder:
         self._dim: int | None = dimensions
         self._token_cap = float(max_input_tokens)
         self._pacer = RequestPacer()
-        self._gates: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
+        self._gates: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Gate] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._sessions: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Shared] = (
             weakref.WeakKeyDictionary()
         )
 
@@ -303,7 +342,7 @@ class OpenAICompatibleEmbedder:
                 self._dim = other._dim
                 return
         try:
-            async with self._session() as session:
+            async with self._connection() as session:
                 probe = await self._post(
                     session, ["dimension probe"], attempts=2, timeout=self.timeout
                 )
@@ -332,7 +371,7 @@ class OpenAICompatibleEmbedder:
             prefixed[start : start + self.batch_size]
             for start in range(0, len(prefixed), self.batch_size)
         ]
-        async with self._session() as session:
+        async with self._connection() as session:
 
             async def one(batch: list[str]) -> NDArray[np.float32]:
                 return await self._post(
@@ -361,7 +400,7 @@ class OpenAICompatibleEmbedder:
         held = self._pacer.held_for()
         if held > self.query_timeout:
             raise EmbeddingUnavailable(f"{self.base_url} asked to wait {held:.1f} s (rate limited)")
-        async with self._session() as session:
+        async with self._connection() as session:
             matrix = await self._post(
                 session, [self.query_prefix + text], attempts=1, timeout=self.query_timeout
             )
@@ -377,12 +416,30 @@ class OpenAICompatibleEmbedder:
 
     # -- HTTP --------------------------------------------------------------------
 
-    def _gate(self) -> asyncio.Semaphore:
+    def _gate(self) -> _Gate:
         loop = asyncio.get_running_loop()
         gate = self._gates.get(loop)
         if gate is None:
-            gate = self._gates[loop] = asyncio.Semaphore(self.concurrency)
+            gate = self._gates[loop] = _Gate(self.concurrency, self._pacer)
         return gate
+
+    @contextlib.asynccontextmanager
+    async def _connection(self) -> AsyncIterator[aiohttp.ClientSession]:
+        """The HTTP session of this event loop, shared by the calls that overlap and
+        closed when the last of them ends."""
+        loop = asyncio.get_running_loop()
+        shared = self._sessions.get(loop)
+        if shared is None:
+            shared = self._sessions[loop] = _Shared(self._session())
+        shared.users += 1
+        try:
+            yield shared.session
+        finally:
+            shared.users -= 1
+            if shared.users == 0:
+                if self._sessions.get(loop) is shared:
+                    del self._sessions[loop]
+                await shared.session.close()
 
     def _session(self) -> aiohttp.ClientSession:
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
@@ -407,7 +464,7 @@ class OpenAICompatibleEmbedder:
         *,
         attempts: int,
         timeout: float,
-        gate: asyncio.Semaphore | None = None,
+        gate: _Gate | None = None,
     ) -> NDArray[np.float32]:
         """Post ``texts``, retrying as configured; ``gate`` bounds the requests in flight
         (held while a request is sent and its answer read, not while it is parsed)."""
@@ -461,7 +518,7 @@ class OpenAICompatibleEmbedder:
         session: aiohttp.ClientSession,
         texts: Sequence[str],
         timeout: float,
-        gate: asyncio.Semaphore | None,
+        gate: _Gate | None,
     ) -> NDArray[np.float32]:
         import aiohttp
 
@@ -469,7 +526,7 @@ class OpenAICompatibleEmbedder:
         try:
             async with contextlib.AsyncExitStack() as held:
                 if gate is not None:
-                    await held.enter_async_context(gate)
+                    await held.enter_async_context(gate.held())
                 async with session.post(
                     self.url, data=body, timeout=aiohttp.ClientTimeout(total=timeout)
                 ) as response:

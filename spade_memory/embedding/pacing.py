@@ -68,6 +68,12 @@ class RequestPacer:
         """Seconds until any request may start (0 when one may start now)."""
         return max(self._hold_until - self._clock(), 0.0)
 
+    @property
+    def slowed_down(self) -> bool:
+        """Whether the server asked to slow down and the pace has not recovered yet (a
+        spacing between starts, or every start held)."""
+        return self.delay > 0 or self._hold_until > self._clock()
+
     def slowed(self, retry_after: float | None) -> None:
         """The server answered 429: hold every start for its ``Retry-After``, and space
         requests further apart from then on."""

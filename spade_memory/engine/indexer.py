@@ -31,7 +31,7 @@ import numpy as np
 
 from ..config import StorageConfig
 from ..embedding import embedder_for_fingerprint
-from ..embedding.calls import embed_documents, embed_query, prepare
+from ..embedding.calls import embed_documents, embed_query, is_async_embedder, prepare
 from ..errors import (
     EmbeddingError,
     EmbeddingUnavailable,
@@ -447,38 +447,63 @@ class VectorIndexer:
     async def _embed_pending(self) -> None:
         """Embed every memory without a vector of this embedder, batch by batch.
 
-        The next batch is embedded while the previous one's vectors are written, so
-        an embedder that answers over the network is kept busy.
+        The previous batch's vectors are written while the next batch is embedded.
+        An embedder that answers over the network is also handed the batch after
+        next before the current one is answered, so its requests follow each other
+        without a gap between batches (it bounds the requests in flight itself).
         """
         fingerprint = self._embedder.fingerprint
+        ahead = 2 if is_async_embedder(self._embedder) else 1
         cursor = 0
-        batch_size = self._storage.embed_batch_size
+        exhausted = False
+        embedding: list[tuple[list[tuple[int, str, float]], asyncio.Future[np.ndarray | None]]] = []
         writing: asyncio.Task[None] | None = None
+
+        async def hand_over(up_to: int) -> None:
+            nonlocal cursor, exhausted
+            while not exhausted and len(embedding) < up_to:
+                batch, cursor = await self._next_pending(fingerprint, cursor)
+                if batch is None:
+                    exhausted = True
+                else:
+                    embedding.append((batch, asyncio.ensure_future(self._vectors_of(batch))))
+
         try:
             while not self._closed:
-                fetched = await self._base.pending_embeddings(
-                    fingerprint, batch_size, after_id=cursor
-                )
-                if not fetched:
+                await hand_over(ahead)
+                if not embedding:
                     return
-                cursor = fetched[-1][0]  # past the failed ones too, or they would stall the rest
-                batch = [item for item in fetched if item[0] not in self._failed]
-                if not batch:
-                    continue
-                embedding = asyncio.ensure_future(self._vectors_of(batch))
+                batch, vectors_of = embedding.pop(0)
+                vectors = await vectors_of
+                if ahead > 1:  # the next batch is on its way before this one is written
+                    await hand_over(ahead)
                 if writing is not None:
                     done, writing = writing, None
-                    try:
-                        await done
-                    except BaseException:
-                        embedding.cancel()
-                        raise
-                vectors = await embedding
+                    await done
                 if vectors is not None:
                     writing = asyncio.ensure_future(self._keep(fingerprint, batch, vectors))
         finally:
+            for _, pending in embedding:
+                pending.cancel()
+            if embedding:
+                await asyncio.gather(*(pending for _, pending in embedding), return_exceptions=True)
             if writing is not None:
                 await writing
+
+    async def _next_pending(
+        self, fingerprint: str, cursor: int
+    ) -> tuple[list[tuple[int, str, float]] | None, int]:
+        """The next batch to embed after ``cursor`` (``None`` when none is left), and the
+        cursor past it."""
+        batch_size = self._storage.embed_batch_size
+        while True:
+            fetched = await self._base.pending_embeddings(fingerprint, batch_size, after_id=cursor)
+            if not fetched:
+                return None, cursor
+            cursor = fetched[-1][0]  # past the failed ones too, or they would stall the rest
+            batch = [item for item in fetched if item[0] not in self._failed]
+            if batch:
+                return batch, cursor
 
     async def _vectors_of(self, batch: list[tuple[int, str, float]]) -> np.ndarray | None:
         """The vectors of a batch, or ``None`` when the embedder refused it (skipped).

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import sqlite3
+from collections.abc import Collection, Sequence
 from pathlib import Path
 
 import numpy as np
 import pytest
 from factories import hashing_config
+from numpy.typing import NDArray
 
 from spade_memory import MemoryManager
 from spade_memory.embedding.hashing import HashingEmbedder
+from spade_memory.engine import indexer as indexer_module
+from spade_memory.errors import EmbeddingUnavailable
 
 
 async def index_ids(memory: MemoryManager) -> set[int]:
@@ -184,3 +189,73 @@ async def test_a_failed_batch_does_not_stop_later_embedding(
     async with await MemoryManager.open("v@x", settings) as memory:
         await memory.flush()
         assert {m.id for m in first} <= await stored_ids(memory)
+
+
+class AsyncHashing(HashingEmbedder):
+    """The hashing embedder behind the async methods of an endpoint: each call waits
+    for its turn, recording which calls had started meanwhile."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[list[str]] = []
+        self.second_started = asyncio.Event()
+        self.overlapped = False
+        self.unavailable_once: int | None = None
+
+    async def prepare(self, stored_fingerprints: Collection[str]) -> None:
+        return None
+
+    async def aembed_documents(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        self.calls.append(list(texts))
+        number = len(self.calls)
+        if number == 2:
+            self.second_started.set()
+        if number == 1:
+            # answered only once the indexer has handed over the next batch
+            await asyncio.wait_for(self.second_started.wait(), 30)
+            self.overlapped = True
+        if number == self.unavailable_once:
+            self.unavailable_once = None
+            raise EmbeddingUnavailable("endpoint down for a moment")
+        return self.embed_documents(texts)
+
+    async def aembed_query(self, text: str) -> NDArray[np.float32]:
+        return self.embed_query(text)
+
+
+async def test_an_async_embedder_gets_the_next_batch_before_answering(tmp_path: Path) -> None:
+    embedder = AsyncHashing()
+    settings = dataclasses.replace(
+        hashing_config(tmp_path, embed_batch_size=4), embedder=embedder, root=tmp_path
+    )
+    async with await MemoryManager.open("v@x", settings) as memory:
+        stored = await memory.store_many([{"content": f"fact number {i}"} for i in range(10)])
+        await memory.flush()
+        assert embedder.overlapped
+        assert [len(call) for call in embedder.calls] == [4, 4, 2]
+        assert await stored_ids(memory) == {m.id for m in stored}
+        for item in stored:  # each vector went to its own memory
+            ids, scores = memory.indexer.index.search(embedder.embed_query(item.content), 1)  # type: ignore[union-attr]
+            assert ids.tolist() == [item.id] and scores[0] == pytest.approx(1.0, abs=1e-5)
+
+
+async def test_a_batch_unavailable_with_the_next_in_flight_loses_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(indexer_module, "RETRY_FIRST_SECONDS", 0.01)
+    embedder = AsyncHashing()
+    embedder.unavailable_once = 2
+    settings = dataclasses.replace(
+        hashing_config(tmp_path, embed_batch_size=4), embedder=embedder, root=tmp_path
+    )
+    async with await MemoryManager.open("v@x", settings) as memory:
+        stored = await memory.store_many([{"content": f"fact number {i}"} for i in range(12)])
+        await memory.flush()
+        assert memory.indexer is not None
+        while memory.indexer.unavailable is not None:  # the next attempt comes soon
+            await asyncio.sleep(0.01)
+            await memory.flush()
+        assert await stored_ids(memory) == {m.id for m in stored}
+        # the second batch was asked for again; the first was kept, not asked twice
+        assert embedder.calls.count(embedder.calls[0]) == 1
+        assert embedder.calls.count(embedder.calls[1]) == 2

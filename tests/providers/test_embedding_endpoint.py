@@ -6,6 +6,7 @@ import asyncio
 import socket
 import time
 from collections.abc import AsyncIterator
+from typing import Any
 
 import numpy as np
 import pytest
@@ -232,3 +233,82 @@ def test_rate_limit_durations(text: str, seconds: float) -> None:
 
 def test_rate_limit_durations_refuse_garbage() -> None:
     assert parse_duration("soon") is None and parse_duration("") is None
+
+
+async def test_overlapping_calls_share_one_session_and_none_is_kept(
+    server: EmbeddingServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    embedder = make(server, dimensions=32, batch_size=2)
+    opened: list[object] = []
+    new_session = embedder._session
+
+    def counted() -> object:
+        session = new_session()
+        opened.append(session)
+        return session
+
+    monkeypatch.setattr(embedder, "_session", counted)
+    _, second = await asyncio.gather(
+        embedder.aembed_documents([f"first {i}" for i in range(6)]),
+        embedder.aembed_documents([f"second {i}" for i in range(6)]),
+    )
+    assert len(opened) == 1 and opened[0].closed  # type: ignore[attr-defined]
+    assert not embedder._sessions  # nothing held between calls
+    expected = [hashed_vector(f"second {i}", 32) for i in range(6)]
+    assert np.allclose(second, np.asarray(expected, dtype=np.float32), atol=1e-6)
+    await embedder.aembed_documents(["later"])
+    assert len(opened) == 2 and opened[1].closed  # type: ignore[attr-defined]
+
+
+def count_in_flight(server: EmbeddingServer) -> list[int]:
+    """``[now, most]``: the requests the server is answering, and the most at once."""
+    counts = [0, 0]
+    answer = server._answer_embeddings
+
+    async def counted(request: Any) -> Any:
+        counts[0] += 1
+        counts[1] = max(counts[1], counts[0])
+        try:
+            await asyncio.sleep(0.05)  # long enough for a second request to arrive
+            return await answer(request)
+        finally:
+            counts[0] -= 1
+
+    server._answer_embeddings = counted  # type: ignore[method-assign]
+    return counts
+
+
+async def test_two_requests_in_flight_keep_order_and_retry(server: EmbeddingServer) -> None:
+    embedder = make(server, dimensions=32, batch_size=1)
+    assert embedder.concurrency == 2
+    counts = count_in_flight(server)
+    server.fail_next(500)  # the first answer fails; its retry comes after the others
+    texts = [f"text {i}" for i in range(6)]
+    matrix = await embedder.aembed_documents(texts)
+    assert counts[1] == 2
+    expected = np.asarray([hashed_vector(text, 32) for text in texts], dtype=np.float32)
+    assert np.allclose(matrix, expected, atol=1e-6)
+    assert server.statuses.count(500) == 1 and server.statuses.count(200) == 6
+
+
+async def test_one_request_in_flight_while_rate_limited(server: EmbeddingServer) -> None:
+    embedder = make(server, dimensions=32, batch_size=1)
+    embedder._pacer.slowed(None)  # as after an HTTP 429: starts spaced by 50 ms
+    counts = count_in_flight(server)
+    matrix = await embedder.aembed_documents([f"text {i}" for i in range(4)])
+    assert matrix.shape == (4, 32)
+    assert counts[1] == 1
+    assert embedder._pacer.slowed_down  # four answers do not bring the pace back yet
+
+
+def test_pacer_says_when_it_is_slowed_down() -> None:
+    now = [0.0]
+    pacer = RequestPacer(clock=lambda: now[0])
+    assert not pacer.slowed_down
+    pacer.slowed(2.0)
+    assert pacer.slowed_down
+    for _ in range(10):
+        pacer.succeeded({}, 0)
+    assert pacer.delay == 0.0 and pacer.slowed_down  # still held by Retry-After
+    now[0] = 2.5
+    assert not pacer.slowed_down
