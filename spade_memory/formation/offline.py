@@ -12,7 +12,9 @@ Two kinds of memory come out of a window:
   agent's canned failure answers ("Sorry, I could not ..."). A request to remember
   ("remember that the office opens at 9") is no episode: what it asks is kept as
   a statement ("the office opens at 9"), the same memory an LLM storing it with a
-  tool writes, so the two are one memory told twice.
+  tool writes, so the two are one memory told twice. Nor, from the partner alone
+  (the default), is a message that only asks ("What do you know about Ana?"): asked
+  of the agent, it is a request to recall.
 - **statements**: what the partner says of itself
   (:func:`spade_memory.text.statements.statements`: identity, relation, preference,
   plan, habit, ability, fact), each in its own category, confidence 0.8 and the
@@ -56,6 +58,7 @@ __all__ = [
     "allowed_category",
     "episode_content",
     "form_offline",
+    "only_asks",
     "worth_keeping",
 ]
 
@@ -105,6 +108,17 @@ def worth_keeping(message: ConversationMessage) -> bool:
         return False  # emoji, punctuation and symbols only
     folded = normalized_text(text).replace("'", " ")
     return bool(folded) and " ".join(folded.split()) not in _SMALL_TALK
+
+
+_QUESTION_END = re.compile(r"[?？]\s*[\W_]*$")
+_SENTENCES = re.compile(r"(?<=[.!?。！？])\s*")
+
+
+def only_asks(text: str) -> bool:
+    """Whether every sentence of ``text`` is a question ("What do you know about
+    Ana?"): it asks and tells nothing to keep."""
+    sentences = [part for part in _SENTENCES.split(text.strip()) if part.strip()]
+    return bool(sentences) and all(_QUESTION_END.search(part) for part in sentences)
 
 
 def allowed_category(category: str, categories: Sequence[str]) -> str:
@@ -164,6 +178,9 @@ def form_offline(
             (episodes == "all" or (episodes == "partner" and message.role == "user"))
             and worth_keeping(message)
             and not requested
+            # asked of the agent, a question is a request to recall; between two
+            # people ("all") it frames the answer that follows
+            and not (episodes == "partner" and only_asks(message.text))
         ):
             kept = _episode_importance(message.text, len(said))
             _add(

@@ -47,6 +47,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from .atoms import classify_atom
+
 __all__ = ["KINDS", "MAX_STATEMENT_CHARS", "Statement", "memory_request", "statements"]
 
 KINDS: dict[str, tuple[str, float]] = {
@@ -99,6 +101,8 @@ _REQUEST = re.compile(
 )
 
 
+_ASKED_KINDS = {"preference": "preference", "plan": "plan", "relation": "relation"}
+"""The statement kind of what a request asks to keep, by its atom type."""
 _RECALLING = re.compile(r"(?:when|what|where|who|whom|how|why|if|whether|the time)\b", re.I)
 
 
@@ -144,7 +148,9 @@ def statements(text: str, speaker: str) -> list[Statement]:
             sentence = asked
         made = _chinese(sentence, name) if _CJK.search(sentence) else _english(sentence, name)
         if made is None and asked is not None:
-            made = ("fact", asked)  # kept as asked: about someone else, or no first person
+            # kept as asked (about someone else, or no first person), of the kind its
+            # cue words say ("Ana prefers mornings": a preference)
+            made = (_ASKED_KINDS.get(classify_atom(asked, ()), "fact"), asked)
         if made is None:
             continue
         kind, content = made

@@ -125,7 +125,7 @@ def test_a_request_to_remember_keeps_what_it_asks_and_no_episode(text: str, kept
 
 @pytest.mark.parametrize("text", ["remember when we met in Rome?", "remember when we met"])
 def test_recalling_together_is_no_request(text: str) -> None:
-    formed = form_offline([message(1, "user", text)], categories=DEFAULT_CATEGORIES)
+    formed = form_offline([message(1, "user", text)], categories=DEFAULT_CATEGORIES, episodes="all")
     assert [m.kind for m in formed] == ["episode"]
 
 
@@ -185,3 +185,10 @@ def test_a_formed_memory_names_its_sources_sorted() -> None:
 @pytest.mark.parametrize("text", ["Noted.", "Understood!", "I have nothing to add."])
 def test_an_acknowledgement_or_an_empty_answer_is_no_episode(text: str) -> None:
     assert not worth_keeping(message(1, "assistant", text))
+
+
+def test_a_question_asked_of_the_agent_is_no_episode_between_people_it_is() -> None:
+    window = [message(1, "user", "What do you know about Ana?"), message(2, "assistant", "Hm?")]
+    assert form_offline(window, categories=DEFAULT_CATEGORIES) == []
+    asked = form_offline(window[:1], categories=DEFAULT_CATEGORIES, episodes="all")
+    assert [m.kind for m in asked] == ["episode"]
