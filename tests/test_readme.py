@@ -30,7 +30,7 @@ EXPECTED = {
     ),
     "OpenAICompatibleEmbedder(server.base_url": "The Lisbon team deploys on Thursdays",
     "memory.history.sources(hit.memory.id)": (
-        "Dana's sister Emma lives in Lisbon\n['My sister Emma lives in Lisbon']\n"
+        "Dana: My sister Emma lives in Lisbon\n['My sister Emma lives in Lisbon']\n"
         "4 messages forgotten"
     ),
 }
