@@ -45,6 +45,7 @@ from .models import (
     Viewer,
 )
 from .retrieval.retriever import SearchTimings
+from .storage import memory_reads
 from .storage.base import BaseMemoryStore
 from .text.atoms import Atom
 from .text.graph import MemoryGraph
@@ -795,23 +796,14 @@ class MemoryManager:
     async def stats(self) -> MemoryStats:
         """Counts of this agent's memories, notes and vectors."""
         self._engine.check_open()
-        by_category = await self._engine.base.counts_by("category")
-        by_status = await self._engine.base.counts_by("status")
-        embedded = pending = 0
+        fingerprint = None
         if self._engine.indexer is not None:
             fingerprint = self._engine.indexer.embedder.fingerprint
-            embedded = len(await self._engine.base.embedding_ids(fingerprint))
-            pending = await self._engine.base.count_pending_embeddings(fingerprint)
-        conversations, notes = await self._engine.interactions.counts()
-        return MemoryStats(
-            agent=self.jid,
-            total=sum(by_status.values()),
-            by_category=by_category,
-            by_status=by_status,
-            embedded=embedded,
-            pending_embeddings=pending,
-            conversations=conversations,
-            notes=notes,
+        return await memory_reads.memory_stats(
+            self._engine.base.fetchall,
+            self.jid,
+            fingerprint=fingerprint,
+            notes=await self._engine.interactions.counts(),
             in_memory=self._config.in_memory,
         )
 

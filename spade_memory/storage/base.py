@@ -684,6 +684,9 @@ class BaseMemoryStore:
         """How many vectors are stored of each embedder fingerprint."""
         return await embeddings.counts_by_fingerprint(self._fetchall)
 
+    async def count_embedded(self, fingerprint: str) -> int:
+        return await embeddings.count_embedded(self._fetchall, fingerprint)
+
     async def embedding_ids(self, fingerprint: str) -> np.ndarray:
         return await embeddings.embedding_ids(self._fetchall, fingerprint)
 

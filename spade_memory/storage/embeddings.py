@@ -11,21 +11,26 @@ The fingerprint of the embedder that wrote vectors last is kept in ``meta`` as
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Final
 
 from ..errors import StorageError
 from .memory_rows import Fetch, Transaction
 from .sql import SQL_CHUNK, placeholders
 
+if TYPE_CHECKING:  # imported where vectors are read or written: counting loads no numpy
+    import numpy as np
+
 __all__ = [
     "EMBEDDER_KEY",
+    "LAST_EMBEDDER_SQL",
+    "MAIN_FINGERPRINT_SQL",
+    "count_embedded",
     "count_pending_embeddings",
     "counts_by_fingerprint",
     "decode_vectors",
     "embedding_ids",
     "load_vectors",
+    "main_fingerprint",
     "pending_embeddings",
     "put_embeddings",
     "vectors_for",
@@ -33,6 +38,25 @@ __all__ = [
 
 EMBEDDER_KEY = "embedder"
 """The ``meta`` key of the fingerprint of the embedder that wrote vectors last."""
+
+
+MAIN_FINGERPRINT_SQL: Final = (
+    "SELECT fingerprint FROM embeddings GROUP BY fingerprint ORDER BY count(*) DESC LIMIT 1"
+)
+"""The fingerprint of most stored vectors (no row: no vector)."""
+
+LAST_EMBEDDER_SQL: Final = f"SELECT value FROM meta WHERE key = '{EMBEDDER_KEY}'"
+"""The fingerprint of the embedder that wrote vectors last (no row: none ever did)."""
+
+
+async def main_fingerprint(fetch: Fetch) -> str | None:
+    """The embedder fingerprint of most stored vectors, else the one that wrote
+    vectors last; ``None`` when the memory never had a vector."""
+    for sql in (MAIN_FINGERPRINT_SQL, LAST_EMBEDDER_SQL):
+        rows = await fetch(sql, ())
+        if rows and rows[0][0] is not None:
+            return str(rows[0][0])
+    return None
 
 
 async def pending_embeddings(
@@ -74,6 +98,8 @@ async def put_embeddings(
     (its ``updated_at`` no longer matches), so a stale vector is never kept.
     ``max_seq`` gives the last seq when there is nothing to store.
     """
+    import numpy as np
+
     if not items:
         return [], await max_seq()
     checked: list[tuple[int, float, np.ndarray]] = []
@@ -121,6 +147,8 @@ async def load_vectors(
     fetch: Fetch, fingerprint: str, dim: int, after_seq: int
 ) -> tuple[np.ndarray, np.ndarray, int]:
     """Vectors of ``fingerprint`` with ``seq > after_seq``: ``(ids, matrix, max seq)``."""
+    import numpy as np
+
     rows = await fetch(
         "SELECT memory_id, vector, seq FROM embeddings "
         "WHERE fingerprint = ? AND dim = ? AND seq > ? ORDER BY seq",
@@ -138,6 +166,8 @@ async def vectors_for(
     fetch: Fetch, fingerprint: str, dim: int, memory_ids: Iterable[int]
 ) -> dict[int, np.ndarray]:
     """The stored vectors of some memories (those that have one)."""
+    import numpy as np
+
     wanted = list(dict.fromkeys(int(i) for i in memory_ids))
     found: dict[int, np.ndarray] = {}
     for start in range(0, len(wanted), SQL_CHUNK):
@@ -155,14 +185,24 @@ async def vectors_for(
     return found
 
 
+async def count_embedded(fetch: Fetch, fingerprint: str) -> int:
+    """How many memories hold a vector of ``fingerprint``."""
+    rows = await fetch("SELECT count(*) FROM embeddings WHERE fingerprint = ?", (fingerprint,))
+    return int(rows[0][0])
+
+
 async def embedding_ids(fetch: Fetch, fingerprint: str) -> np.ndarray:
     """Ids of the memories holding a vector of ``fingerprint``."""
+    import numpy as np
+
     rows = await fetch("SELECT memory_id FROM embeddings WHERE fingerprint = ?", (fingerprint,))
     return np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
 
 
 def decode_vectors(rows: Iterable[Any], dim: int) -> tuple[np.ndarray, np.ndarray]:
     """``(ids, matrix)`` of ``(memory id, vector blob)`` rows of vectors of ``dim``."""
+    import numpy as np
+
     pairs = list(rows)
     ids = np.fromiter((int(row[0]) for row in pairs), dtype=np.int64, count=len(pairs))
     matrix = np.zeros((len(pairs), dim), dtype=np.float32)

@@ -43,14 +43,11 @@ def count_memories(path: Path) -> int | None:
 def main_fingerprint(path: Path) -> str | None:
     """The embedder fingerprint of most stored vectors, else the one that wrote
     vectors last (kept in ``meta``); ``None`` when the memory never had a vector."""
-    value = _one(
-        path,
-        "SELECT fingerprint FROM embeddings GROUP BY fingerprint ORDER BY count(*) DESC LIMIT 1",
-    )
-    if value is None:
-        from .embeddings import EMBEDDER_KEY  # not at the top: it loads numpy
+    from .embeddings import LAST_EMBEDDER_SQL, MAIN_FINGERPRINT_SQL
 
-        value = _one(path, "SELECT value FROM meta WHERE key = ?", (EMBEDDER_KEY,))
+    value = _one(path, MAIN_FINGERPRINT_SQL)
+    if value is None:
+        value = _one(path, LAST_EMBEDDER_SQL)
     return None if value is None else str(value)
 
 

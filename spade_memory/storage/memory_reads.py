@@ -6,16 +6,19 @@ its connection), looked up by the store on every call.
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..models import Memory, Viewer
+from ..models import Memory, MemoryStats, Viewer
+from .embeddings import count_embedded, count_pending_embeddings
 from .memory_rows import (
     COLUMNS,
     M_COLUMNS,
     Fetch,
     row_to_memory,
 )
+from .schema import LAST_RUN_KEY, SCHEDULED_JOBS
 from .sql import SQL_CHUNK, chunks, placeholders, status_category_filter
 
 if TYPE_CHECKING:  # loaded by the one read that returns an array
@@ -35,7 +38,10 @@ __all__ = [
     "has_memories",
     "indexed_tokens_and_endings",
     "iter_all",
+    "last_run",
+    "last_runs",
     "list_memories",
+    "memory_stats",
     "recent_ids",
 ]
 
@@ -185,6 +191,52 @@ async def agent_stats(fetch: Fetch, agent: str) -> dict[str, Any]:
     )
     keys = ("stores", "updates", "forgets", "searches", "last_store_at", "last_search_at")
     return dict(zip(keys, rows[0], strict=True)) if rows else dict.fromkeys(keys, 0)
+
+
+async def memory_stats(
+    fetch: Fetch,
+    agent: str,
+    *,
+    fingerprint: str | None,
+    notes: tuple[int, int],
+    in_memory: bool,
+) -> MemoryStats:
+    """The counts of :meth:`MemoryManager.stats <spade_memory.MemoryManager.stats>`:
+    memories by category and status, those with and without a vector of
+    ``fingerprint`` (``None``: keyword search only, both 0), and the
+    ``(conversations, notes)`` of the notes file."""
+    by_category = await counts_by(fetch, "category")
+    by_status = await counts_by(fetch, "status")
+    embedded = pending = 0
+    if fingerprint is not None:
+        embedded = await count_embedded(fetch, fingerprint)
+        pending = await count_pending_embeddings(fetch, fingerprint)
+    return MemoryStats(
+        agent=agent,
+        total=sum(by_status.values()),
+        by_category=by_category,
+        by_status=by_status,
+        embedded=embedded,
+        pending_embeddings=pending,
+        conversations=notes[0],
+        notes=notes[1],
+        in_memory=in_memory,
+    )
+
+
+async def last_run(fetch: Fetch, job: str) -> float | None:
+    """When the scheduled maintenance ``job`` last ran (Unix seconds, memory clock);
+    ``None`` when it never did or its record cannot be read."""
+    rows = await fetch("SELECT value FROM meta WHERE key = ?", (LAST_RUN_KEY.format(job),))
+    try:
+        return None if not rows else float(json.loads(str(rows[0][0])))
+    except (TypeError, ValueError):
+        return None
+
+
+async def last_runs(fetch: Fetch) -> dict[str, float | None]:
+    """When each scheduled maintenance job last ran (see :func:`last_run`)."""
+    return {job: await last_run(fetch, job) for job in SCHEDULED_JOBS}
 
 
 async def recent_ids(fetch: Fetch, limit: int) -> list[int]:

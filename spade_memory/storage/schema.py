@@ -10,13 +10,27 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["GRAPH_VERSION_KEY", "MIGRATIONS", "NOTES_KEY", "SCHEMA_VERSION", "Migration"]
+__all__ = [
+    "GRAPH_VERSION_KEY",
+    "LAST_RUN_KEY",
+    "MIGRATIONS",
+    "NOTES_KEY",
+    "SCHEDULED_JOBS",
+    "SCHEMA_VERSION",
+    "Migration",
+]
 
 GRAPH_VERSION_KEY = "graph_version"
 """The ``meta`` row naming the extraction version the stored graph was made with."""
 
 NOTES_KEY = "notes_file"
 """The ``meta`` row saying the agent's notes file was written ("1") and must be there."""
+
+LAST_RUN_KEY = "maintenance:{}_at"
+"""The ``meta`` row of when a scheduled job (``.format(job)``) last ran, as JSON seconds."""
+
+SCHEDULED_JOBS = ("expiry", "decay", "consolidation", "backup")
+"""The maintenance jobs run on a schedule, whose last runs are kept."""
 
 
 @dataclass(frozen=True, slots=True)

