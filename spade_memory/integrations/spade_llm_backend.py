@@ -213,7 +213,11 @@ class SpadeMemoryBackend(_BackendBase):  # type: ignore[misc]
         self._owns = manager is None
         self._any = any_agent or db_path is not None
         self._jid = (
-            manager.jid if manager is not None else None if jid is None else AgentIdentity.of(jid).jid
+            manager.jid
+            if manager is not None
+            else None
+            if jid is None
+            else AgentIdentity.of(jid).jid
         )
         self._managers: dict[str, MemoryManager] = {}  # of any_agent, by bare JID
         self._lock = asyncio.Lock()

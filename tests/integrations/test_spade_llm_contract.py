@@ -46,7 +46,9 @@ async def test_access_counts_show_right_after_a_search() -> None:
 async def test_update_access_is_counted_at_once_and_reorders_the_recent() -> None:
     backend = SpadeMemoryBackend(jid=ALICE, config=RAM)
     try:
-        uids = [await backend.store_memory(entry(ALICE, f"note {n} on the tides")) for n in range(3)]
+        uids = [
+            await backend.store_memory(entry(ALICE, f"note {n} on the tides")) for n in range(3)
+        ]
         await backend.update_access(uids[0])
         await backend.update_access(uids[0])
         recent = await backend.get_recent_memories(ALICE, limit=2)
