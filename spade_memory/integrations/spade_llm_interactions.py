@@ -128,9 +128,9 @@ class SpadeMemoryInteractionMemory:
     def get_context_summary(self, conversation_id: str) -> str | None:
         """The notes as spade_llm puts them in the prompt (``None`` without notes)::
 
-            Previous interaction notes:
-            - first note
-            - second note
+        Previous interaction notes:
+        - first note
+        - second note
         """
         notes = self.get_information(conversation_id)
         if not notes:
