@@ -421,6 +421,11 @@ class MemoryManager:
             viewer=viewer,
             min_score=min_score,
         )
+        merged = self._engine.access.merged_all(result.memory for result in results)
+        results = [
+            result if memory is result.memory else dataclasses.replace(result, memory=memory)
+            for result, memory in zip(results, merged, strict=True)
+        ]
         if record_access:
             self._engine.access.note((result.memory.id for result in results), search=True)
         return results, timings
@@ -449,13 +454,14 @@ class MemoryManager:
         viewer: Viewer | None = None,
     ) -> builtins.list[Memory]:
         """Active memories, newest first, optionally of one category; with a
-        ``viewer``, those it sees."""
+        ``viewer``, those it sees. Access counts include the accesses not yet written."""
         self._engine.check_open()
         categories = None if category is None else [check_category(category, self.categories)]
         limit, offset = check_page(limit, offset)
-        return await self._engine.base.list(
+        memories = await self._engine.base.list(
             categories=categories, limit=limit, offset=offset, viewer=_check_viewer(viewer)
         )
+        return self._engine.access.merged_all(memories)
 
     async def recent(
         self, limit: int = 10, *, viewer: Viewer | None = None
@@ -464,7 +470,7 @@ class MemoryManager:
         return await self.list(limit=limit, viewer=viewer)
 
     async def get(self, memory_id: int, *, viewer: Viewer | None = None) -> Memory:
-        """One memory by id.
+        """One memory by id (its access count includes the accesses not yet written).
 
         Raises:
             MemoryNotFound: no memory has that id, or ``viewer`` does not see it
@@ -474,7 +480,7 @@ class MemoryManager:
         memory = await self._engine.base.get(check_id(memory_id), viewer=_check_viewer(viewer))
         if memory is None:
             raise MemoryNotFound(f"{self.jid} has no memory with id {memory_id}")
-        return memory
+        return self._engine.access.merged(memory)
 
     async def _changeable(self, memory_id: int, viewer: Viewer | None, verb: str) -> Memory:
         """The memory ``viewer`` asks to change. Raises MemoryNotFound (it does not

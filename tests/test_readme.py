@@ -25,6 +25,7 @@ EXPECTED = {
     "archive closing time": "closes at 6 pm",
     "AgentBaseMemory(": "rotates every 30 days",
     "spade_llm_tools(manager)": "search_memories",
+    "notes.get_context_summary(": "Previous interaction notes:\n- Bob's API takes JSON",
     "Scope.private(\"alice@example.org\")": (
         "['The office opens at 9', 'The trip is on Friday']\nMemoryNotFound"
     ),

@@ -213,22 +213,63 @@ def _write_lines(target: TextIO, lines: Iterable[str]) -> None:
         target.write(line + "\n")
 
 
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
 def _read_export(source: str) -> dict[str, Any]:
+    """The export in ``source`` (a file, or ``-`` for stdin).
+
+    Raises:
+        NotFound: there is no such file.
+        InvalidToolInput: the file is not an export, in one line saying what it is
+            (spade_llm's memory files point to ``import-spade-llm``).
+    """
     if source == "-":
-        text = sys.stdin.read()
+        stdin = sys.stdin
+        data = stdin.buffer.read() if hasattr(stdin, "buffer") else stdin.read().encode()
+        name = "the input"
     else:
         path = Path(source).expanduser()
+        if path.is_dir():
+            raise InvalidToolInput(
+                f"{path} is a folder; give the file spade-memory export wrote (a folder of "
+                "spade_llm memory files is imported with: spade-memory import-spade-llm "
+                f"{path})"
+            )
         if not path.is_file():
             raise NotFound(f"there is no file {path}")
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
+        name = str(path)
+    if data.startswith(_SQLITE_MAGIC):
+        raise InvalidToolInput(
+            f"{name} is a SQLite database, not an export; spade_llm's memory files "
+            "(*_base_memory.db, *_interactions.json) are imported with: "
+            "spade-memory import-spade-llm THEIR_FOLDER"
+        )
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidToolInput(
+            f"{name} is not text (not UTF-8); give the file spade-memory export wrote"
+        ) from None
     stripped = text.lstrip()
-    if stripped.startswith("{") and "\n{" not in stripped.rstrip():
+    if stripped.startswith(("{", "[")):
         try:
             document = json.loads(text)
-        except json.JSONDecodeError:
-            document = None
+        except (json.JSONDecodeError, RecursionError):
+            document = None  # JSON lines, or damaged: each line is checked below
         if isinstance(document, dict) and "memories" in document:
             return document  # the dict MemoryManager.export() gives, saved as one JSON
+        if isinstance(document, dict) and "interactions" in document:
+            raise InvalidToolInput(
+                f"{name} holds spade_llm's interaction notes, not an export; import it "
+                "with: spade-memory import-spade-llm THEIR_FOLDER"
+            )
+        if document is not None and not (isinstance(document, dict) and "type" in document):
+            raise InvalidToolInput(
+                f"{name} is JSON but not an export (no memories, and not the "
+                f"{EXPORT_LINES_FORMAT} lines); give the file spade-memory export wrote"
+            )
     return parse_export_lines(text.splitlines())
 
 

@@ -1,12 +1,13 @@
 """spade_memory behind spade_llm: its memory tools and its ``MemoryBackend``.
 
-Two ways to give a spade_llm agent this memory (``pip install "spade-memory[spade-llm]"``):
+Three ways to give a spade_llm agent this memory (``pip install "spade-memory[spade-llm]"``):
 
 ```python
 from spade_llm.agent import LLMAgent
 from spade_llm.memory import AgentBaseMemory
 from spade_memory import MemoryConfig, MemoryManager
-from spade_memory.integrations.spade_llm import SpadeMemoryBackend, spade_llm_tools
+from spade_memory.integrations.spade_llm import (
+    SpadeMemoryBackend, SpadeMemoryInteractionMemory, spade_llm_tools, use_interaction_memory)
 
 # 1. spade_llm's AgentBaseMemory, kept and searched by spade_memory
 backend = SpadeMemoryBackend(jid="alice@localhost", config=MemoryConfig(root="./memory"))
@@ -16,6 +17,9 @@ memory = AgentBaseMemory("alice@localhost", backend=backend)
 manager = await MemoryManager.open("alice@localhost", MemoryConfig(root="./memory"))
 agent = LLMAgent("alice@localhost", "secret", provider=provider,
                  tools=spade_llm_tools(manager))
+
+# 3. spade_llm's interaction notes (injected into its prompt) kept by spade_memory
+use_interaction_memory(agent, SpadeMemoryInteractionMemory(manager))
 ```
 
 Importing ``spade_memory`` never imports spade_llm; this module does, and raises a
@@ -27,6 +31,7 @@ clear ``ImportError`` on use when spade_llm is missing. See
 from __future__ import annotations
 
 from .spade_llm_backend import SpadeMemoryBackend, SpadeMemoryEntry
+from .spade_llm_interactions import SpadeMemoryInteractionMemory, use_interaction_memory
 from .spade_llm_tools import (
     INSTALL_HINT,
     SpadeLLMMemoryTool,
@@ -40,7 +45,9 @@ __all__ = [
     "SpadeLLMMemoryTool",
     "SpadeMemoryBackend",
     "SpadeMemoryEntry",
+    "SpadeMemoryInteractionMemory",
     "ToolBinding",
     "require_spade_llm",
     "spade_llm_tools",
+    "use_interaction_memory",
 ]

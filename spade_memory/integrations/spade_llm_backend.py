@@ -10,7 +10,7 @@ How spade_llm's ``MemoryEntry`` maps to a spade_memory :class:`Memory`:
 
 =================  ==========================================================
 ``id`` (str)       ``uid`` (kept as given, 1 to 64 characters)
-``agent_id``       the manager's agent; an entry for another agent is refused
+``agent_id``       the agent whose memory keeps it (see "Agents" below)
 ``category``       ``category`` (one of the memory's categories)
 ``content``        ``content``
 ``context``        ``context``
@@ -35,15 +35,28 @@ Where spade_llm's contract cannot be met exactly, the nearest behaviour:
   first 2,000 characters of a long one are searched. The search
   itself records one access of each hit, so the ``update_access`` that
   ``AgentBaseMemory`` sends right after for the same hits is not counted twice.
+- access counts show at once (as spade_llm's); they are written to the database a
+  few seconds later, with the other accesses of that moment, in one transaction.
 - ``get_memories_by_category`` lists newest stored first; an unknown category
   gives ``[]``. Limits are capped at 100 (search) and 1000 (listings).
+- content is limited to ``MemoryConfig.max_content_chars``: 10,000 characters in
+  the memories the backend opens with its default configuration; a given manager
+  or configuration keeps its own limit (spade_llm sets none).
 - archived memories are neither searched nor listed (they still count in stats).
-- calls for another ``agent_id`` find nothing: each agent has its own memory.
+- nothing is created on disk until the first use (spade_llm makes its folder when
+  the backend is constructed).
 
-Lifecycle: given an open manager, the backend uses it and never closes it. Given
-a ``jid`` (and ``root`` or ``config``), it opens the manager in ``initialize()``
-and closes it in ``cleanup()``; another ``initialize()`` opens it again (in
-in-memory mode that is a new, empty memory).
+Agents: a backend built on a manager, or with ``jid``, keeps one agent's memory;
+calls for another ``agent_id`` find nothing and storing for it is refused. With
+``any_agent=True`` (or spade_llm's ``db_path``) it serves every agent id it is
+given, each in its own memory under the same root, opened on first use;
+``delete_memory`` and ``update_access`` (which carry no agent id) find the ids of
+the agents served since the last ``cleanup()``. ``db_path`` tells where the memories are.
+
+Lifecycle: given an open manager, the backend uses it and never closes it.
+Otherwise it opens its memories (in ``initialize()`` for ``jid``, on first use
+for ``any_agent``) and closes them all in ``cleanup()``; using it again opens them
+again (in in-memory mode that is a new, empty memory).
 """
 
 from __future__ import annotations
@@ -58,7 +71,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from ..config import MemoryConfig
+from ..config import MemoryConfig, default_root
 from ..errors import (
     ConfigError,
     InvalidAgentId,
@@ -87,6 +100,8 @@ _MAX_SEARCH = LIMITS.search_limit
 _MAX_LIST = LIMITS.list_limit
 _MAX_CONTEXT_CHARS = LIMITS.context_chars
 _MAX_QUERY_CHARS = LIMITS.query_chars
+_SPADE_LLM_CONTENT_CHARS = 10_000  # default content limit of the memories opened here
+_IN_RAM = ":memory:"
 
 _EntryBase: Any
 _BackendBase: Any
@@ -136,19 +151,27 @@ def _timestamp(name: str, value: Any, default: float) -> float:
 
 
 class SpadeMemoryBackend(_BackendBase):  # type: ignore[misc]
-    """spade_llm's ``MemoryBackend`` over a spade_memory memory.
+    """spade_llm's ``MemoryBackend`` over spade_memory memories.
 
     Args:
         manager: an open manager to use (the caller closes it).
         jid: instead of ``manager``: the agent whose memory the backend opens in
             ``initialize()`` and closes in ``cleanup()``.
-        root: the memory root for ``jid`` (default ``config.root``).
-        config: the memory configuration for ``jid`` (default ``MemoryConfig()``;
-            ``MemoryConfig(in_memory=True)`` keeps it in RAM).
+        root: the memory root of the memories the backend opens (default
+            ``config.root``).
+        config: the configuration of the memories the backend opens (default
+            ``MemoryConfig(max_content_chars=10_000)``, spade_llm's limit;
+            ``MemoryConfig(in_memory=True)`` keeps them in RAM).
+        any_agent: instead of ``manager`` and ``jid``: serve every agent id it is
+            given, each in its own memory under ``root``, opened on first use and
+            all closed by ``cleanup()``.
+        db_path: spade_llm's ``SQLiteMemoryBackend(db_path)``: ``any_agent`` with
+            the memories in the folder ``db_path`` (``":memory:"``: in RAM).
 
     Raises:
         ImportError: spade_llm is not installed.
-        ConfigError: neither or both of ``manager`` and ``jid`` were given.
+        ConfigError: not exactly one of ``manager``, ``jid``, ``any_agent`` and
+            ``db_path`` was given, or ``root`` or ``config`` with ``manager``.
         InvalidAgentId: ``jid`` is not a valid JID; nothing was touched.
     """
 
@@ -159,36 +182,78 @@ class SpadeMemoryBackend(_BackendBase):  # type: ignore[misc]
         jid: str | None = None,
         root: Path | str | None = None,
         config: MemoryConfig | None = None,
+        any_agent: bool = False,
+        db_path: Path | str | None = None,
     ) -> None:
         require_spade_llm()
-        if manager is not None and (jid is not None or root is not None or config is not None):
+        chosen = [manager is not None, jid is not None, any_agent, db_path is not None]
+        if sum(chosen) > 1 or (manager is not None and (root is not None or config is not None)):
             raise ConfigError(
-                "give either an open manager or a jid (with root or config), not both"
+                "give one of: an open manager, a jid (with root or config), any_agent=True "
+                "or db_path; not both"
             )
-        if manager is None and jid is None:
-            raise ConfigError("give an open MemoryManager, or the jid of the agent to open")
-        self._manager = manager
-        self._owns = manager is None
-        self._jid = manager.jid if manager is not None else AgentIdentity.of(jid).jid
-        config = config or MemoryConfig()
+        if not any(chosen):
+            raise ConfigError(
+                "give an open MemoryManager, the jid of the agent to open, any_agent=True "
+                "or spade_llm's db_path"
+            )
+        config = config or MemoryConfig(max_content_chars=_SPADE_LLM_CONTENT_CHARS)
+        self._db_path: Path | str | None = None
+        if db_path is not None:
+            if str(db_path) == _IN_RAM:
+                self._db_path = _IN_RAM
+                config = dataclasses.replace(config, in_memory=True)
+            else:
+                self._db_path = Path(db_path)
+                root = self._db_path
         if root is not None:
             config = dataclasses.replace(config, root=root)
         self._config = config
+        self._manager = manager
+        self._owns = manager is None
+        self._any = any_agent or db_path is not None
+        self._jid = (
+            manager.jid
+            if manager is not None
+            else None
+            if jid is None
+            else AgentIdentity.of(jid).jid
+        )
+        self._managers: dict[str, MemoryManager] = {}  # of any_agent, by bare JID
         self._lock = asyncio.Lock()
         self._counted: set[str] = set()
 
     @property
-    def jid(self) -> str:
-        """The agent whose memory this is (normalised bare JID)."""
+    def jid(self) -> str | None:
+        """The agent whose memory this is (normalised bare JID); ``None`` with
+        ``any_agent`` or ``db_path``."""
         return self._jid
 
     @property
+    def db_path(self) -> Path | str:
+        """Where the memories are: the ``db_path`` given, else the agent's database
+        file or, with ``any_agent``, the memory root; ``":memory:"`` in RAM."""
+        if self._db_path is not None:
+            return self._db_path
+        config = self._manager.config if self._manager is not None else self._config
+        if config.in_memory:
+            return _IN_RAM
+        opened = self._manager.root if self._manager is not None else None
+        root = Path(opened or config.root or default_root())
+        if self._jid is None:
+            return root
+        return root / AgentIdentity.of(self._jid).database_name
+
+    @property
     def manager(self) -> MemoryManager:
-        """The manager in use.
+        """The manager in use (of the one agent served).
 
         Raises:
             StoreClosedError: the backend opens its own and is not initialised.
+            ConfigError: the backend serves any agent (see :meth:`manager_of`).
         """
+        if self._any:
+            raise ConfigError("this backend serves any agent; use manager_of(agent_id)")
         if self._manager is None or self._manager.closed:
             raise StoreClosedError(
                 f"the memory of {self._jid} is not open; call initialize() first"
@@ -196,17 +261,22 @@ class SpadeMemoryBackend(_BackendBase):  # type: ignore[misc]
         return self._manager
 
     def __repr__(self) -> str:
+        if self._any:
+            return f"<SpadeMemoryBackend any agent, {len(self._managers)} open>"
         state = "open" if self._manager is not None and not self._manager.closed else "closed"
         return f"<SpadeMemoryBackend {self._jid} {state}>"
 
     # -- lifecycle ------------------------------------------------------------
 
     async def initialize(self) -> None:
-        """Open the memory if this backend owns it; idempotent.
+        """Open the memory if this backend owns it; idempotent. With ``any_agent``,
+        each agent's memory opens on its first use.
 
         Raises:
             StoreClosedError: the manager this backend was given is closed.
         """
+        if self._any:
+            return
         async with self._lock:
             if self._manager is not None and not self._manager.closed:
                 return
@@ -215,21 +285,60 @@ class SpadeMemoryBackend(_BackendBase):  # type: ignore[misc]
                     f"the memory of {self._jid} given to this backend was closed; "
                     "open a new MemoryManager and a new backend"
                 )
+            assert self._jid is not None
             self._manager = await MemoryManager.open(self._jid, self._config)
             self._counted.clear()
             logger.debug("opened the memory of %s for spade_llm", self._jid)
 
     async def cleanup(self) -> None:
-        """Close the memory if this backend opened it; a given manager stays open."""
+        """Close the memories this backend opened; a given manager stays open."""
         async with self._lock:
+            opened, self._managers = list(self._managers.values()), {}
             if self._owns and self._manager is not None:
-                manager, self._manager = self._manager, None
+                opened.append(self._manager)
+                self._manager = None
+            self._counted.clear()
+            for manager in opened:
                 await manager.aclose()
 
-    async def _open(self) -> MemoryManager:
-        if self._manager is None or self._manager.closed:
-            await self.initialize()
-        return self.manager
+    async def manager_of(self, agent_id: Any) -> MemoryManager | None:
+        """The open memory of ``agent_id`` (opened now if needed); ``None`` when the
+        backend does not keep that agent's memory (another agent, or not a JID)."""
+        if not self._any:
+            if not self._is_mine(agent_id):
+                return None
+            if self._manager is None or self._manager.closed:
+                await self.initialize()
+            return self.manager
+        try:
+            jid = normalize_jid(agent_id)
+        except InvalidAgentId:
+            return None
+        manager = self._managers.get(jid)
+        if manager is not None and not manager.closed:
+            return manager
+        async with self._lock:
+            manager = self._managers.get(jid)
+            if manager is None or manager.closed:
+                manager = await MemoryManager.open(jid, self._config)
+                self._managers[jid] = manager
+                logger.debug("opened the memory of %s for spade_llm", jid)
+            return manager
+
+    async def _holder(self, memory_id: Any) -> tuple[MemoryManager, Memory] | None:
+        """The memory of spade_llm id ``memory_id`` and the manager holding it."""
+        if not isinstance(memory_id, str) or not memory_id:
+            return None
+        if not self._any:
+            manager = await self.manager_of(self._jid)
+            managers = [] if manager is None else [manager]
+        else:
+            managers = [m for m in self._managers.values() if not m.closed]
+        for manager in managers:
+            memory = await manager.engine.base.get_by_uid(memory_id)
+            if memory is not None:
+                return manager, memory
+        return None
 
     # -- mapping ---------------------------------------------------------------
 
@@ -260,11 +369,6 @@ class SpadeMemoryBackend(_BackendBase):  # type: ignore[misc]
 
     def _record(self, entry: Any, manager: MemoryManager) -> dict[str, Any]:
         """The fields of a spade_llm entry as one memory of spade_memory's export format."""
-        if not self._is_mine(getattr(entry, "agent_id", None)):
-            raise InvalidToolInput(
-                f"this backend keeps the memory of {self._jid}, not of "
-                f"{getattr(entry, 'agent_id', None)!r}; give each agent its own backend"
-            )
         uid = entry.id if entry.id is not None else str(uuid.uuid4())
         if not isinstance(uid, str) or not 1 <= len(uid) <= 64 or not uid.strip():
             raise InvalidToolInput(
@@ -298,16 +402,24 @@ class SpadeMemoryBackend(_BackendBase):  # type: ignore[misc]
         """Store a spade_llm ``MemoryEntry``; returns its id.
 
         Raises:
-            InvalidToolInput: a field is invalid or the entry is another agent's;
-                nothing was written.
+            InvalidToolInput: a field is invalid or the entry is of an agent this
+                backend does not keep; nothing was written.
         """
-        manager = await self._open()
+        agent_id = getattr(entry, "agent_id", None)
+        manager = await self.manager_of(agent_id)
+        if manager is None:
+            raise InvalidToolInput(
+                f"this backend keeps the memory of {self._jid}, not of {agent_id!r}; give "
+                "each agent its own backend, or use SpadeMemoryBackend(any_agent=True)"
+                if self._jid is not None
+                else f"agent_id must be a JID such as alice@localhost, got {agent_id!r}"
+            )
         record = self._record(entry, manager)
         added, _ = await manager.import_data(  # skips a uid it holds already
             {
                 "format": EXPORT_FORMAT,
                 "version": _IMPORT_VERSION,
-                "agent": self._jid,
+                "agent": manager.jid,
                 "memories": [record],
                 "notes": {},
             }
@@ -327,24 +439,26 @@ class SpadeMemoryBackend(_BackendBase):  # type: ignore[misc]
         return str(record["uid"])
 
     async def delete_memory(self, memory_id: str) -> bool:
-        """Delete a memory by id; ``False`` when there is none."""
-        manager = await self._open()
+        """Delete a memory by id; ``False`` when there is none (with ``any_agent``:
+        none in the memories of the agents served since the last ``cleanup()``)."""
         self._counted.discard(memory_id)
-        memory = await manager.engine.base.get_by_uid(memory_id) if memory_id else None
-        if memory is None:
+        found = await self._holder(memory_id)
+        if found is None:
             return False
+        manager, memory = found
         await manager.forget(memory.id)
         return True
 
     async def update_access(self, memory_id: str) -> None:
-        """Record one access of a memory (unless its search recorded it already)."""
-        manager = await self._open()
+        """Record one access of a memory (unless its search recorded it already);
+        the count shows at once, the write is coalesced with the others."""
         if memory_id in self._counted:
             self._counted.discard(memory_id)
             return
-        memory = await manager.engine.base.get_by_uid(memory_id) if memory_id else None
-        if memory is not None:
-            await manager.engine.base.touch([memory.id], manager.now())
+        found = await self._holder(memory_id)
+        if found is not None:
+            manager, memory = found
+            manager.engine.access.note([memory.id])
 
     # -- reads -------------------------------------------------------------------
 
@@ -354,8 +468,8 @@ class SpadeMemoryBackend(_BackendBase):  # type: ignore[misc]
         Raises:
             InvalidToolInput: the query is not text or is too long.
         """
-        manager = await self._open()
-        if not self._is_mine(agent_id) or limit < 1:
+        manager = await self.manager_of(agent_id)
+        if manager is None or limit < 1:
             return []
         if isinstance(query, str) and not query.strip():
             return await self.get_recent_memories(agent_id, limit)
@@ -369,27 +483,32 @@ class SpadeMemoryBackend(_BackendBase):  # type: ignore[misc]
         self, agent_id: str, category: str, limit: int = 50
     ) -> list[Any]:
         """Active memories of one category, newest stored first."""
-        manager = await self._open()
-        if not self._is_mine(agent_id) or category not in manager.categories or limit < 1:
+        manager = await self.manager_of(agent_id)
+        if manager is None or category not in manager.categories or limit < 1:
             return []
         memories = await manager.list(category, limit=min(int(limit), _MAX_LIST))
         return [self._entry(memory, agent_id) for memory in memories]
 
     async def get_recent_memories(self, agent_id: str, limit: int = 10) -> list[Any]:
-        """Active memories, most recently accessed (or stored) first."""
-        manager = await self._open()
-        if not self._is_mine(agent_id) or limit < 1:
+        """Active memories, most recently accessed (or stored) first, counting the
+        accesses not yet written."""
+        manager = await self.manager_of(agent_id)
+        if manager is None or limit < 1:
             return []
-        base = manager.engine.base
-        ids = await base.recent_ids(min(int(limit), _MAX_LIST))
-        found = await base.get_many(ids)
-        return [self._entry(found[i], agent_id) for i in ids if i in found]
+        limit = min(int(limit), _MAX_LIST)
+        base, access = manager.engine.base, manager.engine.access
+        pending = access.pending()
+        ids = await base.recent_ids(limit + len(pending))
+        found = await base.get_many(dict.fromkeys([*ids, *pending]))
+        memories = [m for m in access.merged_all(found.values()) if m.status == "active"]
+        memories.sort(key=lambda m: (m.last_accessed or m.created_at, m.id), reverse=True)
+        return [self._entry(memory, agent_id) for memory in memories[:limit]]
 
     async def get_memory_stats(self, agent_id: str) -> dict[str, Any]:
         """spade_llm's statistics (``total_memories``, ``category_counts``,
         ``oldest_memory``, ``newest_memory`` as ISO text) plus spade_memory's counts."""
-        manager = await self._open()
-        if not self._is_mine(agent_id):
+        manager = await self.manager_of(agent_id)
+        if manager is None:
             return {
                 "total_memories": 0,
                 "category_counts": {},

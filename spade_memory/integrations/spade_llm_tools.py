@@ -185,8 +185,10 @@ class SpadeLLMMemoryTool(_LLMToolBase):  # type: ignore[misc]
         self.binding.begin(conversation_id)
 
     def set_agent(self, agent: Any) -> None:
-        """Called by spade_llm's ``LLMAgent`` when the tool is registered."""
+        """Called by spade_llm's ``LLMAgent`` when the tool is registered: from then
+        on, a tool of spade_llm's with this tool's name takes its place."""
         self.binding.agent = agent
+        _distinct_tools(agent)
 
     async def execute(self, /, **arguments: Any) -> str:
         """Run the tool as spade_llm does, ``await tool.execute(**arguments)``."""
@@ -200,9 +202,47 @@ class SpadeLLMMemoryTool(_LLMToolBase):  # type: ignore[misc]
         return f"<SpadeLLMMemoryTool {self.memory_tool.name} of {self.binding.manager.jid}>"
 
 
+class _DistinctTools(list[Any]):
+    """An agent's tool list in which spade_llm's own tool of a name replaces ours."""
+
+    def append(self, tool: Any, /) -> None:
+        name = getattr(tool, "name", None)
+        if isinstance(tool, SpadeLLMMemoryTool):
+            if any(_foreign(other, name) for other in self):
+                logger.info("spade_llm already gives the agent %s; ours is left out", name)
+                return
+        elif any(_ours(other, name) for other in self):
+            logger.info("spade_llm gives the agent %s; ours is left out", name)
+            self[:] = [other for other in self if not _ours(other, name)]
+        super().append(tool)
+
+
+def _ours(tool: Any, name: object) -> bool:
+    return isinstance(tool, SpadeLLMMemoryTool) and tool.name == name
+
+
+def _foreign(tool: Any, name: object) -> bool:
+    return not isinstance(tool, SpadeLLMMemoryTool) and getattr(tool, "name", None) == name
+
+
+def _distinct_tools(agent: Any) -> None:
+    """Make ``agent.tools`` (shared with its behaviour) keep one tool per name."""
+    tools = getattr(agent, "tools", None)
+    if not isinstance(tools, list) or isinstance(tools, _DistinctTools):
+        return
+    distinct = _DistinctTools()
+    for tool in tools:
+        distinct.append(tool)
+    agent.tools = distinct
+    behaviour = getattr(agent, "llm_behaviour", None)
+    if behaviour is not None and getattr(behaviour, "tools", None) is tools:
+        behaviour.tools = distinct
+
+
 def spade_llm_tools(
     manager: MemoryManager,
     *,
+    agent: Any = None,
     names: Sequence[str] | None = None,
     conversation_id: str | None = None,
     sender: str | None = None,
@@ -211,9 +251,15 @@ def spade_llm_tools(
     """The memory tools of ``manager`` as spade_llm ``LLMTool`` objects.
 
     Pass them to spade_llm's agent: ``LLMAgent(..., tools=spade_llm_tools(manager))``.
+    A tool is never offered twice under one name: where spade_llm registers a tool
+    of the same name for the agent (its ``interaction_memory`` or
+    ``agent_base_memory`` tools), spade_llm's is kept and ours left out, whether it
+    comes before or after ours.
 
     Args:
         manager: the agent's open memory.
+        agent: the spade_llm agent the tools are for, when it exists already: the
+            names it has tools for are left out (add the rest with ``agent.add_tool``).
         names: which tools, by name (default: all of ``manager.tools()``).
         conversation_id, sender, budget: see :class:`ToolBinding`.
 
@@ -234,5 +280,13 @@ def spade_llm_tools(
                 f"the tools are {', '.join(known)}"
             )
         tools = [known[name] for name in dict.fromkeys(names)]
+    if agent is not None:
+        taken = {getattr(tool, "name", None) for tool in getattr(agent, "tools", None) or []}
+        left_out = [tool.name for tool in tools if tool.name in taken]
+        if left_out:
+            logger.info("the agent has %s already; ours are left out", ", ".join(left_out))
+        tools = [tool for tool in tools if tool.name not in taken]
     binding = ToolBinding(manager, conversation_id=conversation_id, sender=sender, budget=budget)
+    if agent is not None:
+        binding.agent = agent
     return [SpadeLLMMemoryTool(tool, binding) for tool in tools]

@@ -205,6 +205,37 @@ class InteractionStore:
         await self._commit(AddNotes((note,)))
         return note
 
+    def add_soon(
+        self, conversation_id: str, content: str, *, author: str | None = None
+    ) -> tuple[InteractionNote, asyncio.Task[None] | None]:
+        """Add a note now, for callers that cannot await: it shows at once in what
+        :meth:`get` and :meth:`current` give, and the returned task makes it durable
+        (``None`` for an in-memory store). Must run inside an event loop.
+
+        Raises:
+            InvalidToolInput: an argument is invalid; nothing was added.
+            StoreClosedError: the store is closed.
+        """
+        self._ensure_open()
+        conversation = self._conversation_id(conversation_id)
+        text = check_text("content", content, max_chars=self._max_note_chars)
+        note = InteractionNote(conversation, text, _check_author(author), float(self._clock()))
+        return note, self._commit_soon(AddNotes((note,)))
+
+    def clear_soon(self, conversation_id: str) -> tuple[int, asyncio.Task[None] | None]:
+        """:meth:`clear` for callers that cannot await (see :meth:`add_soon`)."""
+        self._ensure_open()
+        conversation = self._conversation_id(conversation_id)
+        removed = len(self._view.get(conversation, []))
+        if not removed:
+            return 0, None
+        return removed, self._commit_soon(ClearConversation(conversation))
+
+    def current(self) -> dict[str, list[InteractionNote]]:
+        """Every conversation's notes as :meth:`get` gives them, without awaiting."""
+        self._ensure_open()
+        return {conversation: list(notes) for conversation, notes in self._view.items()}
+
     async def get(self, conversation_id: str, *, limit: int | None = None) -> list[InteractionNote]:
         """The notes of a conversation, oldest first; ``limit`` keeps the newest."""
         self._ensure_open()
@@ -308,8 +339,16 @@ class InteractionStore:
 
     async def _commit(self, change: Change) -> None:
         change(self._view)
+        if self._path is not None:
+            await self._persist(change)
+
+    def _commit_soon(self, change: Change) -> asyncio.Task[None] | None:
+        change(self._view)
         if self._path is None:
-            return
+            return None
+        return asyncio.get_running_loop().create_task(self._persist(change))
+
+    async def _persist(self, change: Change) -> None:
         try:
             await self._batcher.submit(change)
         except asyncio.CancelledError:

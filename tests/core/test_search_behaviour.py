@@ -120,9 +120,13 @@ async def test_access_statistics_are_coalesced(manager: MemoryManager) -> None:
     stored = await manager.store("the parrot speaks three languages")
     for _ in range(5):
         await manager.search("parrot languages", limit=1)
-    assert (await manager.get(stored.id)).access_count == 0  # not written per read
+    written = await manager.engine.base.get(stored.id)
+    assert written is not None and written.access_count == 0  # not written per read
+    assert (await manager.get(stored.id)).access_count == 5  # but counted at once
     await manager.flush()
-    assert (await manager.get(stored.id)).access_count >= 1
+    written = await manager.engine.base.get(stored.id)
+    assert written is not None and written.access_count == 5
+    assert (await manager.get(stored.id)).access_count == 5  # counted once, not twice
 
 
 async def test_the_turn_after_a_hit_in_the_same_conversation_is_recalled(tmp_path: Path) -> None:

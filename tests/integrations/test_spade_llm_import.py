@@ -142,3 +142,46 @@ def test_a_folder_without_spade_llm_files_is_one_line(
     err = capsys.readouterr().err
     assert status == 1
     assert err.count("\n") == 1 and err.startswith("error: ") and "Traceback" not in err
+
+
+def test_plain_import_points_spade_llm_files_to_import_spade_llm(
+    spade_llm_dir: Path, memory_root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    database = next(spade_llm_dir.glob("*_base_memory.db"))
+    notes = next(spade_llm_dir.glob("*_interactions.json"))
+    for given in (database, notes, spade_llm_dir):
+        status = main(["import", ALICE, str(given), "--root", str(memory_root)])
+        err = capsys.readouterr().err
+        assert status == 2, err
+        assert err.count("\n") == 1 and err.startswith("error: ") and "Traceback" not in err
+        assert "spade-memory import-spade-llm" in err
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        (b"\x89PNG\r\n\x1a\n\x00\xff\xfe junk", "not text"),
+        (b"", "empty"),
+        (b"   \n\n", "empty"),
+        (b"[1, 2, 3]", "is JSON but not an export"),
+        (b'{"agent": "alice@localhost"}', "is JSON but not an export"),
+        (b'{\n  "nested": {"deep": true}\n}', "is JSON but not an export"),
+        (b'{"memories": 5}', "not a spade_memory export"),
+        (b"not json at all\n", "line 1 is not JSON"),
+        (b"[" * 100_000, "not JSON"),
+    ],
+)
+def test_unreadable_input_to_import_is_one_line(
+    tmp_path: Path,
+    memory_root: Path,
+    capsys: pytest.CaptureFixture[str],
+    content: bytes,
+    says: str,
+) -> None:
+    given = tmp_path / "given.jsonl"
+    given.write_bytes(content)
+    status = main(["import", ALICE, str(given), "--root", str(memory_root), "--embedder", "none"])
+    err = capsys.readouterr().err
+    assert status in (1, 2)
+    assert err.count("\n") == 1 and err.startswith("error: ") and "Traceback" not in err, err
+    assert says in err

@@ -60,6 +60,9 @@ async def test_a_cached_search_reports_cached_timings_of_its_own() -> None:
         await memory.store("otters hold hands while they sleep")
         first_results, first = await memory.search_with_timings("otters")
         second_results, second = await memory.search_with_timings("otters")
-        assert first_results == second_results
+        assert [(r.memory.id, r.score) for r in first_results] == [
+            (r.memory.id, r.score) for r in second_results
+        ]
+        assert second_results[0].memory.access_count == 1  # the first search, counted at once
         assert (first.cached, second.cached) == (False, True)
         assert "mmr" in first.extra and "rerank" in first.extra
