@@ -274,7 +274,7 @@ class GraphRetriever:
                 raw[memory_id] = raw.get(memory_id, 0.0) + score
         named_words = {word for key in named for word in key.split()}
         text_hits = await text_matches(
-            store, query, named_words, candidates, total, categories, cap, viewer
+            store, query, named_words, candidates, total, categories, cap, viewer, intent.relations
         )
         for memory_id, value in text_hits.items():
             raw[memory_id] = raw.get(memory_id, 0.0) + _FTS_WEIGHT * value
