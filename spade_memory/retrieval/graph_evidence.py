@@ -30,6 +30,9 @@ _PER_NODE_EDGES = 100  # newest edges each way followed from one node
 _ASKED_FACTOR = 1.5
 _TYPED_FACTOR = 0.8
 _COOCCURRENCE_FACTOR = 0.6
+# A topic (or team) shared with the person a relation question names: the hop is
+# what the question asks, so it is not decayed (the factor undoes graph_hop_decay 0.5).
+_TOPIC_FACTOR = 3.0
 # Asked whom someone works with, a team, employer or school both belong to answers it.
 _SHARED_GROUP = frozenset({"member_of", "works_at", "manages", "reports_to", "studies_at"})
 _CJK_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
@@ -183,12 +186,12 @@ async def expand(
         topic = hit.type == TOPIC_TYPE or read_nodes[node].type == TOPIC_TYPE
         if topic and not intent.relationship:
             continue  # a shared topic answers whom someone is linked to, nothing else
-        if relation in intent.relations or (
-            relation in _SHARED_GROUP and "works_with" in intent.relations
-        ):
+        if relation in _SHARED_GROUP and "works_with" in intent.relations:
+            factor = _TOPIC_FACTOR  # the team both are on: what "works with" asks
+        elif relation in intent.relations:
             factor = _ASKED_FACTOR
         elif topic:
-            factor, weight = _TYPED_FACTOR, 1.0  # a person and what they are part of
+            factor, weight = _TOPIC_FACTOR, 1.0  # a person and what they are part of
         elif relation == "related_to":
             factor = _COOCCURRENCE_FACTOR
         else:

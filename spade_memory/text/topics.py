@@ -44,7 +44,7 @@ MAX_TOPICS = 8
 """At most this many topics per memory (the first ones found)."""
 
 _DETERMINERS_WORDS = """
-    the a an my our your his her their its this that these those some another every each
+    the a an my our your his her their its this that these those some another
 """
 _DETERMINERS = frozenset(_DETERMINERS_WORDS.split())
 _OPENER = re.compile(r"\b(?:" + "|".join(sorted(_DETERMINERS)) + r")\s+", re.IGNORECASE)
@@ -55,7 +55,7 @@ _EMPTY_WORDS = """
     huge tiny amazing awesome beautiful wonderful fun lovely special different certain
     particular recent latest local usual bunch ton one two three four five half
     thing things something stuff way time times day days week weeks month months year years
-    moment while end part
+    moment while end part morning afternoon evening night weekend weekends every each
 """
 _EMPTY = frozenset(_EMPTY_WORDS.split())
 _VERB_ENDINGS = ("ed", "ly")
