@@ -13,9 +13,14 @@ Run from the repository root::
     .venv/bin/python -m benchmarks.locomo --systems default --config fusion_bm25_weight=0.3
     .venv/bin/python -m benchmarks.locomo --systems default --scoped
     .venv/bin/python -m benchmarks.locomo --systems default --splits 0-2,3-4
+    .venv/bin/python -m benchmarks.locomo --systems default --split 3-4 --lowercase
 
 ``--splits`` adds a table of recall@10 (categories 1-4) per group of conversations
 (``0-2``: the first three), so a rule chosen on some can be checked on the others.
+``--split A-B`` keeps conversations A to B (0-based, inclusive): settings are chosen
+on 0-2 and checked on 3-4. ``--lowercase`` asks every question lower-cased with its
+punctuation dropped ("Who is Caroline's friend?" -> "who is carolines friend"), as a
+user typing fast would.
 
 ``--scoped`` adds a ``+scoped`` row per system: every turn is stored private to one
 asker (``Scope.private``) and every question is searched with the asker's
@@ -37,6 +42,7 @@ import asyncio
 import logging
 import sys
 import tempfile
+import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -74,7 +80,15 @@ from .report import (
 )
 from .spade_llm_baseline import BASELINE_VENV_PYTHON, run_in_subprocess
 
-__all__ = ["SystemResult", "locomo_batches", "main", "run_spade_memory", "score_system"]
+__all__ = [
+    "SystemResult",
+    "locomo_batches",
+    "main",
+    "run_spade_memory",
+    "score_system",
+    "select_split",
+    "typed_casually",
+]
 
 logger = logging.getLogger("benchmarks.locomo")
 
@@ -129,6 +143,28 @@ def scoped_batches(
     return [*mine, *theirs]
 
 
+def typed_casually(question: str) -> str:
+    """``question`` lower-cased, its punctuation dropped and its spaces collapsed."""
+    kept = "".join(c for c in question if not unicodedata.category(c).startswith("P"))
+    return " ".join(kept.casefold().split())
+
+
+def select_split(conversations: Sequence[Conversation], spec: str) -> list[Conversation]:
+    """The conversations ``spec`` (``"A-B"`` or ``"A"``, 0-based, inclusive) names.
+
+    Raises:
+        ValueError: ``spec`` is not a range of conversation positions.
+    """
+    first, _, last = spec.partition("-")
+    try:
+        start, end = int(first), int(last or first)
+    except ValueError:
+        raise ValueError(f"--split expects A-B (e.g. 0-2), got {spec!r}") from None
+    if not 0 <= start <= end < len(conversations):
+        raise ValueError(f"--split {spec} is outside conversations 0-{len(conversations) - 1}")
+    return list(conversations[start : end + 1])
+
+
 def locomo_batches(conversation: Conversation) -> list[list[dict[str, Any]]]:
     """The ``store_many`` batches of a conversation: one per session, one item per turn."""
     return [
@@ -154,6 +190,7 @@ async def run_spade_memory(
     scoped: bool = False,
     everything: Sequence[Conversation] = (),
     others: bool = False,
+    lowercase: bool = False,
 ) -> dict[str, SystemResult]:
     """Build each conversation's memory once per embedder and query it with every system.
 
@@ -179,7 +216,10 @@ async def run_spade_memory(
     for embedder in builders:
         warm_up(embedder)
     for position, conversation in enumerate(conversations, start=1):
-        questions = [question.text for question in conversation.questions]
+        questions = [
+            typed_casually(question.text) if lowercase else question.text
+            for question in conversation.questions
+        ]
         with tempfile.TemporaryDirectory(prefix="locomo-bench-") as folder:
             roots: dict[EmbedderName | None, Path] = {}
             for embedder, builder in builders.items():
@@ -416,6 +456,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--conversations", type=int, help="only the first N conversations")
     parser.add_argument(
+        "--split", metavar="A-B", help="only conversations A to B (0-based, inclusive)"
+    )
+    parser.add_argument(
+        "--lowercase",
+        action="store_true",
+        help="ask the questions lower-cased, without punctuation",
+    )
+    parser.add_argument(
         "--systems",
         default=",".join(ALL_SYSTEMS),
         help=f"comma-separated of {', '.join(ALL_SYSTEMS)}",
@@ -486,6 +534,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise SystemExit(str(exc)) from None
     data_dir = resolve_data_dir(args.data)
     conversations = load_locomo(data_dir, limit=args.conversations)
+    if args.split:
+        try:
+            conversations = select_split(conversations, args.split)
+        except ValueError as exc:
+            raise SystemExit(str(exc)) from None
     cache = default_cache_dir() if args.cache else None
     results = asyncio.run(
         run_spade_memory(
@@ -496,6 +549,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             scoped=args.scoped,
             everything=load_locomo(data_dir) if args.others else (),
             others=args.others,
+            lowercase=args.lowercase,
         )
     )
     ordered = [results[system.name] for system in systems]
@@ -517,8 +571,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     dropped = sum(c.dropped_evidence for c in conversations)
     turns = sum(c.turn_count for c in conversations)
     table = sweep_table(ordered, summaries) if sweeping else main_tables(ordered, summaries)
+    chosen = f"conversations {args.split}" if args.split else f"{len(conversations)} conversations"
+    asked = "; questions lower-cased, punctuation dropped" if args.lowercase else ""
     facts = (
-        f"{len(conversations)} conversations, {turns} turns, {questions} questions "
+        f"{chosen}{asked}: {turns} turns, {questions} questions "
         f"({no_gold} without usable evidence, not scored); {dropped} evidence ids dropped "
         "(malformed or naming no turn)."
     )

@@ -1,9 +1,11 @@
 """Relation questions: does a search follow a link between people, teams and employers?
 
 ``benchmarks/relations_set.json`` holds English and Chinese memories and questions
-about someone linked to the person a question names ("What does Lena's friend
-collect?" over "Lena is a close friend of Omar." and "Omar collects vintage film
-cameras."). The memory that answers never names the person asked about, and
+about someone linked to the person a question names, through a named entity
+("What does Lena's friend collect?" over "Lena is a close friend of Omar." and
+"Omar collects vintage film cameras.") or through a shared common-noun topic
+("Who does Marta work with?" over "Marta joined the payments team." and "Jonas
+leads the payments team."). The memory that answers never names the person asked about, and
 distractor memories share the question's other words, so the document route
 alone (keywords and vectors) has little to go on; the graph route can follow the
 link. One agent memory stores every memory through the public API; each question
@@ -50,11 +52,17 @@ AGENT = "relations@localhost"
 
 @dataclass(frozen=True, slots=True)
 class Query:
-    """A question, its language and the ids of the memories that answer it."""
+    """A question, its language, the ids of the memories that answer it, and its link.
+
+    ``via`` says what links the person asked about to the answer: a named entity
+    (``"name"``: Omar, Orbital Labs) or a shared common-noun topic (``"topic"``:
+    the payments team, 合唱团).
+    """
 
     text: str
     language: str
     gold: tuple[str, ...]
+    via: str = "name"
 
 
 def load_set(path: Path = DATA_FILE) -> tuple[list[dict[str, str]], list[Query]]:
@@ -69,7 +77,12 @@ def load_set(path: Path = DATA_FILE) -> tuple[list[dict[str, str]], list[Query]]
     if len(known) != len(memories):
         raise ValueError(f"{path}: memory ids repeat")
     queries = [
-        Query(str(q["query"]), str(q["language"]), tuple(str(g) for g in q["gold"]))
+        Query(
+            str(q["query"]),
+            str(q["language"]),
+            tuple(str(g) for g in q["gold"]),
+            str(q.get("via", "name")),
+        )
         for q in data["queries"]
     ]
     for query in queries:
@@ -109,10 +122,12 @@ async def run(
 
 
 def summarise(queries: Sequence[Query], rankings: Sequence[Sequence[str]]) -> dict[str, Any]:
-    """hit@k and MRR@10 overall and per language."""
+    """hit@k and MRR@10 overall, per language, and per language and link (``en/topic``)."""
     groups: dict[str, list[int]] = {"all": list(range(len(queries)))}
     for index, query in enumerate(queries):
         groups.setdefault(query.language, []).append(index)
+    for index, query in enumerate(queries):
+        groups.setdefault(f"{query.language}/{query.via}", []).append(index)
     summary: dict[str, Any] = {}
     for group, indexes in groups.items():
         row: dict[str, float] = {"count": len(indexes)}
@@ -128,7 +143,7 @@ def summarise(queries: Sequence[Query], rankings: Sequence[Sequence[str]]) -> di
 def table(summaries: Mapping[str, Mapping[str, Any]], seconds: Mapping[str, list[float]]) -> str:
     rows = []
     for name, summary in summaries.items():
-        for group in ("all", "en", "zh"):
+        for group in ("all", "en", "zh", "en/name", "en/topic", "zh/name", "zh/topic"):
             if group not in summary:
                 continue
             row = summary[group]
@@ -240,7 +255,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     facts = (
         f"{len(memories)} memories, {len(queries)} questions "
         f"({sum(q.language == 'en' for q in queries)} English, "
-        f"{sum(q.language == 'zh' for q in queries)} Chinese), embedder {args.embedder}."
+        f"{sum(q.language == 'zh' for q in queries)} Chinese; "
+        f"{sum(q.via == 'name' for q in queries)} through a named entity, "
+        f"{sum(q.via == 'topic' for q in queries)} through a shared topic), "
+        f"embedder {args.embedder}."
     )
     text = table(summaries, seconds)
     print(f"{facts}\n\n{text}")

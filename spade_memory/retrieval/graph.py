@@ -34,7 +34,8 @@ thousands of others costs no more than one linked to a hundred.
 
 A memory's evidence becomes its strength ``1 - exp(-evidence)``; the vector part
 (the query vector against one vector per graph entry) then orders the anchored
-memories by ``graph_keyword_weight``: it never adds a memory of its own, so a
+memories by ``graph_keyword_weight`` (not for a question about whom someone is
+linked to, where the links alone order them): it never adds a memory of its own, so a
 query naming nothing known leaves the graph route empty and the document route
 alone ranks. Route scores are on [0, 1].
 """
@@ -149,11 +150,11 @@ class GraphRetriever:
         spoken: set[int] = set()
         if speakers and nearest is not None and floor > 0:
             hits, spoken = await asyncio.gather(
-                self._anchored(raw, nodes, candidates, query_vector),
+                self._anchored(raw, nodes, candidates, query_vector, intent),
                 self._spoken(speakers, nearest),
             )
         else:
-            hits = await self._anchored(raw, nodes, candidates, query_vector)
+            hits = await self._anchored(raw, nodes, candidates, query_vector, intent)
         for memory_id in spoken:
             if hits.scores.get(memory_id, 0.0) < floor:
                 hits.scores[memory_id] = floor
@@ -165,6 +166,7 @@ class GraphRetriever:
         nodes: tuple[str, ...],
         candidates: int,
         query_vector: Awaitable[np.ndarray] | None,
+        intent: QueryIntent,
     ) -> GraphHits:
         """The memories the keyword evidence ``raw`` anchors, ordered with the entry vectors."""
         strength = {key: 1.0 - math.exp(-value) for key, value in raw.items()}
@@ -177,6 +179,10 @@ class GraphRetriever:
         if query_vector is not None:
             vector = await self._vector(query_vector, anchored, len(anchored))
         weight = self._config.tuning.graph_keyword_weight
+        if intent.relationship:
+            # Who is linked to whom is the graph's to say: an entry's vector is about
+            # its own words, and would put the person's own memory before the link.
+            weight = 1.0
         closeness = minmax({key: vector[key] for key in anchored if key in vector})
         scores = {
             key: strength[key] * (weight + (1.0 - weight) * closeness.get(key, 0.0))
@@ -274,7 +280,7 @@ class GraphRetriever:
                 raw[memory_id] = raw.get(memory_id, 0.0) + score
         named_words = {word for key in named for word in key.split()}
         text_hits = await text_matches(
-            store, query, named_words, candidates, total, categories, cap, viewer
+            store, query, named_words, candidates, total, categories, cap, viewer, intent.relations
         )
         for memory_id, value in text_hits.items():
             raw[memory_id] = raw.get(memory_id, 0.0) + _FTS_WEIGHT * value

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from ..models import Viewer
 from ..storage.graph_store import GraphStore, NodeHit
 from ..text.tokenizer import STOPWORDS, get_tokenizer
+from ..text.topics import TOPIC_TYPE
 from .intent import QueryIntent
 
 __all__ = ["expand", "memories_of", "node_mentions", "rarity", "share", "text_matches"]
@@ -29,6 +30,11 @@ _PER_NODE_EDGES = 100  # newest edges each way followed from one node
 _ASKED_FACTOR = 1.5
 _TYPED_FACTOR = 0.8
 _COOCCURRENCE_FACTOR = 0.6
+# A topic (or team) shared with the person a relation question names: the hop is
+# what the question asks, so it is not decayed (the factor undoes graph_hop_decay 0.5).
+_TOPIC_FACTOR = 3.0
+# Asked whom someone works with, a team, employer or school both belong to answers it.
+_SHARED_GROUP = frozenset({"member_of", "works_at", "manages", "reports_to", "studies_at"})
 _CJK_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
 _LATIN = re.compile(r"[^\W\d_]{3,}|\d{3,}")
 
@@ -163,7 +169,10 @@ async def expand(
     """The nodes one hop from ``frontier``, scored by the path that reaches them.
 
     From a hub only typed relations are followed (it co-occurs with everything).
-    The nodes reached are added to ``read_nodes``.
+    Topics are followed for questions about whom someone is linked to only
+    ("who does Alice volunteer with?" goes Alice -> the animal shelter -> the
+    memories about it), then as a typed relation. The nodes reached are added
+    to ``read_nodes``.
     """
     reached: dict[int, float] = {}
     entries: dict[int, int] = {}
@@ -174,8 +183,15 @@ async def expand(
         read_nodes.setdefault(neighbour, hit)
         if neighbour in seen or count == 0 or count > hub:
             continue
-        if relation in intent.relations:
+        topic = hit.type == TOPIC_TYPE or read_nodes[node].type == TOPIC_TYPE
+        if topic and not intent.relationship:
+            continue  # a shared topic answers whom someone is linked to, nothing else
+        if relation in _SHARED_GROUP and "works_with" in intent.relations:
+            factor = _TOPIC_FACTOR  # the team both are on: what "works with" asks
+        elif relation in intent.relations:
             factor = _ASKED_FACTOR
+        elif topic:
+            factor, weight = _TOPIC_FACTOR, 1.0  # a person and what they are part of
         elif relation == "related_to":
             factor = _COOCCURRENCE_FACTOR
         else:
@@ -198,17 +214,21 @@ async def text_matches(
     categories: Sequence[str] | None,
     cap: int,
     viewer: Viewer | None = None,
+    asked: frozenset[str] = frozenset(),
 ) -> dict[int, float]:
     """Entries holding the query's other words, each word weighted by its rarity.
 
     Trigram search finds words of three characters or more (a Latin word only
     where it starts a word of the entry: "art" is not found in "party");
     shorter ones, such as two-character Chinese names, use ``LIKE``. Words
-    naming a node already matched (``named``) are left out: the node counted.
+    naming a node already matched (``named``) are left out: the node counted;
+    so are the words of the relations asked about (``asked``: "work" in "who
+    does Alice work with?" asks for an edge, not for memories about work).
     """
     terms: list[str] = []
+    cues = {part.removesuffix("s") for relation in asked for part in relation.split("_")}
     for word in _LATIN.findall(query.casefold()):
-        if word not in STOPWORDS and word not in named:
+        if word not in STOPWORDS and word not in named and word.removesuffix("s") not in cues:
             terms.append(word)
     for run in _CJK_RUN.findall(query):
         if len(run) <= 2 and run not in named:

@@ -1,7 +1,9 @@
 """Entities and relations found in a memory's text, without an LLM.
 
 - Entities: the mentions :mod:`spade_memory.text.mentions` finds (names,
-  places, organisations, quoted terms, @-mentions, JIDs, dates and times).
+  places, organisations, quoted terms, @-mentions, JIDs, dates and times), then
+  the topics (:mod:`spade_memory.text.topics`: "the payments team", 仓库) that
+  are not names already.
 - Relations between the entities of a memory: typed where a pattern shows it
   (see :mod:`spade_memory.text.relations`), else ``related_to`` between
   entities close together in one sentence.
@@ -33,6 +35,7 @@ from .mentions import (
 from .relations import find_relations
 from .speakers import SPEAKER_TYPE, speaker_entity, speaker_keys
 from .tokenizer import STOPWORDS, get_tokenizer
+from .topics import TOPIC_PREFIX, TOPIC_TYPE
 
 __all__ = [
     "GRAPH_VERSION",
@@ -49,7 +52,7 @@ __all__ = [
     "split_sentences",
 ]
 
-GRAPH_VERSION = 2
+GRAPH_VERSION = 3
 """Bumped whenever extraction changes, so stored graphs are rebuilt on open."""
 
 MAX_ENTITIES = 32
@@ -61,6 +64,10 @@ MAX_EXPLICIT = LIMITS.explicit_entities
 _COOCCURRENCE_WINDOW = 3
 _MAX_COOCCURRENCE = 16
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+_APOSTROPHE = re.compile(r"['’]")
+_QUERY_PUNCTUATION = re.compile(r"[^\w\s]+")
+_WRITTEN_TYPES = frozenset({"jid", "mention"})  # a query names these as written
+_FOLDED_TYPES = frozenset({"person", "place", "organization", "date", "time", "weekday"})
 
 
 def canonical_relation(text: str) -> str:
@@ -103,7 +110,7 @@ class EntityExtractor:
             relations: ``{"source", "relation", "target"}`` mappings given explicitly;
                 their endpoints become nodes.
         """
-        mentions = self.mentions(text)
+        mentions, topic_mentions = self._finder.find_with_topics(text)
         found: dict[str, Entity] = {}
         for mention in mentions:
             found.setdefault(mention.entity.key, mention.entity)
@@ -132,33 +139,55 @@ class EntityExtractor:
                 target_key = hit.target.key
             if target_key != hit.source.key:
                 typed.append(Relation(hit.source.key, hit.relation, target_key, 1.0, hit.sentence))
+        topics = [
+            m
+            for m in topic_mentions
+            if m.entity.key.removeprefix(TOPIC_PREFIX) not in found
+        ]
+        for mention in topics:
+            found.setdefault(mention.entity.key, mention.entity)
         kept = dict(itertools.islice(found.items(), MAX_ENTITIES))
         links = [r for r in (*explicit, *typed) if r.source in kept and r.target in kept]
-        links.extend(self._cooccurrence(mentions, links, kept))
+        together = sorted([*mentions, *topics], key=lambda m: m.start) if topics else mentions
+        links.extend(self._cooccurrence(together, links, kept))
         speaker = speaker_entity(text, mentions)
         if speaker is not None:
             kept[speaker.key] = speaker
         return Extraction(entities=tuple(kept.values()), relations=tuple(_dedupe(links)))
 
     def query_keys(self, text: str) -> list[str]:
-        """Node keys a query may name: its entities, its words and word pairs.
+        """Node keys a query may name, whatever its case and punctuation.
 
-        Queries are often typed in lower case ("who does alice work with?"), so
-        every non-stopword and pair of adjacent words is tried as a key as well,
-        and each key also as a speaker's (``speaker:alice``).
+        Every non-stopword, pair and run of up to four adjacent words is tried as
+        a key, so "who does alice work with" names Alice as "Who does Alice work
+        with?" does: nothing hangs on capitals. A word ending in "s" is tried
+        without it too ("carolines", as "Caroline's" is typed in a hurry). Then
+        each key also as a speaker's (``speaker:alice``) and as a topic
+        (``topic:payments team``). Handles and JIDs, which cannot be typed
+        without their punctuation, come from the text as written; Chinese
+        names and dates from the text without punctuation.
         """
-        keys = [mention.entity.key for mention in self.mentions(text)]
-        words = [w for w in canonical_key(text).split() if not _CJK.search(w)]
+        keys = [
+            m.entity.key for m in self.mentions(text) if m.entity.type in _WRITTEN_TYPES
+        ]
+        plain = _QUERY_PUNCTUATION.sub(" ", _APOSTROPHE.sub("", text))
+        keys.extend(
+            m.entity.key for m in self.mentions(plain.casefold()) if m.entity.type in _FOLDED_TYPES
+        )
+        words = [w for w in canonical_key(plain).split() if not _CJK.search(w)]
         for index, word in enumerate(words):
             if word not in STOPWORDS and len(word) > 1:
                 keys.append(word)
+                if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
+                    keys.append(word[:-1])
             if index + 1 < len(words) and words[index + 1] not in STOPWORDS:
                 keys.append(f"{word} {words[index + 1]}")
-            if index + 2 < len(words):
-                keys.append(" ".join(words[index : index + 3]))
-        if _CJK.search(text):
+            for length in (3, 4):
+                if index + length <= len(words):
+                    keys.append(" ".join(words[index : index + length]))
+        if _CJK.search(plain):
             tokenizer = get_tokenizer()
-            keys.extend(t for t in tokenizer.tokenize(text) if len(t) >= 2 and _CJK.search(t))
+            keys.extend(t for t in tokenizer.tokenize(plain) if len(t) >= 2 and _CJK.search(t))
         unique = list(dict.fromkeys(k for k in keys if k))
         return [*unique, *speaker_keys(unique)]
 
@@ -277,10 +306,12 @@ def entry_summary(extraction: Extraction) -> str:
 
     ``"Bob works with Alice. Bob member of payments team. Bob; Alice; payments team"``.
     It is what the trigram search and the entry vector see: shorter than the memory
-    and about its entities only. (Embedding the memory's own text instead, reusing
-    its document vector, measured worse on both LoCoMo and the relations set.)
+    and about its entities only (topics are left out: their words are the
+    memory's own, which the document route searches already). (Embedding the
+    memory's own text instead, reusing its document vector, measured worse on both
+    LoCoMo and the relations set.)
     """
-    entities = [entity for entity in extraction.entities if entity.type != SPEAKER_TYPE]
+    entities = [e for e in extraction.entities if e.type not in (SPEAKER_TYPE, TOPIC_TYPE)]
     values = {entity.key: entity.value for entity in entities}
     phrases = [
         f"{values[r.source]} {r.relation.replace('_', ' ')} {values[r.target]}."

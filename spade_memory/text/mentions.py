@@ -25,7 +25,7 @@ import bisect
 import logging
 import re
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -33,6 +33,7 @@ from .dates import find_dates
 from .graph import Entity
 from .names import canonical_key, english_names, make_entity
 from .tokenizer import cut_cjk, get_tokenizer
+from .topics import MAX_TOPICS, chinese_topics, english_topics
 
 __all__ = ["Mention", "MentionFinder", "canonical_key", "make_entity", "split_sentences"]
 
@@ -171,8 +172,20 @@ class MentionFinder:
 
     def find(self, text: str) -> list[Mention]:
         """Every entity mention in ``text`` with its span, in order, overlaps removed."""
+        return self._find(text)[0]
+
+    def find_with_topics(self, text: str) -> tuple[list[Mention], list[Mention]]:
+        """:meth:`find`'s mentions and the topics outside them (:meth:`topics`).
+
+        The text is cut into Chinese words once for both.
+        """
+        mentions, spans = self._find(text)
+        return mentions, self.topics(text, mentions, spans)
+
+    def _find(self, text: str) -> tuple[list[Mention], list[tuple[int, int, str, str]] | None]:
         if not text:
-            return []
+            return [], None
+        spans = None
         found: list[Mention] = []
         if "@" in text:  # what a JID or an @-mention cannot be without
             found.extend(self._jids_and_mentions(text))
@@ -182,7 +195,9 @@ class MentionFinder:
             found.append(Mention(start, end, Entity(key=key, type=key.split(":")[0], value=value)))
         found.extend(self._latin(text))
         if _CJK.search(text):
-            found.extend(self._chinese(text))
+            spans = self._spans(text)
+            if spans is not None:
+                found.extend(self._chinese(spans))
         found.sort(key=lambda m: (m.start, -(m.end - m.start)))
         kept: list[Mention] = []
         for mention in found:
@@ -194,7 +209,7 @@ class MentionFinder:
         return [
             Mention(m.start, m.end, m.entity, max(0, bisect.bisect_right(starts, m.start) - 1))
             for m in kept
-        ]
+        ], spans
 
     @staticmethod
     def _jids_and_mentions(text: str) -> Iterable[Mention]:
@@ -220,16 +235,54 @@ class MentionFinder:
     def _latin(text: str) -> list[Mention]:
         return [Mention(start, end, entity) for start, end, entity in english_names(text)]
 
-    def _chinese(self, text: str) -> Iterable[Mention]:
-        words = list(self._pos(text))
+    def topics(
+        self,
+        text: str,
+        mentions: Sequence[Mention],
+        spans: Sequence[tuple[int, int, str, str]] | None = None,
+    ) -> list[Mention]:
+        """The topics of ``text`` (:mod:`spade_memory.text.topics`) outside its ``mentions``.
+
+        At most :data:`~spade_memory.text.topics.MAX_TOPICS`, each once, in order.
+        ``spans`` are the text's tagged Chinese words, if cut already.
+        """
+        found: list[tuple[int, int, Entity]] = list(english_topics(text))
+        if _CJK.search(text):
+            if spans is None:
+                spans = self._spans(text)
+            if spans is not None:
+                named = {m.entity.value for m in mentions}
+                found.extend(chinese_topics(spans, named.__contains__))
+        found.sort(key=lambda item: item[0])
+        taken = sorted((m.start, m.end) for m in mentions)
+        starts = [offset for offset, _ in split_sentences(text)]
+        kept: list[Mention] = []
+        keys: set[str] = set()
+        for start, end, entity in found:
+            at = bisect.bisect_right(taken, (end, end))
+            if (at and taken[at - 1][1] > start) or entity.key in keys:
+                continue  # inside a name ("the Falcon project"), or said already
+            keys.add(entity.key)
+            sentence = max(0, bisect.bisect_right(starts, start) - 1)
+            kept.append(Mention(start, end, entity, sentence))
+            if len(kept) >= MAX_TOPICS:
+                break
+        return kept
+
+    def _spans(self, text: str) -> list[tuple[int, int, str, str]] | None:
+        """``(start, end, word, tag)`` over ``text`` (``None``: the offsets went astray)."""
+        spans: list[tuple[int, int, str, str]] = []
         offset = 0
-        spans: list[tuple[int, int, str, str]] = []  # start, end, word, flag
-        for word, flag in words:
+        for word, flag in self._pos(text):
             spans.append((offset, offset + len(word), word, flag))
             offset += len(word)
         if offset != len(text):
-            logger.debug("part-of-speech offsets do not match the text; Chinese names skipped")
-            return
+            logger.debug("part-of-speech offsets do not match the text; Chinese words skipped")
+            return None
+        return spans
+
+    @staticmethod
+    def _chinese(spans: Sequence[tuple[int, int, str, str]]) -> Iterable[Mention]:
         index = 0
         while index < len(spans):
             start, end, word, flag = spans[index]

@@ -9,8 +9,10 @@ from benchmarks.relations import Query, load_set, run, summarise
 
 def test_the_relations_set_is_well_formed() -> None:
     memories, queries = load_set()
-    assert len(queries) >= 30
+    assert len(queries) >= 60
     assert {q.language for q in queries} == {"en", "zh"}
+    for via in ("name", "topic"):  # half through named entities, half through topics
+        assert sum(q.via == via for q in queries) >= len(queries) // 2 - 1
     contents = {m["id"]: m["content"] for m in memories}
     for query in queries:
         for gold in query.gold:
@@ -20,8 +22,9 @@ def test_the_relations_set_is_well_formed() -> None:
 
 
 def test_summaries_count_hits_and_reciprocal_ranks() -> None:
-    queries = [Query("a", "en", ("x",)), Query("b", "zh", ("y",))]
+    queries = [Query("a", "en", ("x",)), Query("b", "zh", ("y",), via="topic")]
     summary = summarise(queries, [["w", "x"], ["z"]])
+    assert summary["en/name"]["count"] == summary["zh/topic"]["count"] == 1
     assert summary["all"]["hit@1"] == 0.0
     assert summary["all"]["hit@3"] == pytest.approx(0.5)
     assert summary["en"]["mrr@10"] == pytest.approx(0.5)

@@ -45,7 +45,7 @@ def test_a_speaker_is_a_name_opening_the_text_before_a_colon(text: str, key: str
 def test_the_speaker_node_comes_beside_the_name_and_stays_out_of_the_entry_text() -> None:
     extraction = X.extract("Caroline: Wow, Melanie! The pottery looks great.")
     keys = [entity.key for entity in extraction.entities]
-    assert keys == ["caroline", "melanie", "speaker:caroline"]
+    assert keys == ["caroline", "melanie", "topic:pottery", "speaker:caroline"]
     assert extraction.entities[-1].type == SPEAKER_TYPE
     assert all("speaker" not in (r.source + r.target) for r in extraction.relations)
     assert entry_summary(extraction) == "Caroline; Melanie"  # the name once, as before
@@ -189,5 +189,6 @@ async def test_deleting_a_speakers_last_line_removes_the_speaker_node(
     assert [row[0] for row in rows] == ["speaker:bob"]
     await memory.forget(said.id)
     rows = await memory.base_store.fetchall("SELECT key FROM graph_nodes ORDER BY key")
-    assert [row[0] for row in rows] == ["alice", "bob"]
+    # the speaker and the topic (ferry) only the forgotten line named are gone
+    assert [row[0] for row in rows] == ["alice", "bob", "topic:harbour"]
     assert kept.id != said.id
