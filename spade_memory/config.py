@@ -114,11 +114,16 @@ class RetrievalTuning:
         relevance_vector_margin: with ``RetrievalConfig.relevance_floor``, a memory
             found by its vector alone passes when its similarity to the query,
             measured above the embedder's chance level
-            (:mod:`spade_memory.embedding.chance`), reaches this.
-        relevance_keyword_share: with ``RetrievalConfig.relevance_floor``, a memory
-            found by keywords passes when it holds at least this IDF-weighted share
-            of the query's terms (a term no memory holds weighs most); 0: any
-            term that is not a stopword.
+            (:mod:`spade_memory.embedding.chance`), reaches this (once the query is
+            answered at all, see the next three).
+        relevance_keyword_share, relevance_keyword_margin, relevance_query_margin:
+            with ``RetrievalConfig.relevance_floor``, a search returns nothing unless
+            some memory holds ``relevance_keyword_share`` of the query's content words
+            (IDF-weighted; a word no memory holds weighs most) with a similarity
+            ``relevance_keyword_margin`` above chance, or has a similarity
+            ``relevance_query_margin`` above chance
+            (:mod:`spade_memory.retrieval.relevance`). Chosen on LoCoMo
+            conversations 0-2 against questions about nothing stored (BENCHMARKS.md).
     """
 
     agreement_window: int = knob(5, ge=1)
@@ -136,7 +141,9 @@ class RetrievalTuning:
     rerank_phrase_weight: float = knob(0.5, ge=0, le=1)
     rerank_lead_weight: float = knob(0.5, ge=0, le=1)
     relevance_vector_margin: float = knob(0.3, ge=0, le=1)
-    relevance_keyword_share: float = knob(0.0, ge=0, le=1)
+    relevance_keyword_share: float = knob(0.2, ge=0, le=1)
+    relevance_keyword_margin: float = knob(0.05, ge=-1, le=1)
+    relevance_query_margin: float = knob(0.4, ge=0, le=1)
 
     def __post_init__(self) -> None:
         check_fields(self)
