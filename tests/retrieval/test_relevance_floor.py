@@ -11,7 +11,14 @@ from spade_memory.embedding import shared_hashing
 from spade_memory.embedding.chance import above_chance, chance_similarity
 from spade_memory.errors import InvalidToolInput
 from spade_memory.retrieval.graph import GraphHits
-from spade_memory.retrieval.relevance import evidenced, keyword_shares, vector_floor
+from spade_memory.retrieval.relevance import (
+    answered,
+    evidence_terms,
+    evidenced,
+    keyword_shares,
+    vector_floor,
+)
+from spade_memory.text.tokenizer import get_tokenizer
 
 TEXTS = (
     "Alice likes green tea in the morning.",
@@ -103,13 +110,24 @@ def test_keyword_share_weighs_an_unknown_term_most() -> None:
         ["capital", "peru"], {"capital": 3}, 100, {1: (["the", "capital"], False)}, [1]
     )
     assert 0 < shares[1] < 0.5
-    kept = evidenced(
-        ["capital", "peru"],
-        {1: 1.0},
-        {},
-        GraphHits(),
-        cosine_floor=None,
-        shares=shares,
-        keyword_share=0.5,
-    )
-    assert kept == set()
+    assert not answered(shares, {}, keyword_share=0.5, keyword_floor=None, query_floor=None)
+
+
+def test_a_query_is_answered_by_a_share_with_some_similarity_or_by_meaning() -> None:
+    shares = {1: 0.6, 2: 0.1}
+    floors = {"keyword_share": 0.5, "keyword_floor": 0.8, "query_floor": 0.9}
+    assert answered(shares, {1: 0.85}, **floors)
+    assert not answered(shares, {1: 0.7, 2: 0.85}, **floors)  # the share lacks similarity
+    assert answered({}, {3: 0.95}, **floors)  # by meaning alone
+    assert not answered({}, {3: 0.85}, **floors)
+    # no vector for the query: the share alone decides
+    assert answered(shares, {}, keyword_share=0.5, keyword_floor=None, query_floor=None)
+
+
+def test_evidence_terms_are_content_words_not_bigrams() -> None:
+    assert evidence_terms("what is the population", ["popul"]) == ["popul"]
+    tokenizer = get_tokenizer()
+    query = "量子纠缠的原理是什么"
+    kept = evidence_terms(query, tokenizer.query_terms(query))
+    assert "原理" in kept and "量子" in kept
+    assert "理是" not in kept and "缠的" not in kept
