@@ -47,6 +47,13 @@ SECRETS = {
     "eve": "我的银行卡密码是 green-heron-19",
 }
 TOKENS = {"human": "falcon", "mallory": "otter", "eve": "heron"}
+# What each teller asks at the end to read its own secret back. (A list shows the
+# newest memories: by then, those formed from the teller's own many messages.)
+OWN_QUESTIONS = {
+    "human": "what is the wifi password in the Porto office?",
+    "mallory": "what is the Lisbon vault code?",
+    "eve": "关于银行卡密码你知道什么？",
+}
 NOTE = ("human", "the safe combination is cobalt-31-41-59")
 NOTE_TOKEN = "cobalt"
 NOTE_THREAD = "porto-planning"
@@ -191,7 +198,7 @@ async def check_after(run: Run) -> None:
     assert [(note.content, note.author) for note in notes] == [(NOTE[1], run.jid(owner))]
     to = str(keeper.jid.bare)
     for name, client in run.clients.items():
-        reply = await client.say(to, "list your memories")
+        reply = await client.say(to, OWN_QUESTIONS[name])
         assert TOKENS[name] in str(reply.body), (name, reply.body)
     llm = keeper.llm
     assert isinstance(llm, ScriptedLLM)
