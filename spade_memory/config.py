@@ -604,9 +604,10 @@ class FormationConfig:
     In the background, each conversation's messages are formed into memories, a
     window at a time: once ``window_rounds`` messages of the partner wait, or when
     a new day or a silence of ``idle_minutes`` closes the window. With no ``llm``,
-    rules form them: each turn worth keeping becomes a memory ("Speaker: text",
-    dated), and statements of identity, preference, plan, relation and fact
-    (English and Chinese) become memories of their own. With an ``llm``, it is
+    rules form them: each of the partner's turns worth keeping becomes a memory
+    ("Speaker: text", dated; see ``episodes``), and statements of identity,
+    preference, plan, relation and fact (English and Chinese) become memories of
+    their own. With an ``llm``, it is
     asked for a summary and the key facts as JSON; should that fail, the rules run.
 
     Args:
