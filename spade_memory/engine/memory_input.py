@@ -30,7 +30,11 @@ from ..validation import (
     check_unit,
 )
 
-__all__ = ["MemoryInput", "check_scope"]
+__all__ = [
+    "MemoryInput",
+    "check_jid",
+    "check_scope",
+]
 
 _MAX_CONTEXT_CHARS = LIMITS.context_chars
 _EXTRACT_IN_THREAD = 8  # store_many batches larger than this extract in a worker thread
@@ -53,7 +57,8 @@ _STORE_FIELDS = frozenset(
 _SCOPE_FIELDS = frozenset({"owner", "visibility", "shared_with"})
 
 
-def _jid(name: str, value: Any) -> str:
+def check_jid(name: str, value: Any) -> str:
+    """``value`` as a normalised bare JID; ``InvalidToolInput`` naming ``name`` otherwise."""
     if not isinstance(value, str):
         raise InvalidToolInput(f"{name} must be a bare JID string, got {type(value).__name__}")
     try:
@@ -98,11 +103,10 @@ def check_scope(value: Any, source_conversation: str | None) -> Scope:
     listed = list(readers)
     if len(listed) > LIMITS.scope_readers:
         raise InvalidToolInput(
-            f"a memory may be shared with at most {LIMITS.scope_readers} readers, "
-            f"got {len(listed)}"
+            f"a memory may be shared with at most {LIMITS.scope_readers} readers, got {len(listed)}"
         )
-    owner = None if owner is None else _jid("scope owner", owner)
-    shared = frozenset(_jid("scope reader", reader) for reader in listed)
+    owner = None if owner is None else check_jid("scope owner", owner)
+    shared = frozenset(check_jid("scope reader", reader) for reader in listed)
     if visibility == "private" and owner is None:
         raise InvalidToolInput("a private memory needs an owner (who told it)")
     if visibility == "shared" and not shared:

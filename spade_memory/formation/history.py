@@ -14,8 +14,8 @@ import math
 from typing import Any
 
 from ..engine.engine import Engine
-from ..errors import InvalidAgentId, InvalidToolInput
-from ..identity import normalize_jid
+from ..engine.memory_input import check_jid
+from ..errors import InvalidToolInput
 from ..limits import LIMITS
 from ..models import ROLES, ConversationInfo, ConversationMessage, Role
 from ..validation import check_id, check_limit, check_optional_text, check_text
@@ -26,15 +26,6 @@ __all__ = ["ConversationHistory"]
 
 def _conversation(value: Any) -> str:
     return check_text("conversation_id", value, max_chars=LIMITS.conversation_id_chars)
-
-
-def _jid(name: str, value: Any) -> str:
-    if not isinstance(value, str):
-        raise InvalidToolInput(f"{name} must be a JID string, got {type(value).__name__}")
-    try:
-        return normalize_jid(value)
-    except InvalidAgentId as exc:
-        raise InvalidToolInput(f"{name}: {exc}") from None
 
 
 class ConversationHistory:
@@ -78,14 +69,14 @@ class ConversationHistory:
         conversation_id = _conversation(conversation_id)
         if role not in ROLES:
             raise InvalidToolInput(f"role must be one of {', '.join(ROLES)}, got {role!r}")
-        sender = _jid("sender", sender)
+        sender = check_jid("sender", sender)
         text = check_text("text", text, max_chars=LIMITS.message_chars)
         message_id = check_optional_text(
             "message_id", message_id, max_chars=LIMITS.message_id_chars
         )
         when = self._engine.now() if at is None else _time(at)
         if peer is not None:
-            peer = _jid("peer", peer)
+            peer = check_jid("peer", peer)
         elif role == "user":
             peer = sender
         else:
@@ -138,7 +129,7 @@ class ConversationHistory:
         """Every kept conversation (with ``peer`` only, when given), the latest first."""
         self._engine.check_open()
         return await self._engine.conversations.conversations(
-            peer=None if peer is None else _jid("peer", peer)
+            peer=None if peer is None else check_jid("peer", peer)
         )
 
     async def info(self, conversation_id: str) -> ConversationInfo | None:

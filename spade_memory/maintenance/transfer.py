@@ -27,9 +27,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Final, Literal
 from pydantic import Field, ValidationError, field_validator
 
 from ..documents import Document, Text, describe
-from ..engine.memory_input import MemoryInput
-from ..errors import InvalidAgentId, InvalidToolInput
-from ..identity import normalize_jid
+from ..engine.memory_input import MemoryInput, check_jid
+from ..errors import InvalidToolInput
 from ..limits import LIMITS
 from ..storage.base import IndexedText, NewMemory
 from ..text.graph import MemoryGraph
@@ -267,7 +266,7 @@ async def _checked_conversation(
     conversation_id = check_text(
         "conversation_id", conversation.conversation_id, max_chars=LIMITS.conversation_id_chars
     )
-    peer = _jid("peer", conversation.peer)
+    peer = check_jid("peer", conversation.peer)
     kept = await engine.conversations.info(conversation_id)
     if kept is not None and kept.peer != peer:
         raise InvalidToolInput(
@@ -280,23 +279,16 @@ async def _checked_conversation(
         messages.append(
             {
                 "role": message.role,
-                "sender": _jid(f"{where}.sender", message.sender),
+                "sender": check_jid(f"{where}.sender", message.sender),
                 "text": check_text(f"{where}.text", message.text, max_chars=LIMITS.message_chars),
                 "at": float(message.at),
                 "message_id": check_optional_text(
-                    f"{where}.message_id", message.message_id, max_chars=LIMITS.uid_chars * 4
+                    f"{where}.message_id", message.message_id, max_chars=LIMITS.message_id_chars
                 ),
                 "formed": message.formed,
             }
         )
     return {"conversation_id": conversation_id, "peer": peer, "messages": messages}
-
-
-def _jid(name: str, value: str) -> str:
-    try:
-        return normalize_jid(value)
-    except InvalidAgentId as exc:
-        raise InvalidToolInput(f"{name}: {exc}") from None
 
 
 def _imported(
