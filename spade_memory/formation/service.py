@@ -217,7 +217,12 @@ class Formation:
             window, config=self._config, categories=engine.config.categories
         )
         conversation_id = window[0].conversation_id
-        items = [self._item(memory, pending.peer, conversation_id, window) for memory in formed]
+        senders = {message.id: message.sender for message in window}
+        scope = self._scope_for(pending.peer, conversation_id)
+        items = [
+            _item(memory, conversation_id, senders.get(memory.sources[0], pending.peer), scope)
+            for memory in formed
+        ]
         now = engine.now()
         prepared, explicit = engine.input.items(items, now)
         insert: InsertTransaction | None = None
@@ -247,30 +252,6 @@ class Formation:
             by_llm=int(path == "llm"),
             memory_ids=sorted(set(ids)),
         )
-
-    def _item(
-        self,
-        memory: FormedMemory,
-        peer: str,
-        conversation_id: str,
-        window: Sequence[ConversationMessage],
-    ) -> Mapping[str, Any]:
-        by_id = {message.id: message for message in window}
-        first = by_id.get(memory.sources[0]) if memory.sources else None
-        item: dict[str, Any] = {
-            "content": memory.content,
-            "category": memory.category,
-            "context": memory.context,
-            "importance": memory.importance,
-            "confidence": memory.confidence,
-            "source_conversation": conversation_id,
-            "source_sender": first.sender if first is not None else peer,
-            "metadata": {"formed": memory.kind},
-            "scope": self._scope_for(peer, conversation_id),
-        }
-        if memory.entities:
-            item["entities"] = list(memory.entities)
-        return item
 
     async def form_pending(self) -> FormationReport:
         """Form every message not yet formed, in every conversation, now.
@@ -326,3 +307,24 @@ class Formation:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._tasks.clear()
+
+
+def _item(
+    memory: FormedMemory, conversation_id: str, sender: str, scope: Scope
+) -> Mapping[str, Any]:
+    """The ``store_many`` item of a formed memory: told by the sender of its first
+    source message, in the scope of what the partner tells."""
+    item: dict[str, Any] = {
+        "content": memory.content,
+        "category": memory.category,
+        "context": memory.context,
+        "importance": memory.importance,
+        "confidence": memory.confidence,
+        "source_conversation": conversation_id,
+        "source_sender": sender,
+        "metadata": {"formed": memory.kind},
+        "scope": scope,
+    }
+    if memory.entities:
+        item["entities"] = list(memory.entities)
+    return item
