@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import subprocess
 import sys
@@ -17,6 +18,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
 from slixmpp import JID
 from spade.agent import Agent
 from spade.behaviour import CyclicBehaviour
@@ -215,3 +217,19 @@ class Client(Agent):  # type: ignore[misc]
         )
         await self.send(msg)
         return await self._first(lambda m: m.get_metadata("in-reply-to") == key, timeout)
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    """Run ``spade-memory ARGV`` in this process: its exit status, stdout and stderr."""
+    from spade_memory.cli import main
+
+    status = main(list(argv))
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+def run_cli_json(capsys: pytest.CaptureFixture[str], *argv: str) -> Any:
+    """Run ``spade-memory ARGV --json``, which must succeed; its output, parsed."""
+    status, out, err = run_cli(capsys, *argv, "--json")
+    assert status == 0, err
+    return json.loads(out)

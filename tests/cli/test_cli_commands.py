@@ -9,9 +9,10 @@ import sqlite3
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
+from factories import run_cli as run
+from factories import run_cli_json as run_json
 
 from spade_memory.cli import main
 from spade_memory.cli import subcommands as commands
@@ -60,18 +61,6 @@ def root(tmp_path: Path) -> Path:
     folder = tmp_path / "memory"
     asyncio.run(build(folder))
     return folder
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    status = main(list(argv))
-    captured = capsys.readouterr()
-    return status, captured.out, captured.err
-
-
-def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> Any:
-    status, out, err = run(capsys, *argv, "--json")
-    assert status == 0, err
-    return json.loads(out)
 
 
 def test_every_subcommand_is_documented() -> None:

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
-from typing import Any
 
 import pytest
+from factories import run_cli as run
+from factories import run_cli_json as run_json
 
 from spade_memory import MemoryConfig, MemoryManager, Scope
-from spade_memory.cli import main
 from spade_memory.config import MaintenanceConfig
 
 AGENT, ALICE, BOB = "agent@localhost", "alice@localhost", "bob@localhost"
@@ -32,18 +31,6 @@ def root(tmp_path: Path) -> Path:
     folder = tmp_path / "memory"
     asyncio.run(build(folder))
     return folder
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    status = main(list(argv))
-    captured = capsys.readouterr()
-    return status, captured.out, captured.err
-
-
-def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> Any:
-    status, out, err = run(capsys, *argv, "--json")
-    assert status == 0, err
-    return json.loads(out)
 
 
 def test_search_and_list_as_a_partner(root: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -17,8 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from factories import run_cli as run
+from factories import run_cli_json as run_json
 
-from spade_memory.cli import common, main
+from spade_memory.cli import common
 from spade_memory.cli.progress import ProgressLine
 from spade_memory.config import MaintenanceConfig, MemoryConfig
 from spade_memory.identity import AgentIdentity
@@ -71,18 +73,6 @@ def sql(root: Path, statement: str) -> list[Any]:
     finally:
         connection.close()
     return rows
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    status = main(list(argv))
-    captured = capsys.readouterr()
-    return status, captured.out, captured.err
-
-
-def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> Any:
-    status, out, err = run(capsys, *argv, "--json")
-    assert status == 0, err
-    return json.loads(out)
 
 
 # -- the memory's own embedder --------------------------------------------------------
