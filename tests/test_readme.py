@@ -30,6 +30,7 @@ EXPECTED = {
         "['The office opens at 9', 'The trip is on Friday']\nMemoryNotFound"
     ),
     "OpenAICompatibleEmbedder(server.base_url": "The Lisbon team deploys on Thursdays",
+    "Porto warehouse": "The Porto warehouse opens at 7 found by keyword",
     "memory.history.sources(hit.memory.id)": (
         "Dana: My sister Emma lives in Lisbon\n['My sister Emma lives in Lisbon']\n"
         "4 messages forgotten"
