@@ -156,6 +156,8 @@ class MemoryPages:
     async def overview(self, request: web.Request) -> web.Response:
         inspected = await self._open(request)
         data = await views.overview_view(inspected.manager)
+        if wants_json(request):  # where scripts find the token their changes carry
+            data["token"] = inspected.token
         return self._page(request, inspected, "overview.html", data, "overview")
 
     async def search(self, request: web.Request) -> web.Response:

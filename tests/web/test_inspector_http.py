@@ -347,6 +347,7 @@ async def test_edit_pin_archive_restore_and_forget(served: Any) -> None:
 
 async def test_tokens_are_per_agent(served: Any) -> None:
     client, info = served
+    assert (await _json(client, f"{_base(info)}/"))["token"] == info["token"]
     fleet = info["fleet"]
     bob = AgentIdentity.of(BOB).stem
     assert fleet.token(bob) != info["token"]

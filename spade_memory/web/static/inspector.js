@@ -1,4 +1,5 @@
-// The memory inspector's page behaviour: ask before forgetting. Forms work without it.
+// The memory inspector's page behaviour: ask before forgetting, and follow maintenance
+// while a job runs. Forms work without it.
 "use strict";
 document.addEventListener("submit", (event) => {
   const form = event.target;
@@ -8,3 +9,8 @@ document.addEventListener("submit", (event) => {
     }
   }
 });
+
+const state = document.getElementById("maintenance-state");
+if (state && ["checking", "repairing", "rebuilding", "working"].includes(state.textContent)) {
+  window.setTimeout(() => window.location.reload(), 2000);
+}
