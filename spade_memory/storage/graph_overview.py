@@ -92,18 +92,20 @@ async def graph_overview(
     if node_type is not None:
         typed = " AND n.type = ?"
         params = [*params, node_type]
-    rows = await fetch(
-        "SELECT n.id, n.key, n.type, n.value, count(*) AS named "
+    joined = (
         "FROM graph_entry_nodes AS e JOIN memories AS m ON m.id = e.memory_id "
-        f"JOIN graph_nodes AS n ON n.id = e.node_id WHERE {where}{typed} "
-        "GROUP BY n.id ORDER BY named DESC, n.id",
-        params,
+        f"JOIN graph_nodes AS n ON n.id = e.node_id WHERE {where}{typed}"
     )
-    total = len(rows)
-    nodes = [
-        GraphNodeRow(int(r[0]), str(r[1]), str(r[2]), str(r[3]), int(r[4]))
-        for r in rows[: int(max_nodes)]
-    ]
+    rows = await fetch(
+        f"SELECT n.id, n.key, n.type, n.value, count(*) AS named {joined} "
+        "GROUP BY n.id ORDER BY named DESC, n.id LIMIT ?",
+        [*params, int(max_nodes)],
+    )
+    nodes = [GraphNodeRow(int(r[0]), str(r[1]), str(r[2]), str(r[3]), int(r[4])) for r in rows]
+    total = len(nodes)
+    if total == int(max_nodes):
+        counted = await fetch(f"SELECT count(DISTINCT n.id) {joined}", params)
+        total = int(counted[0][0])
     if not nodes:
         return GraphOverview([], [], total)
     ids = [node.id for node in nodes]
