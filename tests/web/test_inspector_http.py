@@ -150,6 +150,8 @@ async def test_list_filters_by_category_status_and_date(served: Any) -> None:
     assert info["archived"] not in [m["id"] for m in active["memories"]]
     archived = await _json(client, f"{base}/memories", status="archived")
     assert [m["id"] for m in archived["memories"]] == [info["archived"]]
+    page = await (await client.get(f"{base}/memories?status=archived")).text()
+    assert f'action="{base}/memories/{info["archived"]}/restore"' in page
     everything = await _json(client, f"{base}/memories", status="all")
     assert len(everything["memories"]) == len(active["memories"]) + 1
     preferences = await _json(client, f"{base}/memories", category="preference")
