@@ -46,8 +46,8 @@
         a.dx -= fx; a.dy -= fy; b.dx += fx; b.dy += fy;
       });
       nodes.forEach((node) => {
-        node.dx += (width / 2 - node.x) * 0.02 * k / 10;
-        node.dy += (height / 2 - node.y) * 0.02 * k / 10;
+        node.dx += (width / 2 - node.x) * 0.012 * k;
+        node.dy += (height / 2 - node.y) * 0.012 * k;
         const length = Math.max(0.01, Math.hypot(node.dx, node.dy));
         node.x += (node.dx / length) * Math.min(length, step);
         node.y += (node.dy / length) * Math.min(length, step);
@@ -76,7 +76,11 @@
     context.font = "11px system-ui, sans-serif";
     const labelled = [...nodes].sort((a, b) => b.degree - a.degree).slice(0, 40);
     labelled.forEach((node) => {
-      context.fillText(node.label.slice(0, 32), node.x + radius(node) + 2, node.y + 4);
+      const label = node.label.slice(0, 32);
+      const room = context.measureText(label).width;
+      const right = node.x + radius(node) + 2;
+      const x = right + room > canvas.width ? node.x - radius(node) - 2 - room : right;
+      context.fillText(label, x, node.y + 4);
     });
   }
 
