@@ -25,7 +25,7 @@ over conversations 0-2 choose the rule).
 
 Run from the repository root::
 
-    .venv/bin/python -m benchmarks.floor_replay capture      # about 20 minutes
+    .venv/bin/python -m benchmarks.floor_replay capture      # 10-20 minutes
     .venv/bin/python -m benchmarks.floor_replay grid         # seconds
 """
 
