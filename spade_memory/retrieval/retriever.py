@@ -519,7 +519,7 @@ class Retriever:
                 terms = []
         found = gather(
             state.query,
-            terms if state.keyword else [],
+            terms,
             frequencies,
             total,
             state.indexed,
