@@ -316,3 +316,18 @@ async def test_keyword_evidence_gives_the_same_results_before_and_after_embeddin
         after = [await _contents(memory, query) for query in queries]
     assert [set(found) for found in before] == [set(found) for found in after]
     assert before[0][0] == TURNS[2] and before[1] == [TURNS[5]] and PARAGRAPHS[2] in before[2]
+
+
+async def test_without_an_embedder_keyword_evidence_alone_decides(tmp_path: Path) -> None:
+    config = MemoryConfig(
+        root=tmp_path,
+        embedder=None,
+        retrieval=RetrievalConfig(relevance_floor=True, cache_ttl_seconds=0.0),
+    )
+    async with await MemoryManager.open("floor@localhost", config) as memory:
+        await memory.store_many([{"content": text} for text in (*TURNS, *PARAGRAPHS)])
+        assert await _contents(memory, "How deep is the Mariana Trench?") == []
+        assert await _contents(memory, "Did Caroline ever go skydiving?") == []
+        assert await _contents(memory, "量子隧穿效应的原理是什么？") == []
+        assert (await _contents(memory, "What did Caroline research?"))[0] == TURNS[2]
+        assert (await _contents(memory, "大熊猫吃什么？"))[0] == PARAGRAPHS[2]
