@@ -11,13 +11,13 @@ keeps only vector matches clearly above it.
 Texts of one script sit nearer each other than texts of mixed ones (under
 multilingual-e5, unrelated Chinese sentences are about 0.86 alike, English ones
 0.77), so the floor measures a query against the chance level of its own script
-(:func:`chance_by_script`): the mean similarity of unrelated sentences written in
+(:func:`chance_by_script`, the script told by
+:func:`~spade_memory.text.scripts.script_of`): the mean similarity of unrelated sentences written in
 it (:data:`SCRIPT_TEXTS`).
 """
 
 from __future__ import annotations
 
-import re
 import threading
 
 import numpy as np
@@ -34,7 +34,6 @@ __all__ = [
     "achance_similarity",
     "chance_by_script",
     "chance_similarity",
-    "script_of",
 ]
 
 REFERENCE_TEXTS: tuple[str, ...] = (
@@ -77,7 +76,6 @@ SCRIPT_TEXTS: dict[str, tuple[str, ...]] = {
 SCRIPTS: tuple[str, ...] = tuple(SCRIPT_TEXTS)
 """The scripts a chance level is measured for."""
 
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 
 _CEILING = 0.95  # an embedder that finds everything alike still leaves room above chance
 _LEVELS: dict[str, float] = {}
@@ -123,12 +121,6 @@ async def achance_similarity(embedder: Embedder) -> float:
         return known
     vectors = await embed_documents(embedder, list(REFERENCE_TEXTS))
     return _keep(fingerprint, _mean_similarity(vectors))
-
-
-def script_of(text: str) -> str:
-    """The script whose chance level ``text`` is measured against: ``cjk`` when it
-    holds a Chinese or Japanese character, else ``latin``."""
-    return "cjk" if _CJK.search(text) else "latin"
 
 
 async def chance_by_script(embedder: Embedder, script: str) -> float:

@@ -40,11 +40,10 @@ A turn next to a passing memory that received a share of its score (see
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ..embedding.chance import above_chance, script_of
+from ..text.scripts import CJK_RUN, script_of
 from ..text.tokenizer import STOPWORDS, cut_cjk
 from .graph import GraphHits
 from .rerank import IndexedTokens, idf
@@ -56,10 +55,9 @@ __all__ = [
     "evidence_terms",
     "evidenced",
     "gather",
+    "similarity_above",
     "vector_floor",
 ]
-
-_CJK_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
 
 
 def vector_floor(chance: float, margin: float) -> float:
@@ -68,17 +66,23 @@ def vector_floor(chance: float, margin: float) -> float:
     return chance + margin * (1.0 - chance)
 
 
+def similarity_above(cosine: float, chance: float) -> float:
+    """``cosine`` measured above the embedder's ``chance`` level, the inverse of
+    :func:`vector_floor`: 0 at chance, 1 for identical texts, negative below."""
+    return (cosine - chance) / (1.0 - chance)
+
+
 def evidence_terms(query: str, terms: Sequence[str]) -> list[str]:
     """The terms of ``query`` that can be evidence of a match: not stopwords, and
     in a run of Chinese or Japanese characters only the words jieba cuts it into,
     not the character bigrams that straddle them ("理是" in "原理是什么")."""
     words: set[str] = set()
-    for run in _CJK_RUN.findall(query):
+    for run in CJK_RUN.findall(query):
         words.update(cut_cjk(run))
     return [
         term
         for term in terms
-        if term not in STOPWORDS and (term in words or not _CJK_RUN.search(term))
+        if term not in STOPWORDS and (term in words or not CJK_RUN.search(term))
     ]
 
 
@@ -87,7 +91,7 @@ class QueryEvidence:
     """What a search's candidates show of matching its query.
 
     Attributes:
-        script: the query's script (:func:`~spade_memory.embedding.chance.script_of`),
+        script: the query's script (:func:`~spade_memory.text.scripts.script_of`),
             whose chance level its similarities are measured against.
         frequencies: each content word of the query (:func:`evidence_terms`) and
             the number of memories holding it.
@@ -176,12 +180,12 @@ def answered(evidence: QueryEvidence, floors: Floors) -> bool:
         if chance is None or cosine is None:
             if share >= floors.keyword_share:
                 return True
-        elif share + floors.similarity_weight * above_chance(cosine, chance) >= floors.evidence:
+        elif share + floors.similarity_weight * similarity_above(cosine, chance) >= floors.evidence:
             return True
     if chance is None:
         return False
     margin = floors.query_margin
-    return any(above_chance(cosine, chance) >= margin for cosine in evidence.cosines.values())
+    return any(similarity_above(cosine, chance) >= margin for cosine in evidence.cosines.values())
 
 
 def evidenced(

@@ -23,10 +23,10 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..config import RetrievalConfig
-from ..embedding.chance import script_of
 from ..errors import StorageError
 from ..models import SearchResult, Viewer
 from ..storage.base import BaseMemoryStore
+from ..text.scripts import script_of
 from ..text.tokenizer import Tokenizer
 from .candidates import (
     HiddenFilter,

