@@ -17,6 +17,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 from typing import Any, Protocol
 
 import numpy as np
@@ -25,6 +26,7 @@ from ..config import RetrievalConfig
 from ..errors import StorageError
 from ..models import SearchResult, Viewer
 from ..storage.base import BaseMemoryStore
+from ..text.scripts import script_of
 from ..text.tokenizer import Tokenizer
 from .candidates import (
     HiddenFilter,
@@ -42,7 +44,7 @@ from .intent import (
     route_weights,
 )
 from .ranking import diversify, explain_result
-from .relevance import answered, evidence_terms, evidenced, keyword_shares, vector_floor
+from .relevance import Floors, answered, evidence_terms, evidenced, gather, vector_floor
 from .rerank import LexicalReranker
 from .search_state import SearchState, SearchTimings
 
@@ -76,9 +78,10 @@ class Retriever:
     relevance floor), :meth:`_neighbours`, :meth:`_pool`, :meth:`_final_score`
     (and ``min_score``), :meth:`_mmr` and :meth:`_results`.
 
-    ``chance`` gives the current embedder's chance level (the similarity of
-    unrelated texts), which the relevance floor's vector threshold is drawn
-    from; without it no memory passes the floor by its vector alone.
+    ``chance`` gives the current embedder's chance level for a script (the
+    similarity of unrelated texts written in it), which the relevance floor's
+    vector thresholds are drawn from; without it no memory passes the floor by
+    its vector alone.
     """
 
     def __init__(
@@ -93,7 +96,7 @@ class Retriever:
         clock: Callable[[], float] = time.time,
         graph: GraphRetriever | None = None,
         hidden: HiddenFilter | None = None,
-        chance: Callable[[], Awaitable[float]] | None = None,
+        chance: Callable[[str], Awaitable[float]] | None = None,
     ) -> None:
         self._base = base
         self._chance = chance
@@ -501,35 +504,41 @@ class Retriever:
 
     async def _floor_stage(self, state: SearchState) -> bool:
         tuning = self._config.tuning
-        chance = await self._chance_level() if state.query_vector is not None else None
-        keyword_floor = query_floor = None
+        script = script_of(state.query)
+        chance = await self._chance_level(script) if state.query_vector is not None else None
         if chance is not None:
             state.cosine_floor = vector_floor(chance, tuning.relevance_vector_margin)
-            keyword_floor = vector_floor(chance, tuning.relevance_keyword_margin)
-            query_floor = vector_floor(chance, tuning.relevance_query_margin)
         terms = evidence_terms(state.query, state.terms)
-        shares: dict[int, float] = {}
+        frequencies: dict[str, int] = {}
+        total = 0
         if state.keyword and terms:
             try:
                 frequencies, total = await self._base.document_frequencies(terms)
             except Exception:
                 logger.exception("term frequencies could not be read; no keyword evidence")
-            else:
-                shares = keyword_shares(
-                    terms, frequencies, total, state.indexed, list(state.keyword)
-                )
-        vector = state.vector
+                terms = []
+        found = gather(
+            state.query,
+            terms,
+            frequencies,
+            total,
+            state.indexed,
+            list(state.keyword),
+            state.vector,
+        )
         if chance is not None and state.query_vector is not None:
-            holding = {key: 0.0 for key, share in shares.items() if key not in vector}
+            holding = {key: 0.0 for key in found.held if key not in found.cosines}
             if holding:
-                vector = await self._fill_vectors(holding, vector, state.query_vector)
-        if not answered(
-            shares,
-            vector,
+                filled = await self._fill_vectors(holding, state.vector, state.query_vector)
+                found = replace(found, cosines=filled)
+        floors = Floors(
+            chance=chance,
+            evidence=tuning.relevance_evidence,
+            similarity_weight=tuning.relevance_similarity_weight,
             keyword_share=tuning.relevance_keyword_share,
-            keyword_floor=keyword_floor,
-            query_floor=query_floor,
-        ):
+            query_margin=tuning.relevance_query_margin,
+        )
+        if not answered(found, floors):
             state.scores = {}
             return False
         passing = evidenced(
@@ -538,20 +547,21 @@ class Retriever:
         state.scores = {key: value for key, value in state.scores.items() if key in passing}
         return bool(state.scores)
 
-    async def _chance_level(self) -> float | None:
-        """The current embedder's chance level (asked once per fingerprint), or
-        ``None`` when it is unknown."""
+    async def _chance_level(self, script: str) -> float | None:
+        """The current embedder's chance level for ``script`` (asked once per
+        fingerprint), or ``None`` when it is unknown."""
         fingerprint = self._fingerprint
         if self._chance is None or fingerprint is None:
             return None
-        known = self._chance_levels.get(fingerprint)
+        key = f"{script}:{fingerprint}"
+        known = self._chance_levels.get(key)
         if known is None:
             try:
-                known = await self._chance()
+                known = await self._chance(script)
             except Exception:
                 logger.exception("the embedder's chance level is unknown; no vector-only results")
                 return None
-            self._chance_levels[fingerprint] = known
+            self._chance_levels[key] = known
         return known
 
     async def _neighbours(self, state: SearchState) -> None:
