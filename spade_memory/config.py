@@ -125,6 +125,11 @@ class RetrievalTuning:
             ``relevance_query_margin`` above chance
             (:mod:`spade_memory.retrieval.relevance`). Chosen on LoCoMo
             conversations 0-2 against questions about nothing stored (BENCHMARKS.md).
+        typo_respellings: a query term no memory holds (a Latin word of at least
+            ``typo_min_chars`` letters) is searched as well as the terms one typo
+            away from it that the memory holds, the this-many most frequent
+            (:mod:`spade_memory.text.spelling`; 0 turns this off).
+        typo_min_chars: the shortest term respelt.
     """
 
     agreement_window: int = knob(5, ge=1)
@@ -145,6 +150,9 @@ class RetrievalTuning:
     relevance_keyword_share: float = knob(0.2, ge=0, le=1)
     relevance_keyword_margin: float = knob(0.05, ge=-1, le=1)
     relevance_query_margin: float = knob(0.4, ge=0, le=1)
+    typo_respellings: int = knob(2, ge=0)
+    typo_min_chars: int = knob(4, ge=1)
+    typo_respell_query: bool = True
 
     def __post_init__(self) -> None:
         check_fields(self)

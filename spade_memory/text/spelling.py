@@ -1,0 +1,71 @@
+"""Words one typo away: the candidates a misspelt query term may have meant.
+
+A query term no memory holds ("accomplsih", "jqanna") is most often a word the
+memory does hold, typed with one slip: a letter left out, one too many, one
+replaced, or two adjacent letters swapped (Damerau's four edits). :func:`respellings`
+gives every term one such edit away, each also as the tokenizer would stem it
+("paitned" -> "painted" -> "paint"), so a caller can look them all up in the
+keyword index's vocabulary at once and keep the few it holds
+(:func:`closest`); the word each came from can stand for the typo in the text
+of the query (its vector, the names the graph looks up).
+
+Only Latin words are respelt: a Chinese query is indexed as jieba words and
+character bigrams, so a wrong character (错别字) leaves the other bigrams of the
+word and of the sentence to match, while every one-character edit of a Chinese
+word is another word. Short terms are left alone (below ``min_chars``): every
+three-letter word is one edit from dozens of others.
+"""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Mapping
+
+from .tokenizer import STOPWORDS, stem
+
+__all__ = ["closest", "respellable", "respellings"]
+
+_LETTERS = string.ascii_lowercase
+
+
+def respellable(word: str, min_chars: int) -> bool:
+    """Whether ``word`` (lower-case, as typed) is a Latin word worth respelling."""
+    return (
+        word.islower()
+        and len(word) >= min_chars
+        and word.isascii()
+        and word.isalpha()
+        and (word not in STOPWORDS)
+    )
+
+
+def _edits(word: str) -> set[str]:
+    splits = [(word[:i], word[i:]) for i in range(len(word) + 1)]
+    found = {left + right[1:] for left, right in splits if right}
+    found.update(left + right[1] + right[0] + right[2:] for left, right in splits if len(right) > 1)
+    found.update(left + c + right[1:] for left, right in splits if right for c in _LETTERS)
+    found.update(left + c + right for left, right in splits for c in _LETTERS)
+    found.discard(word)
+    return found
+
+
+def respellings(word: str) -> dict[str, str]:
+    """Every index term one edit from ``word`` (lower-case ASCII letters, as typed),
+    with the word that edit gives: ``"paitned"`` -> ``{"paint": "painted", ...}``.
+    Never ``word``'s own term nor a stopword."""
+    own = stem(word)
+    found: dict[str, str] = {}
+    for edit in sorted(_edits(word)):
+        if edit in STOPWORDS:
+            continue
+        for term in (stem(edit), edit):
+            if term and term != own and term != word:
+                found.setdefault(term, edit)
+    return found
+
+
+def closest(held: Mapping[str, int], limit: int) -> list[str]:
+    """The ``limit`` respellings the memory holds most often (``held``: each
+    respelling's document frequency; ties alphabetical)."""
+    ranked = sorted((t for t, count in held.items() if count > 0), key=lambda t: (-held[t], t))
+    return ranked[:limit]
