@@ -363,7 +363,7 @@ class Retriever:
         words = {
             word: stem(word)
             for word in _LATIN_WORD.findall(unicodedata.normalize("NFKC", state.query).casefold())
-            if respellable(word, tuning.typo_min_chars)
+            if respellable(word)
         }
         if not words:
             return
@@ -382,8 +382,7 @@ class Retriever:
             if not near:
                 continue
             state.respelt[word] = near
-            if tuning.typo_respell_query:
-                spelled = _replace_word(spelled, word, found[near[0]])
+            spelled = _replace_word(spelled, word, found[near[0]])
         state.spelled = spelled
 
     async def _embed(self, query: str, timings: SearchTimings) -> np.ndarray:

@@ -68,12 +68,13 @@ def test_every_respelling_is_an_index_term(word: str) -> None:
 
 
 def test_only_long_latin_terms_are_respelt() -> None:
-    assert respellable("pottery", 4)
-    assert not respellable("pot", 4)
-    assert not respellable("陶艺课", 1)  # Chinese: bigrams already match the other characters
-    assert not respellable("2023", 1)
-    assert not respellable("Pottery", 1)  # words are respelt lower-cased
-    assert not respellable("about", 1)  # a stopword
+    assert respellable("pottery")
+    assert respellable("pots")
+    assert not respellable("pot")  # shorter than MIN_CHARS
+    assert not respellable("陶艺课")  # Chinese: bigrams already match the other characters
+    assert not respellable("2023")
+    assert not respellable("Pottery")  # words are respelt lower-cased
+    assert not respellable("about")  # a stopword
 
 
 def test_closest_keeps_the_most_frequent_held_ones() -> None:
