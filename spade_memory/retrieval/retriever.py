@@ -257,14 +257,27 @@ class Retriever:
         its vector is kept in ``state.query_vector`` (``None`` when there is none).
         Words no memory holds are respelt first (:meth:`_respell`): the keyword
         route searches their respellings too, and the vector and graph routes
-        read the query with each typo replaced.
+        read the query with each typo replaced (the query as typed is embedded
+        meanwhile, and again respelt only when a word was).
         """
+        embedding: asyncio.Task[np.ndarray] | None = None
+        if self._vectors is not None:
+            embedding = asyncio.create_task(self._embed(state.query, state.timings))
         try:
             async with asyncio.timeout(self._config.route_timeout_seconds):
                 await self._respell(state)
         except Exception:  # a timeout included: the query as typed
             logger.exception("respelling the query failed; searching it as typed")
-            state.respelt = {}
+            state.respelt, state.spelled = {}, ""
+        except BaseException:
+            if embedding is not None:
+                embedding.cancel()
+            raise
+        as_typed: asyncio.Task[np.ndarray] | None = None
+        if state.spelled and embedding is not None:
+            as_typed = embedding
+            as_typed.cancel()
+            embedding = asyncio.create_task(self._embed(state.spelled, state.timings))
         query, intent = state.spelled or state.query, state.intent
         candidates, categories, timings = state.candidates, state.categories, state.timings
         assert intent is not None
@@ -281,9 +294,6 @@ class Retriever:
                 keyword = {}
             state.keyword = keyword
             return
-        embedding: asyncio.Task[np.ndarray] | None = None
-        if self._vectors is not None:
-            embedding = asyncio.create_task(self._embed(query, timings))
         graph_on = self._graph is not None and self._config.graph_route
         # One nearest-neighbour search serves the vector route and the graph
         # route's speaker step: as deep as the deeper of the two asks.
@@ -308,7 +318,7 @@ class Retriever:
                 tasks.values(), timeout=self._config.route_timeout_seconds
             )
         finally:
-            helpers = [task for task in (embedding, nearest) if task is not None]
+            helpers = [task for task in (embedding, nearest, as_typed) if task is not None]
             for task in (*tasks.values(), *helpers):
                 if not task.done():
                     task.cancel()
