@@ -125,3 +125,31 @@ async def test_a_term_stored_later_is_found_as_typed(tmp_path: Path) -> None:
         assert await _found(memory, "pottary") == [TEXTS[2]]
         await memory.store("Pottary is the name of Nate's new turtle.")
         assert (await _found(memory, "pottary"))[0] == "Pottary is the name of Nate's new turtle."
+
+
+@pytest.mark.parametrize("respelt", [0, 2])
+async def test_the_query_vector_reads_the_respelt_words(tmp_path: Path, respelt: int) -> None:
+    config = MemoryConfig(
+        root=tmp_path,
+        embedder="hashing",
+        retrieval=RetrievalConfig(
+            cache_ttl_seconds=0.0, tuning=RetrievalTuning(typo_respellings=respelt)
+        ),
+    )
+    async with await MemoryManager.open("typos@x.example", config) as memory:
+        await memory.store_many([{"content": text} for text in TEXTS])
+        await memory.flush()
+
+        async def cosine(query: str) -> float:
+            for hit in await memory.search(query, limit=10, explain=True):
+                if hit.memory.content == TEXTS[4]:
+                    assert hit.explanation is not None and hit.explanation.vector_score
+                    return hit.explanation.vector_score
+            raise AssertionError(f"{query!r} did not find the turtles")
+
+        typed = await cosine("Where does Nate keep his turtels?")
+        meant = await cosine("Where does Nate keep his turtles?")
+        if respelt:
+            assert typed == pytest.approx(meant, abs=1e-6)
+        else:
+            assert typed < meant - 0.05
