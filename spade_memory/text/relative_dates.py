@@ -144,6 +144,8 @@ def _week_key(day: date) -> str:
 
 
 def _month_key(year: int, month: int) -> str:
+    if not 1 <= year <= 9999:
+        raise OverflowError("year out of range")
     return f"date:{year:04d}-{month:02d}"
 
 
@@ -159,14 +161,15 @@ def _count(text: str) -> int | None:
     return value
 
 
-def _shift(reference: date, unit: str, count: int) -> str | None:
-    """The key ``count`` days, weeks (a day key) or months (a month key) away."""
-    try:
-        if unit == "month":
-            return _month_key(*_add_months(reference, count))
-        return _day_key(reference + timedelta(days=count * (7 if unit == "week" else 1)))
-    except (OverflowError, ValueError):
-        return None
+def _shift(reference: date, unit: str, count: int) -> str:
+    """The key ``count`` days, weeks (a day key) or months (a month key) away.
+
+    Raises:
+        OverflowError: that day is before year 1 or after 9999.
+    """
+    if unit == "month":
+        return _month_key(*_add_months(reference, count))
+    return _day_key(reference + timedelta(days=count * (7 if unit == "week" else 1)))
 
 
 def _named_weekday(reference: date, which: str, weekday: int) -> date:
@@ -190,51 +193,58 @@ def _period(reference: date, side: int, period: str) -> list[str]:
 def _english(text: str, reference: date) -> list[Resolved]:
     found: list[Resolved] = []
     for match in _EN.finditer(text):
-        keys: list[str | None]
-        if match.group("day"):
-            offset = _EN_DAYS[" ".join(match.group("day").lower().split())]
-            keys = [_shift(reference, "day", offset)]
-        elif match.group("count"):
-            if bool(match.group("ago")) == bool(match.group("ahead")):
-                continue  # "two weeks": a length of time, no date
-            count = _count(match.group("n"))
-            sign = -1 if match.group("ago") else 1
-            keys = [
-                None
-                if count is None
-                else _shift(reference, match.group("unit").lower(), sign * count)
-            ]
-        elif match.group("named"):
-            weekday = _WEEKDAYS.index(match.group("weekday").lower())
-            keys = [_day_key(_named_weekday(reference, match.group("which").lower(), weekday))]
-        else:
-            side = {"last": -1, "this": 0, "next": 1}[match.group("side").lower()]
-            keys = list(_period(reference, side, match.group("period").lower()))
-        found.extend((match.start(), match.end(), match.group(), key) for key in keys if key)
+        try:
+            keys = _english_keys(match, reference)
+        except (OverflowError, ValueError):  # a day before year 1 or after 9999
+            continue
+        found.extend((match.start(), match.end(), match.group(), key) for key in keys)
     return found
+
+
+def _english_keys(match: re.Match[str], reference: date) -> list[str]:
+    if match.group("day"):
+        offset = _EN_DAYS[" ".join(match.group("day").lower().split())]
+        return [_shift(reference, "day", offset)]
+    if match.group("count"):
+        count = _count(match.group("n"))
+        if count is None or bool(match.group("ago")) == bool(match.group("ahead")):
+            return []  # "two weeks": a length of time, no date
+        sign = -1 if match.group("ago") else 1
+        return [_shift(reference, match.group("unit").lower(), sign * count)]
+    if match.group("named"):
+        weekday = _WEEKDAYS.index(match.group("weekday").lower())
+        return [_day_key(_named_weekday(reference, match.group("which").lower(), weekday))]
+    side = {"last": -1, "this": 0, "next": 1}[match.group("side").lower()]
+    return _period(reference, side, match.group("period").lower())
 
 
 def _chinese(text: str, reference: date) -> list[Resolved]:
     found: list[Resolved] = []
     for match in _ZH.finditer(text):
-        keys: list[str | None]
-        if match.group("day"):
-            keys = [_shift(reference, "day", _ZH_DAYS[match.group("day")])]
-        elif match.group("count"):
-            count = chinese_number(match.group("n"))
-            unit_text = match.group("unit")
-            unit = "day" if unit_text in ("天", "日") else "month" if "月" in unit_text else "week"
-            sign = -1 if "前" in match.group("dir") else 1
-            keys = [None if count is None else _shift(reference, unit, sign * count)]
-        elif match.group("named"):
-            weekday = _ZH_WEEKDAY[match.group("weekday")]
-            keys = [_day_key(_named_weekday(reference, match.group("which"), weekday))]
-        else:
-            side = _ZH_SHIFT[match.group("side")]
-            period = "month" if match.group("period") == "月" else "week"
-            keys = list(_period(reference, side, period))
-        found.extend((match.start(), match.end(), match.group(), key) for key in keys if key)
+        try:
+            keys = _chinese_keys(match, reference)
+        except (OverflowError, ValueError):  # a day before year 1 or after 9999
+            continue
+        found.extend((match.start(), match.end(), match.group(), key) for key in keys)
     return found
+
+
+def _chinese_keys(match: re.Match[str], reference: date) -> list[str]:
+    if match.group("day"):
+        return [_shift(reference, "day", _ZH_DAYS[match.group("day")])]
+    if match.group("count"):
+        count = chinese_number(match.group("n"))
+        if count is None:
+            return []
+        unit_text = match.group("unit")
+        unit = "day" if unit_text in ("天", "日") else "month" if "月" in unit_text else "week"
+        sign = -1 if "前" in match.group("dir") else 1
+        return [_shift(reference, unit, sign * count)]
+    if match.group("named"):
+        weekday = _ZH_WEEKDAY[match.group("weekday")]
+        return [_day_key(_named_weekday(reference, match.group("which"), weekday))]
+    period = "month" if match.group("period") == "月" else "week"
+    return _period(reference, _ZH_SHIFT[match.group("side")], period)
 
 
 def resolve_relative(text: str, reference: date) -> list[Resolved]:

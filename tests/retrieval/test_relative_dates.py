@@ -10,6 +10,8 @@ from datetime import date, datetime
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from spade_memory import MemoryConfig, MemoryManager, RetrievalConfig
 from spade_memory.storage.memory_rows import IndexedText
@@ -83,6 +85,12 @@ def test_month_and_year_ends(text: str, reference: date, key: str) -> None:
     assert _keys(text, reference) == [key]
 
 
+def test_a_day_outside_the_calendar_is_left_out() -> None:
+    assert _keys("tomorrow, next Friday, next week, next month", date.max) == []
+    assert _keys("yesterday, last Friday, last weekend, 上个月", date.min) == []
+    assert _keys("yesterday", date.max) == ["date:9999-12-30"]
+
+
 def test_the_reference_day_is_the_first_full_date_of_the_context() -> None:
     assert reference_day("1:56 pm on 8 May, 2023") == MONDAY
     assert reference_day("2023年5月8日 下午") == MONDAY
@@ -104,6 +112,52 @@ def test_the_index_text_holds_the_date_terms_after_the_context() -> None:
     text = IndexedText.of("We hiked yesterday", "1:56 pm on 8 May, 2023")
     assert text.context_tokens.split()[-5:] == [*day_terms(MONDAY), "d20230507", "wk2023w18"]
     assert IndexedText.of("We hiked yesterday").context_tokens == ""
+
+
+_PIECES = st.sampled_from(
+    [
+        "yesterday",
+        "last",
+        "next",
+        "this",
+        "Friday",
+        "week",
+        "weekend",
+        "month",
+        "ago",
+        "in",
+        "two",
+        "a couple of",
+        "99",
+        "days",
+        "昨天",
+        "上",
+        "周",
+        "五",
+        "个月",
+        "前",
+        "两天",
+        "后",
+        "十",
+        "2023",
+        "May",
+        "8",
+        " ",
+        ",",
+        "\n",
+    ]
+)
+
+
+@settings(deadline=None)
+@given(st.lists(st.one_of(_PIECES, st.text(max_size=3)), max_size=12), st.dates())
+def test_any_text_resolves_to_well_formed_keys_and_terms(pieces: list[str], day: date) -> None:
+    text = " ".join(pieces)
+    for start, end, found, key in resolve_relative(text, day):
+        assert text[start:end] == found
+        assert key.startswith(("date:", "week:"))
+    for term in memory_date_terms(text, f"on {day.day} {day:%B}, {day.year}"):
+        assert term.isascii() and term.isalnum() and term.islower()
 
 
 @pytest.fixture
