@@ -393,7 +393,8 @@ class Retriever:
                 continue
             state.respelt[word] = near
             spelled = _replace_word(spelled, word, found[near[0]])
-        state.spelled = spelled
+        if spelled != state.query:
+            state.spelled = spelled
 
     async def _embed(self, query: str, timings: SearchTimings) -> np.ndarray:
         assert self._vectors is not None
