@@ -1,9 +1,9 @@
 """Words one typo away: the candidates a misspelt query term may have meant.
 
-A query term no memory holds ("accomplsih", "jqanna") is most often a word the
+A query word no memory holds ("accomplsih", "jqanna") is often a word the
 memory does hold, typed with one slip: a letter left out, one too many, one
 replaced, or two adjacent letters swapped (Damerau's four edits). :func:`respellings`
-gives every term one such edit away, each also as the tokenizer would stem it
+gives every index term one such edit away from a word, as the tokenizer stems it
 ("paitned" -> "painted" -> "paint"), so a caller can look them all up in the
 keyword index's vocabulary at once and keep the few it holds
 (:func:`closest`); the word each came from can stand for the typo in the text
