@@ -563,6 +563,12 @@ class BaseMemoryStore:
         self._check_open()
         return await self._keyword.document_frequencies(terms)
 
+    async def held_terms(self, terms: Sequence[str]) -> dict[str, int]:
+        """The document frequency of each of ``terms`` some memory holds (the others
+        left out); read afresh, not cached (for the many respellings of a typo)."""
+        self._check_open()
+        return await self._keyword.held_terms(terms)
+
     async def keyword_search(
         self,
         terms: Sequence[str],
