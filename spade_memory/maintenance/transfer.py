@@ -31,6 +31,7 @@ from ..engine.memory_input import MemoryInput, check_jid
 from ..errors import InvalidToolInput
 from ..limits import LIMITS
 from ..storage.base import IndexedText, NewMemory
+from ..storage.derivation import Deferred
 from ..text.graph import MemoryGraph
 from ..validation import check_optional_text, check_text
 
@@ -202,7 +203,7 @@ async def import_memory(
     document = parse_export(data)
     conversations = await _checked_conversations(document.conversations, engine)
     prepared: list[tuple[NewMemory, IndexedText]] = []
-    graphs: list[MemoryGraph | None] = []
+    graphs: list[MemoryGraph | Deferred | None] = []
     seen: set[str] = set()
     total = len(document.memories)
     for start in range(0, total, _IMPORT_STEP):
@@ -219,7 +220,7 @@ async def import_memory(
             seen.add(new.uid)
             step.append((new, text))
         graphs.extend(
-            await engine.input.graphs_of([new for new, _ in step], [(None, None)] * len(step))
+            await engine.input.graphs_for([new for new, _ in step], [(None, None)] * len(step))
         )
         prepared.extend(step)
         if progress is not None:
