@@ -28,10 +28,17 @@ from ..models import Memory
 from ..storage.base import BaseMemoryStore
 from ..storage.derivation import PendingMemory
 from ..text.atoms import Atom
+from ..text.extraction import needs_segmenter
 from ..text.graph import MemoryGraph
 from .memory_input import MemoryInput
 
-__all__ = ["PENDING_CLAIMS_AT_MOST", "Deriver", "live_parts"]
+__all__ = [
+    "GATHER_AT_MOST_SECONDS",
+    "GATHER_SECONDS",
+    "PENDING_CLAIMS_AT_MOST",
+    "Deriver",
+    "live_parts",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +47,18 @@ logger = logging.getLogger(__name__)
 PENDING_CLAIMS_AT_MOST = 256
 
 _CACHE_AT_MOST = 4 * PENDING_CLAIMS_AT_MOST
+
+#: Once woken by a store, the pipeline waits until no store came for this long
+#: (or :data:`GATHER_AT_MOST_SECONDS` passed, or it is flushed): stores arriving
+#: one after the other are acknowledged without derivation work between them, and
+#: derived together in batches when they pause.
+GATHER_SECONDS = 0.05
+GATHER_AT_MOST_SECONDS = 1.0
+
+#: Texts longer than this are extracted in a worker thread; shorter ones on the
+#: event loop, one at a time with a yield in between (a thread holding the GIL
+#: would make the event loop wait up to a switch interval, 5 ms, at every turn).
+_ON_LOOP_CHARS = 600
 
 _Key = tuple[int, float]  # a memory's id and updated_at: its text as extracted
 
@@ -70,6 +89,8 @@ class Deriver:
         self._completed = 0
         self._progress = asyncio.Condition()
         self._wake = asyncio.Event()
+        self._urgent = False
+        self._segmenter_loaded = False  # jieba loads on its first Chinese text: slow
         self._closed = False
         self._task: asyncio.Task[None] | None = None
         self._graphs: dict[_Key, MemoryGraph] = {}
@@ -90,6 +111,7 @@ class Deriver:
         """Wait until every memory marked before this call is derived."""
         if self._closed:
             raise StoreClosedError("the derivation pipeline is closed")
+        self._urgent = True
         self.notify()
         target = self._requested
         async with self._progress:
@@ -129,7 +151,7 @@ class Deriver:
             return []
         missing = [m for m in pending if _key(m) not in self._graphs]
         if missing:
-            graphs = await asyncio.to_thread(self._extract, [(m, (), ()) for m in missing])
+            graphs = await self._extract([(m, (), ()) for m in missing])
             self._keep(missing, graphs)
         return [(m, self._graphs[_key(m)]) for m in pending if _key(m) in self._graphs]
 
@@ -150,7 +172,7 @@ class Deriver:
     async def _run(self) -> None:
         while not self._closed:
             await self._wake.wait()
-            self._wake.clear()
+            await self._gather()
             target = self._requested
             try:
                 await self._derive_pending()
@@ -164,6 +186,22 @@ class Deriver:
             async with self._progress:
                 self._completed = max(self._completed, target)
                 self._progress.notify_all()
+
+    async def _gather(self) -> None:
+        """Wait while stores keep coming (see :data:`GATHER_SECONDS`)."""
+        loop = asyncio.get_running_loop()
+        until = loop.time() + GATHER_AT_MOST_SECONDS
+        while not self._urgent and not self._closed:
+            self._wake.clear()
+            left = until - loop.time()
+            if left <= 0:
+                break
+            try:
+                await asyncio.wait_for(self._wake.wait(), min(GATHER_SECONDS, left))
+            except TimeoutError:
+                break  # a pause in the stores
+        self._urgent = False
+        self._wake.clear()
 
     async def _derive_pending(self) -> None:
         cursor = 0
@@ -179,10 +217,7 @@ class Deriver:
             ]
             extracted: dict[int, MemoryGraph | None] = {}
             if fresh:
-                # Extraction is CPU work (jieba for Chinese): off the event loop.
-                graphs = await asyncio.to_thread(
-                    self._extract, [(p.memory, p.entities, p.relations) for p in fresh]
-                )
+                graphs = await self._extract([(p.memory, p.entities, p.relations) for p in fresh])
                 extracted = {p.memory.id: g for p, g in zip(fresh, graphs, strict=True)}
             items = [
                 (
@@ -202,23 +237,35 @@ class Deriver:
                 self._on_derived(written)
             await asyncio.sleep(0)  # let searches in between two batches
 
-    def _extract(
+    async def _extract(
         self, items: Sequence[tuple[Memory, Sequence[str], Sequence[object]]]
     ) -> list[MemoryGraph | None]:
+        """The graphs of ``items``: a short text on the event loop, a yield after
+        each, a long one (or the first Chinese one) in a worker thread."""
         graphs: list[MemoryGraph | None] = []
-        for memory, entities, relations in items:
-            try:
-                graphs.append(
-                    self._input.graph_of(memory, list(entities) or None, list(relations) or None)
-                )
-            except Exception:
-                logger.exception(
-                    "%s: the graph of memory %d could not be derived; it keeps none",
-                    self._base.agent,
-                    memory.id,
-                )
-                graphs.append(None)
+        for item in items:
+            content = item[0].content
+            chinese = needs_segmenter(content)
+            if len(content) > _ON_LOOP_CHARS or (chinese and not self._segmenter_loaded):
+                graphs.append(await asyncio.to_thread(self._graph_of, *item))
+                self._segmenter_loaded = self._segmenter_loaded or chinese
+            else:
+                graphs.append(self._graph_of(*item))
+                await asyncio.sleep(0)
         return graphs
+
+    def _graph_of(
+        self, memory: Memory, entities: Sequence[str], relations: Sequence[object]
+    ) -> MemoryGraph | None:
+        try:
+            return self._input.graph_of(memory, list(entities) or None, list(relations) or None)
+        except Exception:
+            logger.exception(
+                "%s: the graph of memory %d could not be derived; it keeps none",
+                self._base.agent,
+                memory.id,
+            )
+            return None
 
     def _keep(self, memories: Sequence[Memory], graphs: Sequence[MemoryGraph | None]) -> None:
         if len(self._graphs) > _CACHE_AT_MOST:

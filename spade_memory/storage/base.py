@@ -339,16 +339,18 @@ class BaseMemoryStore:
         """
         return await self._fetchall(sql, params)
 
-    async def run_write(self, work: Callable[[sqlite3.Connection], T], what: str) -> T:
+    async def run_write(
+        self, work: Callable[[sqlite3.Connection], T], what: str, *, durable: bool = True
+    ) -> T:
         """Run ``work`` as one whole write transaction on the connection's thread
-        (:meth:`Writer.run <spade_memory.storage.writer.Writer.run>`); ``what`` names
-        it in errors.
+        (:meth:`Writer.run <spade_memory.storage.writer.Writer.run>`, with its
+        ``durable``); ``what`` names it in errors.
 
         Raises:
             StorageError: the transaction failed; nothing of it was written.
         """
         try:
-            return await self._writer.run(work)
+            return await self._writer.run(work, durable=durable)
         except WriteFailed as exc:
             cause = f": {exc.__cause__}" if exc.__cause__ is not None else ""
             raise StorageError(f"{self._label}: {what}: {exc.what}{cause}") from exc
@@ -668,9 +670,15 @@ class BaseMemoryStore:
     async def write_derived(
         self, items: Sequence[tuple[int, MemoryGraph | None, float]]
     ) -> builtins.list[int]:
-        """Write derived graphs and clear their marks in one transaction; the ids written."""
+        """Write derived graphs and clear their marks in one transaction; the ids written.
+
+        Its commit is not synced: a power cut that undoes it undoes the clearing of
+        the marks too, and the memories are derived again on the next open.
+        """
         self._check_open()
-        return await self.run_write(partial(derivation.write_derived, items), "derivation")
+        return await self.run_write(
+            partial(derivation.write_derived, items), "derivation", durable=False
+        )
 
     # -- embeddings --------------------------------------------------------
 
