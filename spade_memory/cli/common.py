@@ -241,6 +241,7 @@ async def open_memory(
     embeds: bool = False,
     vectors: bool = True,
     forms: bool = False,
+    derives: bool = False,
 ) -> AsyncIterator[MemoryManager]:
     """Open the memory of ``args.jid`` under ``args.root`` (refusing unknown agents).
 
@@ -258,9 +259,12 @@ async def open_memory(
     vector index is loaded, and the embedding code is not imported. Kept
     conversations are formed into memories only by a command that ``forms``
     (``form``), with the rules of the default
-    :class:`~spade_memory.config.FormationConfig`.
+    :class:`~spade_memory.config.FormationConfig`. A command that ``derives`` (an
+    import) stores with ``StorageConfig(derive_in_background=True)``: its memories'
+    graphs and atoms are derived in batches after they are written
+    (:func:`embed_pending` waits for them, with their progress).
     """
-    from ..config import FormationConfig, MaintenanceConfig, MemoryConfig
+    from ..config import FormationConfig, MaintenanceConfig, MemoryConfig, StorageConfig
     from ..identity import AgentIdentity
     from ..storage.registry import Registry
     from ..storage.traces import find_traces
@@ -288,6 +292,7 @@ async def open_memory(
         embedder=plan.choice,
         maintenance=MaintenanceConfig(check_on_open=False, behaviour=False, embed_on_open=False),
         formation=FormationConfig(form=forms),
+        storage=StorageConfig(derive_in_background=derives),
     )
     start_empty = bool(getattr(args, "start_empty", False))
     # What a restore or an empty start did is logged at WARNING (on stderr).
