@@ -106,8 +106,12 @@ class Engine:
             batch_size=config.storage.derive_batch_size,
             on_derived=self._derived,
         )
-        # Marks an earlier run left are derived now, whatever this run's setting.
-        self.deriver.start(resume=not base.created)
+        # Marks an earlier run left are derived on open, whatever this run's setting,
+        # unless nothing is to be done on open (MaintenanceConfig.embed_on_open: a
+        # command-line look changes nothing); then on the next change or flush.
+        resume = not base.created and config.maintenance.embed_on_open
+        self._marks_left = not base.created and not resume
+        self.deriver.start(resume=resume)
         self._closed = False
         self.access = AccessRecorder(base, jid=identity.jid, clock=clock, closed=self._is_closed)
 
@@ -187,7 +191,8 @@ class Engine:
         """The memory changed: drop cached searches, let the indexer embed anew and
         (with background derivation) the pipeline derive what was marked."""
         self.retriever.invalidate()
-        if self.config.storage.derive_in_background:
+        if self.config.storage.derive_in_background or self._marks_left:
+            self._marks_left = False
             self.deriver.notify()
         if self.indexer is not None:
             self.indexer.notify()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -9,7 +11,8 @@ from pathlib import Path
 import pytest
 from factories import UNDO_DERIVATION
 
-from spade_memory.config import MemoryConfig, RetrievalConfig, StorageConfig
+from spade_memory.config import MaintenanceConfig, MemoryConfig, RetrievalConfig, StorageConfig
+from spade_memory.engine.derivation import GATHER_AT_MOST_SECONDS
 from spade_memory.manager import MemoryManager
 from spade_memory.models import Scope
 
@@ -153,3 +156,17 @@ async def test_a_version_9_database_migrates_with_nothing_pending(root: Path) ->
         await memory.flush()
         assert (await memory.atoms(stored.id))[0].status == "superseded"
         assert [a.text for a in await memory.atoms(later.id)] == [later.content]
+
+
+async def test_a_look_that_embeds_nothing_on_open_derives_nothing_either(root: Path) -> None:
+    async with await _paused(root) as memory:
+        stored = await memory.store("Hana lives in Kobe.")
+    quiet = dataclasses.replace(
+        _config(root), maintenance=MaintenanceConfig(check_on_open=False, embed_on_open=False)
+    )
+    async with await MemoryManager.open("derive@localhost", quiet) as memory:
+        await asyncio.sleep(2 * GATHER_AT_MOST_SECONDS)
+        assert await _pending(memory) == 1  # opening wrote nothing
+        await memory.flush()
+        assert await _pending(memory) == 0
+        assert [a.text for a in await memory.atoms(stored.id)] == [stored.content]
