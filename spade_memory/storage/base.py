@@ -23,6 +23,7 @@ import logging
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -36,6 +37,7 @@ from ..text.graph import MemoryGraph
 from . import (
     checksums,
     database_open,
+    derivation,
     embeddings,
     file_peek,
     memory_reads,
@@ -44,6 +46,7 @@ from . import (
     structure,
 )
 from .damage import DamageGuard
+from .derivation import Deferred
 from .files import create_private
 from .group_commit import GroupCommit
 from .keyword_plan import KeywordPlanner
@@ -336,16 +339,18 @@ class BaseMemoryStore:
         """
         return await self._fetchall(sql, params)
 
-    async def run_write(self, work: Callable[[sqlite3.Connection], T], what: str) -> T:
+    async def run_write(
+        self, work: Callable[[sqlite3.Connection], T], what: str, *, durable: bool = True
+    ) -> T:
         """Run ``work`` as one whole write transaction on the connection's thread
-        (:meth:`Writer.run <spade_memory.storage.writer.Writer.run>`); ``what`` names
-        it in errors.
+        (:meth:`Writer.run <spade_memory.storage.writer.Writer.run>`, with its
+        ``durable``); ``what`` names it in errors.
 
         Raises:
             StorageError: the transaction failed; nothing of it was written.
         """
         try:
-            return await self._writer.run(work)
+            return await self._writer.run(work, durable=durable)
         except WriteFailed as exc:
             cause = f": {exc.__cause__}" if exc.__cause__ is not None else ""
             raise StorageError(f"{self._label}: {what}: {exc.what}{cause}") from exc
@@ -397,7 +402,11 @@ class BaseMemoryStore:
     # -- writes ----------------------------------------------------------
 
     async def insert(
-        self, new: NewMemory, text: IndexedText, *, graph: MemoryGraph | None = None
+        self,
+        new: NewMemory,
+        text: IndexedText,
+        *,
+        graph: MemoryGraph | Deferred | None = None,
     ) -> Memory:
         """Insert one memory, its FTS row and its graph; returns once committed.
 
@@ -413,7 +422,7 @@ class BaseMemoryStore:
         self,
         items: Sequence[tuple[NewMemory, IndexedText]],
         *,
-        graphs: Sequence[MemoryGraph | None] | None = None,
+        graphs: Sequence[MemoryGraph | Deferred | None] | None = None,
         graph_time: float | None = None,
     ) -> builtins.list[Memory]:
         """Insert memories, their FTS rows and their graphs in one transaction.
@@ -650,6 +659,37 @@ class BaseMemoryStore:
 
     async def agent_stats(self) -> dict[str, Any]:
         return await memory_reads.agent_stats(self._fetchall, self._agent)
+
+    # -- derivation --------------------------------------------------------
+
+    async def pending_derivations(
+        self, limit: int, *, after_id: int = 0
+    ) -> builtins.list[derivation.PendingMemory]:
+        """Memories whose graph is still to be derived, oldest first, past ``after_id``."""
+        return await derivation.read_pending(self._fetchall, limit, after_id=after_id)
+
+    async def pending_newer_than(
+        self, memory_ids: Sequence[int], limit: int
+    ) -> builtins.list[Memory]:
+        """Memories still to be derived among and newer than the oldest of ``memory_ids``."""
+        return await derivation.pending_after(self._fetchall, memory_ids, limit)
+
+    async def count_pending_derivations(self, memory_ids: Sequence[int] | None = None) -> int:
+        """How many memories wait for their graph (among ``memory_ids`` when given)."""
+        return await derivation.count_pending(self._fetchall, memory_ids)
+
+    async def write_derived(
+        self, items: Sequence[tuple[int, MemoryGraph | None, float]]
+    ) -> builtins.list[int]:
+        """Write derived graphs and clear their marks in one transaction; the ids written.
+
+        Its commit is not synced: a power cut that undoes it undoes the clearing of
+        the marks too, and the memories are derived again on the next open.
+        """
+        self._check_open()
+        return await self.run_write(
+            partial(derivation.write_derived, items), "derivation", durable=False
+        )
 
     # -- embeddings --------------------------------------------------------
 

@@ -151,11 +151,12 @@ class CheckReads:
         return [None if row[0] is None else int(row[0]) for row in rows]
 
     async def memories_missing_graph(self) -> builtins.list[int]:
-        """Memories without any atom (their graph was never written), by id."""
+        """Memories without any atom (their graph was never written), by id; not those
+        still waiting for the derivation pipeline (``derive_pending``)."""
         return _ids(
             await self._fetch(
                 "SELECT id FROM memories WHERE id NOT IN (SELECT memory_id FROM memory_atoms) "
-                "ORDER BY id",
+                "AND id NOT IN (SELECT memory_id FROM derive_pending) ORDER BY id",
                 (),
             )
         )
@@ -324,11 +325,13 @@ class LockedChecks(CheckReads):
         return deleted
 
     async def graphless_among(self, memory_ids: Sequence[int]) -> set[int]:
-        """Which of these memories (at most 500) exist and have no atom."""
+        """Which of these memories (at most 500) exist, have no atom and are not
+        waiting for the derivation pipeline."""
         ids = list(memory_ids)
         rows = await self._db.execute_fetchall(
             f"SELECT id FROM memories WHERE id IN ({placeholders(len(ids))}) "
-            "AND id NOT IN (SELECT memory_id FROM memory_atoms)",
+            "AND id NOT IN (SELECT memory_id FROM memory_atoms) "
+            "AND id NOT IN (SELECT memory_id FROM derive_pending)",
             ids,
         )
         return {int(row[0]) for row in rows}

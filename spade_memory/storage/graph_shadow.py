@@ -369,6 +369,11 @@ class GraphSwitch:
                 "forgotten_atoms AS f WHERE f.memory_id = memory_atoms.memory_id "
                 "AND f.position = memory_atoms.position AND f.text = memory_atoms.text)"
             )
+            # Memories the shadow derived are no longer waiting for the pipeline.
+            await db.execute(
+                "DELETE FROM main.derive_pending WHERE memory_id IN (SELECT memory_id FROM "
+                f"{_ATTACHED}.memory_atoms UNION SELECT memory_id FROM {_ATTACHED}.graph_entries)"
+            )
             await db.execute("DROP TABLE temp.kept_graph_vectors")
             await db.execute("DROP TABLE temp.forgotten_atoms")
             for statement in drop_change_log(self._table):

@@ -26,6 +26,7 @@ from ..errors import StorageError
 from ..models import Memory
 from ..text.graph import MemoryGraph
 from .batching import Batcher, Pending
+from .derivation import Deferred
 from .memory_rows import IndexedText, NewMemory
 
 __all__ = ["GroupCommit", "InsertMany"]
@@ -40,7 +41,7 @@ class InsertMany(Protocol):
         self,
         items: Sequence[tuple[NewMemory, IndexedText]],
         *,
-        graphs: Sequence[MemoryGraph | None] | None = None,
+        graphs: Sequence[MemoryGraph | Deferred | None] | None = None,
     ) -> Awaitable[list[Memory]]: ...
 
 
@@ -52,7 +53,7 @@ FindByUid = Callable[[str], Awaitable[Memory | None]]
 class _Insert:
     new: NewMemory
     text: IndexedText
-    graph: MemoryGraph | None
+    graph: MemoryGraph | Deferred | None
 
 
 _Queued = Pending[_Insert, Memory]
@@ -78,7 +79,9 @@ class GroupCommit:
         """Held while a group's transaction runs."""
         return self._batcher.gate
 
-    async def insert(self, new: NewMemory, text: IndexedText, graph: MemoryGraph | None) -> Memory:
+    async def insert(
+        self, new: NewMemory, text: IndexedText, graph: MemoryGraph | Deferred | None
+    ) -> Memory:
         """Queue one insert; returns once the transaction holding it committed."""
         return await self._batcher.submit(_Insert(new, text, graph))
 

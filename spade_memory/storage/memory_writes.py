@@ -21,6 +21,7 @@ from ..errors import StorageError
 from ..models import Memory, Scope
 from ..text.content_key import content_key
 from ..text.graph import MemoryGraph
+from .derivation import Deferred, clear_pending, mark_pending
 from .graph import (
     delete_graph,
     delete_graph_rows,
@@ -198,7 +199,7 @@ class InsertTransaction:
         rows: Sequence[tuple[NewMemory, IndexedText, str]],
         agent: str,
         last: float,
-        graphs: Sequence[MemoryGraph | None] | None,
+        graphs: Sequence[MemoryGraph | Deferred | None] | None,
         graph_time: float | None,
     ) -> None:
         self.rows = rows
@@ -213,7 +214,7 @@ class InsertTransaction:
         cls,
         items: Sequence[tuple[NewMemory, IndexedText]],
         agent: str,
-        graphs: Sequence[MemoryGraph | None] | None,
+        graphs: Sequence[MemoryGraph | Deferred | None] | None,
         graph_time: float | None,
     ) -> InsertTransaction:
         """The transaction inserting ``items`` (their metadata as JSON) for ``agent``."""
@@ -235,7 +236,8 @@ class InsertTransaction:
         """The rows, FTS rows, stats and graphs; inside the writer's transaction.
 
         A reinforced copy gets no new graph: its atoms are reinforced instead, and
-        it is read back as it now is.
+        it is read back as it now is. A :class:`Deferred` graph is not written: the
+        memory is marked for the derivation pipeline instead, in this transaction.
         """
         ids, reinforced = insert_rows(self.rows, self.agent, self.last, db)
         if self.graphs is not None:
@@ -245,12 +247,13 @@ class InsertTransaction:
                 when = new.created_at if self.graph_time is None else self.graph_time
                 if memory_id in reinforced:
                     reinforce_atoms(memory_id, graph.reinforcement_factor, when, db)
+                elif isinstance(graph, Deferred):
+                    mark_pending(memory_id, graph, self.graph_time, db)
                 else:
                     write_graph_rows(memory_id, graph, when, db)
         if reinforced:
             found = db.execute(
-                f"SELECT {COLUMNS} FROM memories WHERE id IN "
-                f"({', '.join('?' * len(reinforced))})",
+                f"SELECT {COLUMNS} FROM memories WHERE id IN ({', '.join('?' * len(reinforced))})",
                 sorted(reinforced),
             ).fetchall()
             self.reinforced = {int(row[0]): row_to_memory(row) for row in found}
@@ -329,6 +332,7 @@ async def update_memory(
             if graph is not None:
                 await delete_graph(db, memory_id)
                 await write_graph(db, memory_id, graph, now=now)
+                await run_on_connection(db, partial(clear_pending, memory_id))
             await db.execute(
                 "UPDATE agent_stats SET updates = updates + 1 WHERE agent = ?", (agent,)
             )
@@ -345,6 +349,7 @@ def delete_rows(memory_id: int, agent: str, db: sqlite3.Connection) -> bool:
     if removed:
         db.execute("DELETE FROM memories_fts WHERE rowid = ?", (memory_id,))
         db.execute("DELETE FROM embeddings WHERE memory_id = ?", (memory_id,))
+        clear_pending(memory_id, db)
         db.execute("UPDATE agent_stats SET forgets = forgets + 1 WHERE agent = ?", (agent,))
     return bool(removed)
 

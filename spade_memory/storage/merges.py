@@ -104,6 +104,7 @@ async def merge_memories(
             await db.execute("DELETE FROM embeddings WHERE memory_id = ?", (survivor,))
             await delete_graph(db, survivor)
             await write_graph(db, survivor, graph, now=fields.updated_at)
+            await db.execute("DELETE FROM derive_pending WHERE memory_id = ?", (survivor,))
         for other in others:
             # The survivor keeps the sources of its merged copies: formed from them if it
             # was formed itself, else told again by them (forgetting their conversation

@@ -299,6 +299,20 @@ _V9 = (
     "CREATE INDEX memory_sources_by_session ON memory_sources (session_id, memory_id)",
 )
 
+_V10 = (
+    # Memories whose graph rows and atoms are still to be derived: marked in the
+    # transaction that inserts the memory, cleared in the one that writes them
+    # (engine/derivation.py), so a crash in between derives them on the next open.
+    # The entities and relations a caller named (JSON), and when the atoms start
+    # their lives (NULL: the memory's created_at). Existing memories are derived.
+    """CREATE TABLE derive_pending (
+        memory_id  INTEGER PRIMARY KEY REFERENCES memories (id) ON DELETE CASCADE,
+        entities   TEXT,
+        relations  TEXT,
+        graph_time REAL
+    )""",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _V1),
     Migration(2, "graph nodes, edges, entries and memory atoms", _V2),
@@ -309,6 +323,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(7, "the content key of each memory, to find stored copies", _V7),
     Migration(8, "a checksum of each memory's row", _V8),
     Migration(9, "the conversation store and the sources of formed memories", _V9),
+    Migration(10, "memories whose graph and atoms are still to be derived", _V10),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

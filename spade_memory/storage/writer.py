@@ -48,13 +48,29 @@ class _Whole(Generic[T]):
     written (as when each statement was a hop of its own).
     """
 
-    def __init__(self, work: Callable[[sqlite3.Connection], T]) -> None:
+    def __init__(self, work: Callable[[sqlite3.Connection], T], *, durable: bool = True) -> None:
         self.work = work
+        self.durable = durable
         self.abandoned = False
 
     def __call__(self, db: sqlite3.Connection) -> T:
         if self.abandoned:
             raise WriteFailed("the write was cancelled before it began")
+        if self.durable:
+            return self._run(db)
+        # Not synced at its commit (WAL, synchronous NORMAL): the next synced commit
+        # or checkpoint takes its frames to the disk with it. A power cut before
+        # that loses it whole, never half, and nothing later survives without it.
+        setting = db.execute("PRAGMA synchronous").fetchone()[0]
+        if int(setting) < 2:  # already OFF or NORMAL
+            return self._run(db)
+        db.execute("PRAGMA synchronous = NORMAL")
+        try:
+            return self._run(db)
+        finally:
+            db.execute(f"PRAGMA synchronous = {int(setting)}")
+
+    def _run(self, db: sqlite3.Connection) -> T:
         try:
             db.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
@@ -143,13 +159,16 @@ class Writer:
                 await self._damaged(exc)
                 raise StorageError(f"{self._label}: could not commit: {exc}") from exc
 
-    async def run(self, work: Callable[[sqlite3.Connection], T]) -> T:
+    async def run(self, work: Callable[[sqlite3.Connection], T], *, durable: bool = True) -> T:
         """Run ``work`` as one whole transaction in one hop, behind the lock.
 
         ``work`` runs between ``BEGIN IMMEDIATE`` and ``COMMIT`` on the connection's
         thread and must neither commit nor roll back; if it raises, the transaction
         is rolled back and its error reaches the caller. A caller cancelled before
-        the ``COMMIT`` began leaves nothing written.
+        the ``COMMIT`` began leaves nothing written. ``durable=False``: the commit
+        is not synced to the disk (``synchronous=NORMAL`` for it), for a write a
+        power cut may undo because it is made again (a derivation and the clearing
+        of its mark, together).
 
         Raises:
             WriteFailed: the transaction could not begin or commit, or its caller
@@ -159,7 +178,7 @@ class Writer:
         self._check_open()
         async with self.lock:
             self._check_open()
-            whole = _Whole(work)
+            whole = _Whole(work, durable=durable)
             try:
                 return await run_on_connection(self._db, whole)
             except asyncio.CancelledError:

@@ -163,6 +163,23 @@ def test_export_then_import_round_trips_exactly(
     assert out_file.read_text(encoding="utf-8") == again
 
 
+def test_import_derives_graphs_and_atoms_with_progress(
+    root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, out, _ = run(capsys, "export", ALICE, "--root", str(root))
+    dump = tmp_path / "alice.jsonl"
+    dump.write_text(out, encoding="utf-8")
+    status, said, err = run(
+        capsys, "import", "erin@localhost", str(dump), "--root", str(root), "--embedder", "hashing"
+    )
+    assert status == 0 and f"imported {len(FACTS)} memories" in said
+    assert f"deriving graphs and atoms: {len(FACTS)} memories in" in err
+    with sqlite3.connect(root / AgentIdentity.of("erin@localhost").database_name) as db:
+        assert db.execute("SELECT count(*) FROM derive_pending").fetchone()[0] == 0
+        derived = db.execute("SELECT count(DISTINCT memory_id) FROM memory_atoms").fetchone()[0]
+    assert derived == len(FACTS)
+
+
 def test_import_reads_stdin_and_refuses_what_is_not_an_export(
     root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -1,0 +1,158 @@
+"""The durable mark of memories whose graph rows and atoms are still to be derived.
+
+With background derivation (``StorageConfig.derive_in_background``) a memory's
+insert commits its row and keyword index with a mark in ``derive_pending``
+(:func:`mark_pending`, in the insert's own transaction); the derivation pipeline
+(:mod:`spade_memory.engine.derivation`) later reads the marked memories in id order
+(:func:`read_pending`) and writes the graphs of a batch in one transaction that
+clears their marks (:func:`write_derived`). A crash between the two leaves the
+marks, and the next open derives those memories. A memory deleted or whose graph
+was written by another path meanwhile has no mark any more, and is skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..models import Memory
+from ..text.graph import MemoryGraph
+from .graph import write_graph_rows
+from .memory_rows import COLUMNS, Fetch, row_to_memory
+from .sql import chunks, placeholders
+
+__all__ = [
+    "Deferred",
+    "PendingMemory",
+    "clear_pending",
+    "count_pending",
+    "mark_pending",
+    "pending_after",
+    "read_pending",
+    "write_derived",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Deferred:
+    """A memory's graph, derived after its insert commits.
+
+    Args:
+        entities: the entity names the caller gave (checked).
+        relations: the relations the caller gave (checked ``{source, relation, target}``).
+        reinforcement_factor: the lifetime a reinforcement adds to the atoms of a
+            stored copy, when the insert finds one (``AtomConfig``).
+    """
+
+    entities: tuple[str, ...] = ()
+    relations: tuple[Mapping[str, str], ...] = ()
+    reinforcement_factor: float = 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class PendingMemory:
+    """A memory whose graph is still to be derived, with what derivation needs."""
+
+    memory: Memory
+    entities: tuple[str, ...]
+    relations: tuple[dict[str, str], ...]
+    graph_time: float | None
+
+
+_INSERT_MARK = (
+    "INSERT OR REPLACE INTO derive_pending (memory_id, entities, relations, graph_time) "
+    "VALUES (?, ?, ?, ?)"
+)
+_READ = (
+    f"SELECT {COLUMNS}, p.entities, p.relations, p.graph_time FROM derive_pending AS p "
+    "JOIN memories ON memories.id = p.memory_id WHERE p.memory_id > ? "
+    "ORDER BY p.memory_id LIMIT ?"
+)
+
+
+def mark_pending(
+    memory_id: int, deferred: Deferred, graph_time: float | None, db: sqlite3.Connection
+) -> None:
+    """Mark one memory's graph as still to be derived; inside its insert transaction."""
+    db.execute(
+        _INSERT_MARK,
+        (
+            memory_id,
+            json.dumps(list(deferred.entities), ensure_ascii=False) if deferred.entities else None,
+            json.dumps([dict(r) for r in deferred.relations], ensure_ascii=False)
+            if deferred.relations
+            else None,
+            graph_time,
+        ),
+    )
+
+
+def clear_pending(memory_id: int, db: sqlite3.Connection) -> None:
+    """Drop one memory's mark (its graph was written by another path, or it is gone)."""
+    db.execute("DELETE FROM derive_pending WHERE memory_id = ?", (memory_id,))
+
+
+def _pending(row: Sequence[Any]) -> PendingMemory:
+    width = len(row) - 3
+    entities, relations, graph_time = row[width:]
+    return PendingMemory(
+        memory=row_to_memory(row[:width]),
+        entities=tuple(json.loads(entities)) if entities else (),
+        relations=tuple(json.loads(relations)) if relations else (),
+        graph_time=None if graph_time is None else float(graph_time),
+    )
+
+
+async def read_pending(fetch: Fetch, limit: int, *, after_id: int = 0) -> list[PendingMemory]:
+    """Up to ``limit`` marked memories past ``after_id``, oldest first."""
+    rows = await fetch(_READ, (int(after_id), int(limit)))
+    return [_pending(row) for row in rows]
+
+
+async def pending_after(fetch: Fetch, memory_ids: Sequence[int], limit: int) -> list[Memory]:
+    """The marked memories among and newer than the oldest of ``memory_ids`` (at most
+    ``limit``, the oldest first)."""
+    if not memory_ids:
+        return []
+    rows = await fetch(
+        f"SELECT {COLUMNS} FROM derive_pending AS p JOIN memories ON memories.id = p.memory_id "
+        "WHERE p.memory_id >= ? ORDER BY p.memory_id LIMIT ?",
+        (min(memory_ids), int(limit)),
+    )
+    return [row_to_memory(row) for row in rows]
+
+
+async def count_pending(fetch: Fetch, memory_ids: Sequence[int] | None = None) -> int:
+    """How many memories are marked (among ``memory_ids`` when given)."""
+    if memory_ids is None:
+        rows = await fetch("SELECT count(*) FROM derive_pending", ())
+        return int(rows[0][0])
+    total = 0
+    for chunk in chunks(list(memory_ids)):
+        rows = await fetch(
+            f"SELECT count(*) FROM derive_pending WHERE memory_id IN ({placeholders(len(chunk))})",
+            list(chunk),
+        )
+        total += int(rows[0][0])
+    return total
+
+
+def write_derived(
+    items: Sequence[tuple[int, MemoryGraph | None, float]], db: sqlite3.Connection
+) -> list[int]:
+    """Write the graphs of ``items`` (memory id, graph, atoms' start) and clear their
+    marks, inside one transaction on the connection's thread; the ids written (a
+    memory whose mark is gone meanwhile is skipped; one without a graph, whose
+    extraction failed, only loses its mark)."""
+    written: list[int] = []
+    for memory_id, graph, when in items:
+        cursor = db.execute("DELETE FROM derive_pending WHERE memory_id = ?", (memory_id,))
+        if cursor.rowcount:
+            if graph is not None:
+                write_graph_rows(memory_id, graph, when, db)
+            written.append(memory_id)
+        cursor.close()
+    return written

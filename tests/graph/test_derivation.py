@@ -1,0 +1,172 @@
+"""Background derivation: graph rows and atoms written after the store is acknowledged."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import sqlite3
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from factories import UNDO_DERIVATION
+
+from spade_memory.config import MaintenanceConfig, MemoryConfig, RetrievalConfig, StorageConfig
+from spade_memory.engine.derivation import GATHER_AT_MOST_SECONDS
+from spade_memory.manager import MemoryManager
+from spade_memory.models import Scope
+
+
+def _config(root: Path | None = None, **storage: object) -> MemoryConfig:
+    settings = StorageConfig(derive_in_background=True, **storage)  # type: ignore[arg-type]
+    retrieval = RetrievalConfig(cache_ttl_seconds=0)
+    if root is None:
+        return MemoryConfig(in_memory=True, embedder=None, storage=settings, retrieval=retrieval)
+    return MemoryConfig(root=root, embedder="hashing", storage=settings, retrieval=retrieval)
+
+
+@pytest.fixture
+async def memory() -> AsyncIterator[MemoryManager]:
+    async with await MemoryManager.open("derive@localhost", _config()) as opened:
+        await opened.maintenance.wait()
+        yield opened
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    return tmp_path / "memory"
+
+
+async def _paused(root: Path) -> MemoryManager:
+    """The memory under ``root`` with its derivation pipeline stopped: marks stay."""
+    opened = await MemoryManager.open("derive@localhost", _config(root))
+    await opened.maintenance.wait()
+    await opened.flush()  # what an earlier open left is derived first
+    await opened._engine.deriver.aclose()
+    return opened
+
+
+async def _pending(memory: MemoryManager) -> int:
+    return await memory._engine.base.count_pending_derivations()
+
+
+async def test_a_store_is_derived_after_it_is_acknowledged(root: Path) -> None:
+    async with await _paused(root) as memory:
+        stored = await memory.store("Alice works at Acme in Berlin.", entities=["Zed"])
+        assert await _pending(memory) == 1
+        assert await memory.atoms(stored.id) == []
+        # found by its document route meanwhile, and recalled whole
+        assert stored.id in {r.memory.id for r in await memory.search("Acme Berlin")}
+        recalled = await memory.recall_memory(stored.id)
+        assert recalled is not None and recalled.content == stored.content
+        assert (await memory.check(deep=True)).clean  # pending is not missing
+    async with await MemoryManager.open("derive@localhost", _config(root)) as memory:
+        await memory.flush()
+        assert await _pending(memory) == 0
+        atoms = await memory.atoms(stored.id)
+        assert [a.text for a in atoms] == ["Alice works at Acme in Berlin."]
+        nodes = await memory._engine.base.fetchall("SELECT value FROM graph_nodes")
+        assert {"Alice", "Acme", "Zed"} <= {row[0] for row in nodes}  # the caller's names kept
+
+
+async def test_a_pending_claim_already_hides_the_older_one(root: Path) -> None:
+    async with await MemoryManager.open("derive@localhost", _config(root)) as memory:
+        paris = await memory.store("Alice lives in Paris.")
+        await memory.flush()
+    async with await _paused(root) as memory:
+        berlin = await memory.store("Alice lives in Berlin.")
+        assert await _pending(memory) == 1
+        # the older atom is still active in the database, but not injected as current
+        assert (await memory.atoms(paris.id))[0].status == "active"
+        recalled = await memory.recall("where does Alice live")
+        assert [r.memory.id for r in recalled] == [berlin.id]
+        assert await memory.recall_memory(paris.id) is None
+        assert [r.memory.id for r in await memory.search("where does Alice live")] == [berlin.id]
+    async with await MemoryManager.open("derive@localhost", _config(root)) as memory:
+        await memory.flush()
+        assert (await memory.atoms(paris.id))[0].status == "superseded"
+
+
+async def test_two_pending_claims_the_newer_wins(root: Path) -> None:
+    async with await _paused(root) as memory:
+        paris = await memory.store("Alice lives in Paris.")
+        berlin = await memory.store("Alice lives in Berlin.")
+        assert await _pending(memory) == 2
+        assert await memory.recall_memory(paris.id) is None
+        recalled = await memory.recall_memory(berlin.id)
+        assert recalled is not None and recalled.content == berlin.content
+
+
+async def test_a_pending_claim_never_hides_across_scopes(root: Path) -> None:
+    async with await MemoryManager.open("derive@localhost", _config(root)) as memory:
+        lisbon = await memory.store("Carol lives in Lisbon.", scope=Scope.private("alice@x.org"))
+        await memory.flush()
+    async with await _paused(root) as memory:
+        await memory.store("Carol lives in Paris.", scope=Scope.private("bob@x.org"))
+        assert await _pending(memory) == 1
+        recalled = await memory.recall_memory(lisbon.id)
+        assert recalled is not None and recalled.content == lisbon.content
+
+
+async def test_bulk_forget_and_update_while_pending(root: Path) -> None:
+    async with await _paused(root) as memory:
+        stored = await memory.store_many(
+            [{"content": f"Bob met Carol in Rome on day {n}."} for n in range(300)]
+        )
+        gone, changed = stored[0], stored[1]
+        await memory.forget(gone.id)
+        await memory.update(changed.id, content="Bob met Dave in Oslo.")
+        assert await _pending(memory) == 298  # forgotten: no mark; updated: derived now
+        assert [a.text for a in await memory.atoms(changed.id)] == ["Bob met Dave in Oslo."]
+    async with await MemoryManager.open("derive@localhost", _config(root)) as memory:
+        await memory.flush()
+        assert await _pending(memory) == 0
+        assert await memory.atoms(gone.id) == []
+        assert [a.text for a in await memory.atoms(changed.id)] == ["Bob met Dave in Oslo."]
+        assert len(await memory.atoms(stored[-1].id)) == 1
+        counts = await memory._engine.atoms.counts_by_status()
+        assert sum(counts.values()) == 299  # one per memory: none written twice
+        assert (await memory.check(deep=True)).clean
+
+
+async def test_derivation_in_the_background_catches_up(memory: MemoryManager) -> None:
+    stored = await memory.store_many(
+        [{"content": f"Erin moved to Kyoto in {1990 + n}."} for n in range(200)]
+    )
+    await memory.store("我们明天去北京。")
+    await memory.flush()
+    assert await _pending(memory) == 0
+    assert memory._engine.deriver.derived == 201
+    for sample in stored[::40]:
+        assert [a.text for a in await memory.atoms(sample.id)] == [sample.content]
+
+
+async def test_a_version_9_database_migrates_with_nothing_pending(root: Path) -> None:
+    async with await MemoryManager.open("derive@localhost", _config(root)) as memory:
+        stored = await memory.store("Frank lives in Porto.")
+        await memory.flush()
+        path = memory._engine.base.path
+    assert path is not None
+    with sqlite3.connect(path) as db:
+        db.executescript(";".join(UNDO_DERIVATION) + ";")
+    async with await MemoryManager.open("derive@localhost", _config(root)) as memory:
+        assert await _pending(memory) == 0  # what it holds was derived already
+        assert [a.text for a in await memory.atoms(stored.id)] == [stored.content]
+        later = await memory.store("Frank lives in Faro.")
+        await memory.flush()
+        assert (await memory.atoms(stored.id))[0].status == "superseded"
+        assert [a.text for a in await memory.atoms(later.id)] == [later.content]
+
+
+async def test_a_look_that_embeds_nothing_on_open_derives_nothing_either(root: Path) -> None:
+    async with await _paused(root) as memory:
+        stored = await memory.store("Hana lives in Kobe.")
+    quiet = dataclasses.replace(
+        _config(root), maintenance=MaintenanceConfig(check_on_open=False, embed_on_open=False)
+    )
+    async with await MemoryManager.open("derive@localhost", quiet) as memory:
+        await asyncio.sleep(2 * GATHER_AT_MOST_SECONDS)
+        assert await _pending(memory) == 1  # opening wrote nothing
+        await memory.flush()
+        assert await _pending(memory) == 0
+        assert [a.text for a in await memory.atoms(stored.id)] == [stored.content]
