@@ -95,6 +95,9 @@ class GraphHits:
     keyword: dict[int, float] = field(default_factory=dict)
     vector: dict[int, float] = field(default_factory=dict)
     nodes: tuple[str, ...] = ()
+    # memories found only through a link (a hop from what the query names): they
+    # hold the answer to a question about whom someone is linked to, not its words
+    linked: frozenset[int] = frozenset()
 
 
 def hub_threshold(total: int, fraction: float) -> float:
@@ -145,7 +148,9 @@ class GraphRetriever:
         without it there is no speaker step. With a ``viewer``, only memories it
         sees are found, and only through edges of memories it sees.
         """
-        raw, nodes, speakers = await self._keyword(query, intent, candidates, categories, viewer)
+        raw, nodes, speakers, linked = await self._keyword(
+            query, intent, candidates, categories, viewer
+        )
         floor = self._config.tuning.graph_speaker_score
         spoken: set[int] = set()
         if speakers and nearest is not None and floor > 0:
@@ -155,6 +160,7 @@ class GraphRetriever:
             )
         else:
             hits = await self._anchored(raw, nodes, candidates, query_vector, intent)
+        hits.linked = frozenset(linked.intersection(hits.scores))
         for memory_id in spoken:
             if hits.scores.get(memory_id, 0.0) < floor:
                 hits.scores[memory_id] = floor
@@ -207,13 +213,14 @@ class GraphRetriever:
         candidates: int,
         categories: Sequence[str] | None,
         viewer: Viewer | None,
-    ) -> tuple[dict[int, float], tuple[str, ...], list[NodeHit]]:
+    ) -> tuple[dict[int, float], tuple[str, ...], list[NodeHit], set[int]]:
         """Evidence per memory, summed: each match through an entity weighs its rarity.
 
         A match through a rare entity counts about 1, through an entity most
         memories name almost nothing. Such hubs find no memories by themselves,
         and are expanded through typed relations only ("Melanie likes pottery").
-        The speaker nodes the query names are returned apart (third).
+        The speaker nodes the query names are returned apart (third), and the
+        memories found only through a hop (fourth).
         """
         store = self._store
         # Queries of one step go to the connection together (one connection serves
@@ -255,6 +262,7 @@ class GraphRetriever:
             viewer=viewer,
         ):
             raw[memory_id] = raw.get(memory_id, 0.0) + score
+        found_directly = set(raw)
         frontier = {n.id: weights[n.id] if n.id in seeds else _HUB_WEIGHT for n in nodes}
         seen = set(weights)
         decay = self._config.tuning.graph_hop_decay
@@ -282,13 +290,14 @@ class GraphRetriever:
         text_hits = await text_matches(
             store, query, named_words, candidates, total, categories, cap, viewer, intent.relations
         )
+        linked = set(raw) - found_directly - set(text_hits)
         for memory_id, value in text_hits.items():
             raw[memory_id] = raw.get(memory_id, 0.0) + _FTS_WEIGHT * value
         if hubs and raw:
             # A hub still adds its (small) weight to the memories found otherwise.
             for memory_id, node_id in await store.entry_nodes(list(raw), hubs):
                 raw[memory_id] += weights[node_id]
-        return raw, named, speakers
+        return raw, named, speakers, linked
 
     def nearest_wanted(self, candidates: int) -> int:
         """How many nearest memories the speaker step looks at (0: it is off)."""
