@@ -348,17 +348,29 @@ def split_table(
     ordered: Sequence[SystemResult],
     splits: Sequence[tuple[int, int]],
 ) -> str:
-    """Recall@10 over categories 1-4 per group of conversations, and over all."""
+    """Per group of conversations: Recall@10 and MRR@10 over categories 1-4, and
+    Recall@10 / MRR@10 per category."""
     groups = [(f"{a}-{b}", conversations[a : b + 1]) for a, b in splits]
     groups.append(("all", conversations))
+    categories = [str(c) for c in sorted(CATEGORY_NAMES)]
     rows = []
-    for result in ordered:
-        cells = [result.name]
-        for _, part in groups:
-            scores = score_system(part, result)
-            cells.append(f"{_summaries(scores)['1-4'].recall10:.4f}")
-        rows.append(cells)
-    return markdown_table(["system", *(f"R@10 conv {name}" for name, _ in groups)], rows)
+    for name, part in groups:
+        for result in ordered:
+            summary = _summaries(score_system(part, result))
+            cells = [name, result.name]
+            for group in ("1-4", *categories):
+                found = summary.get(group)
+                cells.append(f"{found.recall10:.3f} / {found.mrr10:.3f}" if found else "")
+            rows.append(cells)
+    header = [
+        "conversations",
+        "system",
+        "1-4",
+        *(f"{c} {CATEGORY_NAMES[int(c)]}" for c in categories),
+    ]
+    return "Recall@10 / MRR@10 per group of conversations and category:\n\n" + markdown_table(
+        header, rows
+    )
 
 
 def main_tables(
