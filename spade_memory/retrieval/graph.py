@@ -9,7 +9,9 @@ Keyword part, as evidence summed per memory:
    Chinese name ("security team", 星辰科技) also counts for the memories whose
    text holds it, though their extraction did not make it an entity;
 2. from the matched nodes the graph is followed 1 hop (or 2, see
-   ``RetrievalConfig.graph_hops``), ``graph_hop_decay`` per hop: "who does Alice
+   ``RetrievalConfig.graph_hops``; a question about whom someone is linked to
+   goes on from the topics of the first hop to their people: person -> topic ->
+   person), ``graph_hop_decay`` per hop: "who does Alice
    work with?" reaches "Bob and Alice are on the payments team" (Alice) and from
    there the memories about Bob and about the payments team. Edges of the
    relation the query asks about ("work with" -> ``works_with``) count most,
@@ -56,6 +58,7 @@ from ..models import Viewer
 from ..storage.graph_store import GraphStore, NodeHit
 from ..text.extraction import EntityExtractor
 from ..text.speakers import SPEAKER_TYPE
+from ..text.topics import TOPIC_TYPE
 from .fusion import minmax
 from .graph_evidence import (
     expand,
@@ -76,6 +79,8 @@ _HUB_WEIGHT = 0.5  # what a hub passes on along its typed relations
 _HUB_MIN_ENTRIES = 20
 _HUB_MAX_ENTRIES = 1_000  # however large the memory, an entity named this often is a hub
 _PER_NEIGHBOUR = 20
+_SHARED = frozenset({TOPIC_TYPE, "thing"})  # what people share: a topic, a team they joined
+_PEOPLE = frozenset({"person", "name", "mention", "jid"})
 _SPEAKER_POOL = 100  # at least this many nearest memories looked at for a named speaker
 
 
@@ -266,12 +271,24 @@ class GraphRetriever:
         frontier = {n.id: weights[n.id] if n.id in seeds else _HUB_WEIGHT for n in nodes}
         seen = set(weights)
         decay = self._config.tuning.graph_hop_decay
-        for _ in range(self._config.graph_hops):
+        hops = self._config.graph_hops
+        topics: dict[int, float] = {}
+        for hop in range(hops + 1):
+            if hop == hops:
+                # Person -> topic -> person, for a question about whom someone is
+                # linked to: from the topics and things (a team one joined) of the
+                # first hop on to their people ("Marta" -> the payments team ->
+                # "Jonas"), when no second hop did.
+                frontier = topics if hops == 1 else {}
             if not frontier:
                 break
             frontier, entries = await expand(
                 store, frontier, seen, intent, total, hub, decay, set(hubs), read_nodes, viewer
             )
+            if hop == hops:
+                frontier = {k: v for k, v in frontier.items() if read_nodes[k].type in _PEOPLE}
+            elif hop == 0 and intent.relationship:
+                topics = {k: v for k, v in frontier.items() if read_nodes[k].type in _SHARED}
             seen.update(frontier)
             for memory_id, score in await memories_of(
                 store,
