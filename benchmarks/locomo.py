@@ -14,13 +14,16 @@ Run from the repository root::
     .venv/bin/python -m benchmarks.locomo --systems default --scoped
     .venv/bin/python -m benchmarks.locomo --systems default --splits 0-2,3-4
     .venv/bin/python -m benchmarks.locomo --systems default --split 3-4 --lowercase
+    .venv/bin/python -m benchmarks.locomo --systems default,keyword --splits 0-2,3-4 --typos
 
 ``--splits`` adds a table of recall@10 (categories 1-4) per group of conversations
 (``0-2``: the first three), so a rule chosen on some can be checked on the others.
 ``--split A-B`` keeps conversations A to B (0-based, inclusive): settings are chosen
 on 0-2 and checked on 3-4. ``--lowercase`` asks every question lower-cased with its
 punctuation dropped ("Who is Caroline's friend?" -> "who is carolines friend"), as a
-user typing fast would.
+user typing fast would. ``--typos`` puts one reproducible typo into one content word
+of every question (:func:`benchmarks.typos.misspell`: a letter deleted, inserted or
+replaced, or two swapped).
 
 ``--scoped`` adds a ``+scoped`` row per system: every turn is stored private to one
 asker (``Scope.private``) and every question is searched with the asker's
@@ -79,6 +82,7 @@ from .report import (
     write_json,
 )
 from .spade_llm_baseline import BASELINE_VENV_PYTHON, run_in_subprocess
+from .typos import misspell
 
 __all__ = [
     "SystemResult",
@@ -191,13 +195,15 @@ async def run_spade_memory(
     everything: Sequence[Conversation] = (),
     others: bool = False,
     lowercase: bool = False,
+    typos: bool = False,
 ) -> dict[str, SystemResult]:
     """Build each conversation's memory once per embedder and query it with every system.
 
     ``cache`` is a folder for the document embedding cache (``None``: none). With
     ``scoped``, each system also gets a ``+scoped`` result (see the module docstring;
     with ``others``, other owners' turns come from the next of ``everything``, or of
-    ``conversations`` when it is empty).
+    ``conversations`` when it is empty). ``lowercase`` and ``typos`` change the
+    questions as the module docstring says.
     """
     results = {
         system.name: SystemResult(system.name, system.description, system.label())
@@ -220,6 +226,8 @@ async def run_spade_memory(
             typed_casually(question.text) if lowercase else question.text
             for question in conversation.questions
         ]
+        if typos:
+            questions = [misspell(question) for question in questions]
         with tempfile.TemporaryDirectory(prefix="locomo-bench-") as folder:
             roots: dict[EmbedderName | None, Path] = {}
             for embedder, builder in builders.items():
@@ -348,8 +356,8 @@ def split_table(
     ordered: Sequence[SystemResult],
     splits: Sequence[tuple[int, int]],
 ) -> str:
-    """Per group of conversations: Recall@10 and MRR@10 over categories 1-4, and
-    Recall@10 / MRR@10 per category."""
+    """Per group of conversations (and over all): Recall@10 / MRR@10 over
+    categories 1-4 and per category (the temporal one, 2, among them)."""
     groups = [(f"{a}-{b}", conversations[a : b + 1]) for a, b in splits]
     groups.append(("all", conversations))
     categories = [str(c) for c in sorted(CATEGORY_NAMES)]
@@ -476,6 +484,11 @@ def _parser() -> argparse.ArgumentParser:
         help="ask the questions lower-cased, without punctuation",
     )
     parser.add_argument(
+        "--typos",
+        action="store_true",
+        help="ask every question with one typo in one of its content words",
+    )
+    parser.add_argument(
         "--systems",
         default=",".join(ALL_SYSTEMS),
         help=f"comma-separated of {', '.join(ALL_SYSTEMS)}",
@@ -562,6 +575,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             everything=load_locomo(data_dir) if args.others else (),
             others=args.others,
             lowercase=args.lowercase,
+            typos=args.typos,
         )
     )
     ordered = [results[system.name] for system in systems]
@@ -585,6 +599,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     table = sweep_table(ordered, summaries) if sweeping else main_tables(ordered, summaries)
     chosen = f"conversations {args.split}" if args.split else f"{len(conversations)} conversations"
     asked = "; questions lower-cased, punctuation dropped" if args.lowercase else ""
+    asked += "; one typo per question" if args.typos else ""
     facts = (
         f"{chosen}{asked}: {turns} turns, {questions} questions "
         f"({no_gold} without usable evidence, not scored); {dropped} evidence ids dropped "

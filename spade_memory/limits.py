@@ -70,6 +70,8 @@ class Limits:
             largest body an XMPP server passes on, with room to spare.
         message_id_chars: an XMPP message id kept with a message (clients use a few
             dozen characters; a longer one is no id of theirs).
+        graph_view_nodes: entities one look at the whole graph shows
+            (``MemoryManager.graph_overview``); a drawing of more is a hairball.
     """
 
     query_chars: int = 1_000
@@ -102,6 +104,7 @@ class Limits:
     scope_readers: int = 100
     message_chars: int = 100_000
     message_id_chars: int = 256
+    graph_view_nodes: int = 400
 
 
 LIMITS = Limits()

@@ -47,6 +47,15 @@ from .models import (
 from .retrieval.retriever import SearchTimings
 from .storage import memory_reads
 from .storage.base import BaseMemoryStore
+from .storage.graph_overview import (
+    GraphNodeRow,
+    GraphOverview,
+    MemoryNeighbours,
+    graph_overview,
+    memory_neighbours,
+    node_memory_ids,
+    node_types,
+)
 from .text.atoms import Atom
 from .text.graph import MemoryGraph
 from .tools import MemoryTool, build_memory_tools
@@ -62,6 +71,9 @@ from .validation import (
 __all__ = ["EXPORT_FORMAT", "MemoryManager"]
 
 logger = logging.getLogger(__name__)
+
+MEMORY_STATUSES: tuple[str, ...] = ("active", "archived")
+"""The statuses of a memory: searched and listed, or archived (kept, restorable)."""
 
 _MAX_QUERY_CHARS = LIMITS.query_chars
 _MAX_SEARCH_LIMIT = LIMITS.search_limit
@@ -452,14 +464,36 @@ class MemoryManager:
         limit: int = 20,
         offset: int = 0,
         viewer: Viewer | None = None,
+        status: str | None = "active",
+        created_from: float | None = None,
+        created_to: float | None = None,
     ) -> builtins.list[Memory]:
-        """Active memories, newest first, optionally of one category; with a
-        ``viewer``, those it sees. Access counts include the accesses not yet written."""
+        """Memories, newest first, optionally of one category; with a ``viewer``, those
+        it sees. Access counts include the accesses not yet written.
+
+        Args:
+            status: ``"active"`` (default), ``"archived"``, or ``None`` for both.
+            created_from, created_to: only memories stored in ``[created_from,
+                created_to)`` (Unix seconds; either may be left out).
+        """
         self._engine.check_open()
         categories = None if category is None else [check_category(category, self.categories)]
         limit, offset = check_page(limit, offset)
+        if status is not None and status not in MEMORY_STATUSES:
+            raise InvalidToolInput(
+                f"status must be one of {', '.join(MEMORY_STATUSES)} (or None for all), "
+                f"got {status!r}"
+            )
+        created_from = _check_time("created_from", created_from)
+        created_to = _check_time("created_to", created_to)
         memories = await self._engine.base.list(
-            categories=categories, limit=limit, offset=offset, viewer=_check_viewer(viewer)
+            categories=categories,
+            statuses=None if status is None else (status,),
+            limit=limit,
+            offset=offset,
+            viewer=_check_viewer(viewer),
+            created_from=created_from,
+            created_to=created_to,
         )
         return self._engine.access.merged_all(memories)
 
@@ -795,6 +829,73 @@ class MemoryManager:
             logger.info("rebuilt the graph of %d memories of %s", result.processed, self.jid)
         return result.processed
 
+    async def graph_overview(
+        self,
+        *,
+        max_nodes: int = 150,
+        conversation: str | None = None,
+        node_type: str | None = None,
+    ) -> GraphOverview:
+        """The entities named by the most active memories and the relations between them.
+
+        As the agent sees its memory (every scope): a view for its operator.
+
+        Args:
+            max_nodes: how many entities at most (1 to ``LIMITS.graph_view_nodes``).
+            conversation: only what memories formed in this conversation name.
+            node_type: only entities of this type (see :meth:`graph_node_types`).
+        """
+        self._engine.check_open()
+        max_nodes = check_limit("max_nodes", max_nodes, low=1, high=LIMITS.graph_view_nodes)
+        if conversation is not None:
+            conversation = check_text(
+                "conversation", conversation, max_chars=LIMITS.conversation_id_chars
+            )
+        if node_type is not None:
+            node_type = check_text("node_type", node_type, max_chars=LIMITS.category_chars)
+        return await graph_overview(
+            self._engine.base.fetchall,
+            max_nodes=max_nodes,
+            conversation=conversation,
+            node_type=node_type,
+        )
+
+    async def graph_node_types(self) -> builtins.list[str]:
+        """The types of the entities in the graph (``person``, ``date``, ...), sorted."""
+        self._engine.check_open()
+        return await node_types(self._engine.base.fetchall)
+
+    async def neighbours(self, memory_id: int, *, limit: int = 10) -> MemoryNeighbours:
+        """A memory's entities and relations, and the active memories sharing the most
+        entities with it (at most ``limit``). Raises MemoryNotFound."""
+        memory = await self.get(memory_id)
+        limit = check_limit("limit", limit, low=1, high=LIMITS.search_limit)
+        return await memory_neighbours(self._engine.base.fetchall, memory.id, limit=limit)
+
+    async def node_memories(
+        self, node_id: int, *, limit: int = 50
+    ) -> tuple[GraphNodeRow, builtins.list[Memory]]:
+        """An entity of the graph and the newest active memories naming it.
+
+        Raises:
+            MemoryNotFound: the graph has no entity with that id.
+        """
+        self._engine.check_open()
+        limit = check_limit("limit", limit, low=1, high=LIMITS.search_limit)
+        fetch = self._engine.base.fetchall
+        node, ids = await node_memory_ids(fetch, check_id(node_id), limit=limit)
+        if node is None:
+            raise MemoryNotFound(f"the graph of {self.jid} has no entity with id {node_id}")
+        found = await self._engine.base.get_many(ids)
+        return node, self._engine.access.merged_all(found[i] for i in ids if i in found)
+
+    async def activity(self) -> dict[str, Any]:
+        """How often the memory was written and searched, and when last
+        (``stores``, ``updates``, ``forgets``, ``searches``, ``last_store_at``,
+        ``last_search_at``)."""
+        self._engine.check_open()
+        return await self._engine.base.agent_stats()
+
     async def flush(self) -> None:
         """Wait until background work (embedding, access statistics) has caught up."""
         await self._engine.flush()
@@ -833,6 +934,15 @@ def _check_viewer(viewer: Viewer | None) -> Viewer | None:
     except InvalidAgentId as exc:
         raise InvalidToolInput(f"viewer: {exc}") from None
     return viewer if jid == viewer.jid else dataclasses.replace(viewer, jid=jid)
+
+
+def _check_time(name: str, value: float | None) -> float | None:
+    """``value`` as Unix seconds, or ``None``. Raises InvalidToolInput."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+        raise InvalidToolInput(f"{name} must be a time in Unix seconds, got {value!r}")
+    return float(value)
 
 
 def _denial(memory: Memory, verb: str) -> str:

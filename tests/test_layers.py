@@ -7,8 +7,8 @@ own package or from a lower row; packages sharing a row are independent, except 
 pairs in ``SAME_ROW``)::
 
     aliases     agents, sharing, xmpp_server   (deprecated paths of moved modules)
-    edge        spade (agents, behaviours, sharing), cli, integrations
-                (cli may import spade and integrations)
+    edge        spade (agents, behaviours, sharing), cli, integrations, web (the
+                memory pages); cli may import spade, integrations and web; spade web
     facade      manager
     services    maintenance, tools, context (prompt context from notes and memories),
                 disclosure (who sees what: the viewer and scope of a partner),
@@ -40,7 +40,7 @@ ROOT = "spade_memory"
 # Top to bottom; each entry names a first-level package or module of spade_memory.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("aliases", ("agents", "sharing", "xmpp_server")),
-    ("edge", ("spade", "cli", "integrations")),
+    ("edge", ("spade", "cli", "integrations", "web")),
     ("facade", ("manager",)),
     ("services", ("maintenance", "tools", "context", "disclosure", "formation")),
     ("engine", ("engine",)),
@@ -56,6 +56,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
 SAME_ROW: dict[tuple[str, str], str] = {
     ("cli", "spade"): "the demo command runs LLM agents",
     ("cli", "integrations"): "the import-spade-llm command reads spade_llm's memory files",
+    ("cli", "web"): "the serve command serves the memory pages of a root",
+    ("spade", "web"): "MemoryMixin adds the memory pages to the agent's web interface",
     ("storage", "text"): "rows are written with the text layer's tokens, atoms and graph terms",
     ("testing", "llm"): "the scripted LLM answers in the LLM clients' message types",
 }

@@ -18,7 +18,7 @@ BLOCKS = BLOCK.findall((REPO / "README.md").read_text(encoding="utf-8"))
 
 # What each block prints that shows it did its job, by a phrase of its code.
 EXPECTED = {
-    "memory.search(\"database password rotation\")": "staging database password",
+    'memory.search("database password rotation")': "staging database password",
     "what do you know about the Porto office?": "opens at 9",
     "class Planner(MemoryMixin": "I plan the deployments",
     "who supplies Alice?": "Met the new supplier today",
@@ -26,10 +26,11 @@ EXPECTED = {
     "AgentBaseMemory(": "rotates every 30 days",
     "spade_llm_tools(manager)": "search_memories",
     "notes.get_context_summary(": "Previous interaction notes:\n- Bob's API takes JSON",
-    "Scope.private(\"alice@example.org\")": (
+    'Scope.private("alice@example.org")': (
         "['The office opens at 9', 'The trip is on Friday']\nMemoryNotFound"
     ),
     "OpenAICompatibleEmbedder(server.base_url": "The Lisbon team deploys on Thursdays",
+    "Porto warehouse": "The Porto warehouse opens at 7 found by keyword",
     "memory.history.sources(hit.memory.id)": (
         "Dana: My sister Emma lives in Lisbon\n['My sister Emma lives in Lisbon']\n"
         "4 messages forgotten"

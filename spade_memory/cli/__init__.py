@@ -5,7 +5,7 @@ adds its arguments and a function that runs it and returns the exit status::
 
     spade-memory demo [--root DIR] [--in-memory] [--llm-url URL --model NAME]
     spade-memory ls | stats | search | show | export | import | check | rebuild |
-                 backup | restore | forget | history | form
+                 backup | restore | forget | history | form | serve
                                              (see spade_memory.cli.subcommands)
     spade-memory import-spade-llm DIR        (see spade_memory.cli.spade_llm_import)
 

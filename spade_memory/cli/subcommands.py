@@ -18,6 +18,8 @@
     spade-memory history JID [CONV] [--limit N]      kept conversations, or one's messages
     spade-memory history JID CONV --forget           forget a conversation
     spade-memory form JID                            form every pending message into memories
+    spade-memory serve [--host H] [--port N]         the memory pages of every agent, in a
+                                                     browser (127.0.0.1:8765 by default)
 
 ``search``, ``list``, ``show`` and ``forget`` take ``--as JID`` (and ``--conversation
 ID``): what that conversation partner would see (or may forget), by its scope rules.
@@ -86,6 +88,13 @@ backup = _lazy("upkeep", "backup")
 restore = _lazy("upkeep", "restore")
 history = _lazy("history", "history")
 form = _lazy("history", "form")
+serve = _lazy("serve", "serve")
+
+
+def _serve_arguments(parser: argparse.ArgumentParser) -> None:
+    from .serve import add_arguments
+
+    add_arguments(parser)
 
 
 def _common(parser: argparse.ArgumentParser, *, jid: bool = True, opens: bool = True) -> None:
@@ -269,6 +278,12 @@ SUBCOMMANDS: tuple[tuple[str, str, Callable[[argparse.ArgumentParser], None], Ru
         "form every kept message not yet formed into memories, now",
         _with(),
         form,
+    ),
+    (
+        "serve",
+        "the memory inspector of every agent of a root, in a browser (127.0.0.1)",
+        _with(_serve_arguments, jid=False),
+        serve,
     ),
 )
 """``(name, help, add_arguments, run)`` of each subcommand, for ``cli.COMMANDS``."""

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..config import MemoryConfig
-from ..embedding.chance import achance_similarity
+from ..embedding.chance import chance_by_script
 from ..errors import MemoryNotFound, StoreClosedError
 from ..identity import AgentIdentity
 from ..models import Memory, MemoryRecovery
@@ -127,20 +127,21 @@ class Engine:
                 f"the memory of {self.identity.jid} is closed; open a new MemoryManager"
             )
 
-    async def chance_level(self) -> float:
-        """The embedder's similarity of unrelated texts (the search's relevance floor
-        is drawn from it): read from ``meta``, where it is kept with the embedder's
-        fingerprint, else measured once and kept there."""
+    async def chance_level(self, script: str) -> float:
+        """The embedder's similarity of unrelated texts written in ``script`` (the
+        search's relevance floor is drawn from it): read from ``meta``, where it is
+        kept with the script and the embedder's fingerprint, else measured once and
+        kept there."""
         assert self.indexer is not None
         embedder = self.indexer.embedder
-        key = f"{_CHANCE_KEY}:{embedder.fingerprint}"
+        key = f"{_CHANCE_KEY}:{script}:{embedder.fingerprint}"
         stored = await self.base.meta_get(key)
         if stored is not None:
             try:
                 return float(stored)
             except ValueError:
                 logger.warning("the stored chance level %r is no number; measuring again", stored)
-        value = await achance_similarity(embedder)
+        value = await chance_by_script(embedder, script)
         try:
             await self.base.meta_set(key, repr(value))
         except Exception:

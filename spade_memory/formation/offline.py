@@ -46,6 +46,7 @@ from ..config import EpisodeSource
 from ..limits import LIMITS
 from ..models import ConversationMessage
 from ..text.content_key import normalized_text
+from ..text.mentions import split_sentences
 from ..text.quoting import CUT_MARK
 from ..text.statements import memory_request, statements
 from .dates import said_at
@@ -111,14 +112,13 @@ def worth_keeping(message: ConversationMessage) -> bool:
 
 
 _QUESTION_END = re.compile(r"[?？]\s*[\W_]*$")
-_SENTENCES = re.compile(r"(?<=[.!?。！？])\s*")
 
 
 def only_asks(text: str) -> bool:
     """Whether every sentence of ``text`` is a question ("What do you know about
     Ana?"): it asks and tells nothing to keep."""
-    sentences = [part for part in _SENTENCES.split(text.strip()) if part.strip()]
-    return bool(sentences) and all(_QUESTION_END.search(part) for part in sentences)
+    sentences = [sentence for _, sentence in split_sentences(text) if sentence.strip()]
+    return bool(sentences) and all(_QUESTION_END.search(sentence) for sentence in sentences)
 
 
 def allowed_category(category: str, categories: Sequence[str]) -> str:

@@ -13,8 +13,10 @@ memories import as global (as they were seen before).
 
 Version 2 adds the kept conversations (:class:`ExportedConversation`): each with its
 partner and its messages (:class:`ExportedMessage`: role, sender, text, time, XMPP
-id, and whether it was formed into memories where it was exported). Version 1
-exports, which have none, still import. The command-line ``export``
+id, and whether it was formed into memories where it was exported), and a memory
+formed from them carries its sources (:class:`ExportedSource`), so that after an
+import its messages still show where it came from and forgetting the conversation
+still forgets it. Version 1 exports, which have none, still import. The command-line ``export``
 and ``import`` commands and the ``spade_llm`` backend are built on these.
 """
 
@@ -31,6 +33,7 @@ from ..engine.memory_input import MemoryInput, check_jid
 from ..errors import InvalidToolInput
 from ..limits import LIMITS
 from ..storage.base import IndexedText, NewMemory
+from ..storage.conversations import ImportedSource
 from ..text.graph import MemoryGraph
 from ..validation import check_optional_text, check_text
 
@@ -45,6 +48,7 @@ __all__ = [
     "ExportedMessage",
     "ExportedNote",
     "ExportedScope",
+    "ExportedSource",
     "export_memory",
     "import_memory",
     "parse_export",
@@ -62,6 +66,19 @@ class ExportedScope(Document):
     owner: Text | None = None
     visibility: Literal["global", "private", "shared", "conversation"] = "global"
     shared_with: list[Text] = Field(default_factory=list)
+
+
+class ExportedSource(Document):
+    """A message a memory was formed from (``formed``) or told again by.
+
+    ``message`` is its position among its conversation's exported messages; ``None``
+    when retention had dropped it before the export (the memory still came from
+    that conversation).
+    """
+
+    conversation_id: Text
+    message: Annotated[int, Field(ge=0)] | None = None
+    formed: bool = True
 
 
 class ExportedMemory(Document):
@@ -88,6 +105,9 @@ class ExportedMemory(Document):
     metadata: dict[Text, Any] | None = None
     scope: ExportedScope | None = None
     """Absent in exports made before scopes: the memory is global."""
+    sources: list[ExportedSource] | None = None
+    """The kept messages it came from; absent when it came from none (and in exports
+    made before sources were exported)."""
 
 
 class ExportedNote(Document):
@@ -162,13 +182,17 @@ def parse_export(data: object) -> ExportDocument:
 async def export_memory(engine: Engine) -> dict[str, Any]:
     """Everything the engine's agent remembers, as a JSON-ready dict."""
     memories = [memory.to_dict() async for memory in engine.base.iter_all()]
+    history = await engine.conversations.export()
+    for memory in memories:
+        if memory["id"] in history.sources:
+            memory["sources"] = history.sources[memory["id"]]
     document = {
         "format": EXPORT_FORMAT,
         "version": _EXPORT_VERSION,
         "agent": engine.jid,
         "memories": memories,
         "notes": await engine.interactions.export(),
-        "conversations": await engine.conversations.export(),
+        "conversations": history.conversations,
     }
     parse_export(document)  # what is given out is what import reads
     return document
@@ -201,6 +225,7 @@ async def import_memory(
     """
     document = parse_export(data)
     conversations = await _checked_conversations(document.conversations, engine)
+    _check_sources(document)
     prepared: list[tuple[NewMemory, IndexedText]] = []
     graphs: list[MemoryGraph | None] = []
     seen: set[str] = set()
@@ -235,8 +260,62 @@ async def import_memory(
     }
     notes = await engine.interactions.import_notes(raw_notes) if raw_notes else 0
     if conversations:
-        await engine.conversations.import_messages(conversations)
+        # a conversation id as checked here, by its spelling in the export
+        ids = {
+            exported.conversation_id: str(checked["conversation_id"])
+            for exported, checked in zip(document.conversations, conversations, strict=True)
+        }
+        sources = await _imported_sources(document.memories, ids, engine)
+        await engine.conversations.import_messages(conversations, sources)
     return len(added), notes
+
+
+def _check_sources(document: ExportDocument) -> None:
+    """Every source names a conversation of the export and one of its messages.
+
+    Raises:
+        InvalidToolInput: one does not, naming the memory.
+    """
+    sizes = {c.conversation_id: len(c.messages) for c in document.conversations}
+    for position, memory in enumerate(document.memories):
+        for source in memory.sources or ():
+            size = sizes.get(source.conversation_id)
+            if size is None:
+                raise InvalidToolInput(
+                    f"memory {position} of the export is invalid: its source names "
+                    f"conversation {source.conversation_id!r}, which the export does not hold"
+                )
+            if source.message is not None and source.message >= size:
+                raise InvalidToolInput(
+                    f"memory {position} of the export is invalid: its source names message "
+                    f"{source.message} of conversation {source.conversation_id!r}, which "
+                    f"holds {size}"
+                )
+
+
+async def _imported_sources(
+    memories: list[ExportedMemory], conversation_ids: Mapping[str, str], engine: Engine
+) -> list[ImportedSource]:
+    """The sources of the exported memories, each with its memory's id here (added by
+    this import or present already with the same ``uid``) and its conversation's id
+    as checked (``conversation_ids``)."""
+    found: list[ImportedSource] = []
+    for memory in memories:
+        if not memory.sources or memory.uid is None:
+            continue
+        here = await engine.base.get_by_uid(memory.uid)
+        if here is None:
+            continue
+        found.extend(
+            ImportedSource(
+                memory_id=here.id,
+                conversation_id=conversation_ids[source.conversation_id],
+                message=source.message,
+                formed=source.formed,
+            )
+            for source in memory.sources
+        )
+    return found
 
 
 async def _checked_conversations(

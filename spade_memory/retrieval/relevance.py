@@ -7,14 +7,18 @@ search first asks whether anything stored answers the query at all
 (:func:`answered`), then keeps only the candidates with evidence of their own
 (:func:`evidenced`).
 
-The query is answered when some candidate
-
-- holds ``RetrievalTuning.relevance_keyword_share`` of the query's content words,
-  weighted by IDF (:func:`keyword_shares`; a word no memory holds weighs most, so a
-  question whose distinctive words occur nowhere is mostly unanswered), with a
-  cosine at least ``relevance_keyword_margin`` above the embedder's chance level
-  (without a vector for the query, the share alone decides); or
-- has a cosine ``relevance_query_margin`` above chance, by meaning alone.
+The query is answered when some candidate has enough evidence: its share of the
+query's content words, weighted by IDF (:meth:`QueryEvidence.shares`; a word no
+memory holds weighs most, so a question whose distinctive words occur nowhere is
+mostly unanswered, and a word most memories hold, such as a speaker's name in a
+conversation, weighs next to nothing), plus
+``RetrievalTuning.relevance_similarity_weight`` times its similarity to the query
+above chance, reaches ``relevance_evidence``. Similarity is measured above the
+chance level of the query's script (:func:`~spade_memory.embedding.chance.chance_by_script`):
+unrelated Chinese texts are nearer each other than unrelated English ones, so one
+margin fits both. Without a vector (keywords only, or a memory not embedded yet)
+the share alone decides, against ``relevance_keyword_share``. A candidate whose
+similarity is ``relevance_query_margin`` above chance answers by meaning alone.
 
 A single common word ("year", "population", a Chinese word an encyclopedia
 paragraph shares) is then no longer enough. Content words are the query's terms
@@ -36,16 +40,24 @@ A turn next to a passing memory that received a share of its score (see
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
+from ..text.scripts import CJK_RUN, script_of
 from ..text.tokenizer import STOPWORDS, cut_cjk
 from .graph import GraphHits
 from .rerank import IndexedTokens, idf
 
-__all__ = ["answered", "evidence_terms", "evidenced", "keyword_shares", "vector_floor"]
-
-_CJK_RUN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
+__all__ = [
+    "Floors",
+    "QueryEvidence",
+    "answered",
+    "evidence_terms",
+    "evidenced",
+    "gather",
+    "similarity_above",
+    "vector_floor",
+]
 
 
 def vector_floor(chance: float, margin: float) -> float:
@@ -54,70 +66,126 @@ def vector_floor(chance: float, margin: float) -> float:
     return chance + margin * (1.0 - chance)
 
 
+def similarity_above(cosine: float, chance: float) -> float:
+    """``cosine`` measured above the embedder's ``chance`` level, the inverse of
+    :func:`vector_floor`: 0 at chance, 1 for identical texts, negative below."""
+    return (cosine - chance) / (1.0 - chance)
+
+
 def evidence_terms(query: str, terms: Sequence[str]) -> list[str]:
     """The terms of ``query`` that can be evidence of a match: not stopwords, and
     in a run of Chinese or Japanese characters only the words jieba cuts it into,
     not the character bigrams that straddle them ("理是" in "原理是什么")."""
     words: set[str] = set()
-    for run in _CJK_RUN.findall(query):
+    for run in CJK_RUN.findall(query):
         words.update(cut_cjk(run))
     return [
         term
         for term in terms
-        if term not in STOPWORDS and (term in words or not _CJK_RUN.search(term))
+        if term not in STOPWORDS and (term in words or not CJK_RUN.search(term))
     ]
 
 
-def answered(
-    shares: Mapping[int, float],
-    vector: Mapping[int, float],
-    *,
-    keyword_share: float,
-    keyword_floor: float | None,
-    query_floor: float | None,
-) -> bool:
-    """Whether anything stored answers the query (see the module docstring).
+@dataclass(frozen=True, slots=True)
+class QueryEvidence:
+    """What a search's candidates show of matching its query.
 
-    Args:
-        shares: each keyword candidate's share of the query's content words.
-        vector: candidates' cosines with the query.
-        keyword_share: the share a candidate needs.
-        keyword_floor: the cosine a candidate holding that share needs too
-            (``None``: no vector is known, the share alone decides).
-        query_floor: the cosine from which a candidate answers by meaning alone
-            (``None``: none does).
+    Attributes:
+        script: the query's script (:func:`~spade_memory.text.scripts.script_of`),
+            whose chance level its similarities are measured against.
+        frequencies: each content word of the query (:func:`evidence_terms`) and
+            the number of memories holding it.
+        total: the number of memories.
+        held: the read candidates holding content words, and which.
+        cosines: candidates' cosines with the query (empty without a query vector;
+            a candidate not embedded yet has none).
     """
-    for key, share in shares.items():
-        if share >= keyword_share:
-            cosine = vector.get(key)
-            if keyword_floor is None or (cosine is not None and cosine >= keyword_floor):
-                return True
-    return query_floor is not None and any(cosine >= query_floor for cosine in vector.values())
+
+    script: str
+    frequencies: Mapping[str, int]
+    total: int
+    held: Mapping[int, frozenset[str]]
+    cosines: Mapping[int, float]
+
+    def shares(self) -> dict[int, float]:
+        """Each held candidate's share of the query's content words, weighted by
+        IDF (a word no memory holds weighs most; a word most memories hold, such
+        as a speaker's name in a conversation, next to nothing)."""
+        weights = {term: idf(count, self.total) for term, count in self.frequencies.items()}
+        whole = sum(weights.values())
+        if whole <= 0:
+            return {}
+        return {
+            key: sum(weights.get(term, 0.0) for term in terms) / whole
+            for key, terms in self.held.items()
+        }
 
 
-def keyword_shares(
+@dataclass(frozen=True, slots=True)
+class Floors:
+    """The thresholds of :func:`answered`.
+
+    Attributes:
+        chance: the embedder's chance level for the query's script (``None``: no
+            vector is known for the query).
+        evidence: the evidence (share plus ``similarity_weight`` times similarity
+            above chance) one candidate needs.
+        similarity_weight: how much similarity above chance counts beside the share.
+        keyword_share: the share one candidate needs when it has no vector.
+        query_margin: the similarity above chance from which a candidate answers
+            by meaning alone.
+    """
+
+    chance: float | None
+    evidence: float
+    similarity_weight: float
+    keyword_share: float
+    query_margin: float
+
+
+def gather(
+    query: str,
     terms: Sequence[str],
     frequencies: Mapping[str, int],
     total: int,
     indexed: IndexedTokens,
     candidates: Sequence[int],
-) -> dict[int, float]:
-    """The IDF-weighted share of ``terms`` (the query's content words, see
-    :func:`evidence_terms`) each of ``candidates`` holds (those whose tokens are in
-    ``indexed``). A term no memory holds has the highest weight: a query naming
-    what the memory never mentions is mostly unanswered."""
-    weights = {term: idf(frequencies.get(term, 0), total) for term in dict.fromkeys(terms)}
-    whole = sum(weights.values())
-    shares: dict[int, float] = {}
-    if whole <= 0:
-        return shares
+    cosines: Mapping[int, float],
+) -> QueryEvidence:
+    """The evidence of ``candidates`` (those whose tokens are in ``indexed``) for
+    the content words ``terms`` of ``query``."""
+    wanted = dict.fromkeys(terms)
+    held: dict[int, frozenset[str]] = {}
     for memory_id in candidates:
         found = indexed.get(memory_id)
         if found is None:
             continue
-        present = set(found[0])
-        shares[memory_id] = sum(w for term, w in weights.items() if term in present) / whole
-    return shares
+        present = frozenset(term for term in found[0] if term in wanted)
+        if present:
+            held[memory_id] = present
+    return QueryEvidence(
+        script=script_of(query),
+        frequencies={term: frequencies.get(term, 0) for term in wanted},
+        total=total,
+        held=held,
+        cosines=dict(cosines),
+    )
+
+
+def answered(evidence: QueryEvidence, floors: Floors) -> bool:
+    """Whether anything stored answers the query (see the module docstring)."""
+    chance = floors.chance
+    for key, share in evidence.shares().items():
+        cosine = evidence.cosines.get(key)
+        if chance is None or cosine is None:
+            if share >= floors.keyword_share:
+                return True
+        elif share + floors.similarity_weight * similarity_above(cosine, chance) >= floors.evidence:
+            return True
+    if chance is None:
+        return False
+    margin = floors.query_margin
+    return any(similarity_above(cosine, chance) >= margin for cosine in evidence.cosines.values())
 
 
 def evidenced(

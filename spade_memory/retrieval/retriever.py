@@ -15,8 +15,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
+import unicodedata
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 from typing import Any, Protocol
 
 import numpy as np
@@ -25,7 +28,10 @@ from ..config import RetrievalConfig
 from ..errors import StorageError
 from ..models import SearchResult, Viewer
 from ..storage.base import BaseMemoryStore
-from ..text.tokenizer import Tokenizer
+from ..text.relative_dates import query_date_terms
+from ..text.scripts import script_of
+from ..text.spelling import closest, respellable, respellings
+from ..text.tokenizer import Tokenizer, stem
 from .candidates import (
     HiddenFilter,
     Loaded,
@@ -43,7 +49,7 @@ from .intent import (
     route_weights,
 )
 from .ranking import diversify, explain_result
-from .relevance import answered, evidence_terms, evidenced, keyword_shares, vector_floor
+from .relevance import Floors, answered, evidence_terms, evidenced, gather, vector_floor
 from .rerank import LexicalReranker
 from .search_state import SearchState, SearchTimings
 
@@ -51,9 +57,21 @@ __all__ = ["HiddenFilter", "Retriever", "SearchState", "SearchTimings", "VectorS
 
 logger = logging.getLogger(__name__)
 
+_LATIN_WORD = re.compile(r"[a-z]+")
+
 _CacheKey = tuple[str, int, tuple[str, ...], bool, Viewer | None, float]
 _VISIBLE_SECONDS = 10.0  # a viewer's visible ids are read again after this at the latest
 _VISIBLE_VIEWERS = 64  # viewers whose visible ids are kept
+
+
+def _replace_word(text: str, word: str, by: str) -> str:
+    """``text`` with each whole-word ``word`` (any case) replaced by ``by``,
+    capitalised where it was."""
+
+    def swap(match: re.Match[str]) -> str:
+        return by.capitalize() if match.group()[0].isupper() else by
+
+    return re.sub(rf"(?<![^\W\d_]){re.escape(word)}(?![^\W\d_])", swap, text, flags=re.IGNORECASE)
 
 
 class VectorSource(Protocol):
@@ -77,9 +95,10 @@ class Retriever:
     relevance floor), :meth:`_neighbours`, :meth:`_pool`, :meth:`_final_score`
     (and ``min_score``), :meth:`_mmr` and :meth:`_results`.
 
-    ``chance`` gives the current embedder's chance level (the similarity of
-    unrelated texts), which the relevance floor's vector threshold is drawn
-    from; without it no memory passes the floor by its vector alone.
+    ``chance`` gives the current embedder's chance level for a script (the
+    similarity of unrelated texts written in it), which the relevance floor's
+    vector thresholds are drawn from; without it no memory passes the floor by
+    its vector alone.
     """
 
     def __init__(
@@ -94,7 +113,7 @@ class Retriever:
         clock: Callable[[], float] = time.time,
         graph: GraphRetriever | None = None,
         hidden: HiddenFilter | None = None,
-        chance: Callable[[], Awaitable[float]] | None = None,
+        chance: Callable[[str], Awaitable[float]] | None = None,
     ) -> None:
         self._base = base
         self._chance = chance
@@ -232,6 +251,7 @@ class Retriever:
             state.pool_size,
         )
         state.terms = self._tokenizer.query_terms(state.query)
+        state.date_terms = query_date_terms(state.query, self._clock())
         state.intent = query_intent(state.query)
 
     async def _run_routes(self, state: SearchState) -> None:
@@ -239,17 +259,37 @@ class Retriever:
 
         The query is embedded once, for both the document and the graph vectors;
         its vector is kept in ``state.query_vector`` (``None`` when there is none).
+        Words no memory holds are respelt first (:meth:`_respell`): the keyword
+        route searches their respellings too, and the vector and graph routes
+        read the query with each typo replaced (the query as typed is embedded
+        meanwhile, and again respelt only when a word was).
         """
-        query, terms, intent = state.query, state.terms, state.intent
+        embedding: asyncio.Task[np.ndarray] | None = None
+        if self._vectors is not None:
+            embedding = asyncio.create_task(self._embed(state.query, state.timings))
+        try:
+            async with asyncio.timeout(self._config.route_timeout_seconds):
+                await self._respell(state)
+        except Exception:  # a timeout included: the query as typed
+            logger.exception("respelling the query failed; searching it as typed")
+            state.respelt, state.spelled = {}, ""
+        except BaseException:
+            if embedding is not None:
+                embedding.cancel()
+            raise
+        as_typed: asyncio.Task[np.ndarray] | None = None
+        if state.spelled and embedding is not None:
+            as_typed = embedding
+            as_typed.cancel()
+            embedding = asyncio.create_task(self._embed(state.spelled, state.timings))
+        query, intent = state.spelled or state.query, state.intent
         candidates, categories, timings = state.candidates, state.categories, state.timings
         assert intent is not None
         if self._vectors is None and (self._graph is None or not self._config.graph_route):
             # keywords alone: nothing to run beside them, so no task either
             try:
                 async with asyncio.timeout(self._config.route_timeout_seconds):
-                    keyword = await self._keyword(
-                        terms, candidates, categories, state.viewer, timings
-                    )
+                    keyword = await self._keyword(state)
             except TimeoutError:
                 logger.warning(
                     "the keyword route took longer than %g s; no results from it",
@@ -258,9 +298,6 @@ class Retriever:
                 keyword = {}
             state.keyword = keyword
             return
-        embedding: asyncio.Task[np.ndarray] | None = None
-        if self._vectors is not None:
-            embedding = asyncio.create_task(self._embed(query, timings))
         graph_on = self._graph is not None and self._config.graph_route
         # One nearest-neighbour search serves the vector route and the graph
         # route's speaker step: as deep as the deeper of the two asks.
@@ -272,9 +309,7 @@ class Retriever:
                 self._nearest(embedding, depth, categories, state.viewer, timings)
             )
         tasks: dict[str, asyncio.Task[Any]] = {
-            "keyword": asyncio.create_task(
-                self._keyword(terms, candidates, categories, state.viewer, timings)
-            ),
+            "keyword": asyncio.create_task(self._keyword(state)),
             "vector": asyncio.create_task(self._vector(nearest, k)),
         }
         if graph_on:
@@ -287,7 +322,7 @@ class Retriever:
                 tasks.values(), timeout=self._config.route_timeout_seconds
             )
         finally:
-            helpers = [task for task in (embedding, nearest) if task is not None]
+            helpers = [task for task in (embedding, nearest, as_typed) if task is not None]
             for task in (*tasks.values(), *helpers):
                 if not task.done():
                     task.cancel()
@@ -310,18 +345,18 @@ class Retriever:
         state.vector = results.get("vector", {})
         state.graph = results.get("graph", GraphHits())
 
-    async def _keyword(
-        self,
-        terms: Sequence[str],
-        candidates: int,
-        categories: tuple[str, ...] | None,
-        viewer: Viewer | None,
-        timings: SearchTimings,
-    ) -> dict[int, float]:
+    async def _keyword(self, state: SearchState) -> dict[int, float]:
+        """BM25 over the query's terms, the respellings of those no memory holds and
+        the terms of the days it means (:mod:`spade_memory.text.relative_dates`)."""
+        timings = state.timings
         started = time.perf_counter()
         try:
+            extra = [term for found in state.respelt.values() for term in found]
             hits = await self._base.keyword_search(
-                terms, limit=candidates, categories=categories, viewer=viewer
+                [*state.terms, *extra, *state.date_terms],
+                limit=state.candidates,
+                categories=state.categories,
+                viewer=state.viewer,
             )
         except Exception:
             logger.exception("keyword route failed; continuing with vectors only")
@@ -329,6 +364,41 @@ class Retriever:
         finally:
             timings.keyword = time.perf_counter() - started
         return dict(hits)
+
+    async def _respell(self, state: SearchState) -> None:
+        """Respell the query's words no memory holds (:mod:`spade_memory.text.spelling`):
+        ``state.respelt`` gets each with the held terms one typo away, the most
+        frequent first, and ``state.spelled`` the query with each such word
+        replaced by the word of its first respelling (the text the query's vector
+        and the graph's names come from). Nothing changes when every word is held."""
+        tuning = self._config.tuning
+        if tuning.typo_respellings <= 0:
+            return
+        words = {
+            word: stem(word)
+            for word in _LATIN_WORD.findall(unicodedata.normalize("NFKC", state.query).casefold())
+            if respellable(word)
+        }
+        if not words:
+            return
+        frequencies, _ = await self._base.document_frequencies(list(set(words.values())))
+        if not frequencies:
+            return
+        unseen = {word: respellings(word) for word, term in words.items() if not frequencies[term]}
+        if not unseen:
+            return
+        held = await self._base.held_terms(
+            sorted({term for found in unseen.values() for term in found})
+        )
+        spelled = state.query
+        for word, found in unseen.items():
+            near = closest({term: held.get(term, 0) for term in found}, tuning.typo_respellings)
+            if not near:
+                continue
+            state.respelt[word] = near
+            spelled = _replace_word(spelled, word, found[near[0]])
+        if spelled != state.query:
+            state.spelled = spelled
 
     async def _embed(self, query: str, timings: SearchTimings) -> np.ndarray:
         assert self._vectors is not None
@@ -509,35 +579,41 @@ class Retriever:
 
     async def _floor_stage(self, state: SearchState) -> bool:
         tuning = self._config.tuning
-        chance = await self._chance_level() if state.query_vector is not None else None
-        keyword_floor = query_floor = None
+        script = script_of(state.query)
+        chance = await self._chance_level(script) if state.query_vector is not None else None
         if chance is not None:
             state.cosine_floor = vector_floor(chance, tuning.relevance_vector_margin)
-            keyword_floor = vector_floor(chance, tuning.relevance_keyword_margin)
-            query_floor = vector_floor(chance, tuning.relevance_query_margin)
         terms = evidence_terms(state.query, state.terms)
-        shares: dict[int, float] = {}
+        frequencies: dict[str, int] = {}
+        total = 0
         if state.keyword and terms:
             try:
                 frequencies, total = await self._base.document_frequencies(terms)
             except Exception:
                 logger.exception("term frequencies could not be read; no keyword evidence")
-            else:
-                shares = keyword_shares(
-                    terms, frequencies, total, state.indexed, list(state.keyword)
-                )
-        vector = state.vector
+                terms = []
+        found = gather(
+            state.query,
+            terms,
+            frequencies,
+            total,
+            state.indexed,
+            list(state.keyword),
+            state.vector,
+        )
         if chance is not None and state.query_vector is not None:
-            holding = {key: 0.0 for key, share in shares.items() if key not in vector}
+            holding = {key: 0.0 for key in found.held if key not in found.cosines}
             if holding:
-                vector = await self._fill_vectors(holding, vector, state.query_vector)
-        if not answered(
-            shares,
-            vector,
+                filled = await self._fill_vectors(holding, state.vector, state.query_vector)
+                found = replace(found, cosines=filled)
+        floors = Floors(
+            chance=chance,
+            evidence=tuning.relevance_evidence,
+            similarity_weight=tuning.relevance_similarity_weight,
             keyword_share=tuning.relevance_keyword_share,
-            keyword_floor=keyword_floor,
-            query_floor=query_floor,
-        ):
+            query_margin=tuning.relevance_query_margin,
+        )
+        if not answered(found, floors):
             state.scores = {}
             return False
         passing = evidenced(
@@ -546,20 +622,21 @@ class Retriever:
         state.scores = {key: value for key, value in state.scores.items() if key in passing}
         return bool(state.scores)
 
-    async def _chance_level(self) -> float | None:
-        """The current embedder's chance level (asked once per fingerprint), or
-        ``None`` when it is unknown."""
+    async def _chance_level(self, script: str) -> float | None:
+        """The current embedder's chance level for ``script`` (asked once per
+        fingerprint), or ``None`` when it is unknown."""
         fingerprint = self._fingerprint
         if self._chance is None or fingerprint is None:
             return None
-        known = self._chance_levels.get(fingerprint)
+        key = f"{script}:{fingerprint}"
+        known = self._chance_levels.get(key)
         if known is None:
             try:
-                known = await self._chance()
+                known = await self._chance(script)
             except Exception:
                 logger.exception("the embedder's chance level is unknown; no vector-only results")
                 return None
-            self._chance_levels[fingerprint] = known
+            self._chance_levels[key] = known
         return known
 
     async def _neighbours(self, state: SearchState) -> None:

@@ -63,10 +63,15 @@ class SearchState:
     timings: SearchTimings = field(default_factory=SearchTimings)
     # plan
     terms: list[str] = field(default_factory=list)
+    date_terms: list[str] = field(default_factory=list)  # the days it means, as indexed
     intent: QueryIntent | None = None
     pool_size: int = 0
     candidates: int = 0
-    # routes
+    # routes (``respelt``: each query word no memory holds, with the held terms one
+    # typo away from it the keyword route also searched; ``spelled``: the query
+    # with those words replaced, for the vector and graph routes; "": as typed)
+    respelt: dict[str, list[str]] = field(default_factory=dict)
+    spelled: str = ""
     keyword: dict[int, float] = field(default_factory=dict)
     vector: dict[int, float] = field(default_factory=dict)
     graph: GraphHits = field(default_factory=GraphHits)

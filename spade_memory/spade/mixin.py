@@ -28,7 +28,8 @@ behaviours. A message of a protocol no behaviour speaks — a ``spade-memory``
 protocol of another version, or with sharing off, or any ``protocol`` no behaviour's
 template takes (the LLM conversation takes none) — is answered FIPA
 ``not-understood`` (:mod:`spade_memory.spade.not_understood`), within the per-sender
-rate limit of ``MemoryConfig.chat``. The mixin cooperates with other
+rate limit of ``MemoryConfig.chat``. The agent's web interface gains a "Memory"
+entry (:mod:`spade_memory.web`) once ``agent.web.start(...)`` runs. The mixin cooperates with other
 plugin mixins: it calls the next class's hooks and ``stop()`` through
 ``super()``. Put it before ``Agent`` in the bases.
 """
@@ -43,6 +44,7 @@ from ..disclosure import Disclosure
 from ..errors import ConfigError, SharingError, StoreClosedError
 from ..limits import LIMITS
 from ..manager import MemoryManager
+from ..web.agent_pages import AgentPages, add_memory_pages
 from .maintenance_behaviour import MaintenanceBehaviour
 from .not_understood import NotUnderstood, carries_protocol
 from .rate_limit import RateLimiter
@@ -94,6 +96,10 @@ class MemoryMixin:
         """The per-sender token bucket of chat messages and ``not-understood`` answers."""
         self._not_understood: NotUnderstood | None = None
         super().__init__(*args, **kwargs)
+        self.memory_pages: AgentPages | None = add_memory_pages(self, lambda: self.memory)
+        """The memory pages of the agent's web interface ("Memory" in its menu, under
+        ``/spade/memory``; served once ``agent.web.start(...)`` runs); ``None`` when the
+        agent has no web interface."""
 
     @property
     def memory_config(self) -> MemoryConfig:

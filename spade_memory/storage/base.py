@@ -520,8 +520,11 @@ class BaseMemoryStore:
         limit: int = 20,
         offset: int = 0,
         viewer: Viewer | None = None,
+        created_from: float | None = None,
+        created_to: float | None = None,
     ) -> builtins.list[Memory]:
-        """Memories, newest first, filtered by category, status and viewer."""
+        """Memories, newest first, filtered by category, status, viewer and when they
+        were stored (``created_from <= created_at < created_to``)."""
         return await memory_reads.list_memories(
             self._fetchall,
             categories=categories,
@@ -529,6 +532,8 @@ class BaseMemoryStore:
             limit=limit,
             offset=offset,
             viewer=viewer,
+            created_from=created_from,
+            created_to=created_to,
         )
 
     async def recent_ids(self, limit: int) -> builtins.list[int]:
@@ -557,6 +562,12 @@ class BaseMemoryStore:
         cached by the keyword planner. ``({}, 0)`` when unavailable."""
         self._check_open()
         return await self._keyword.document_frequencies(terms)
+
+    async def held_terms(self, terms: Sequence[str]) -> dict[str, int]:
+        """The document frequency of each of ``terms`` some memory holds (the others
+        left out); read afresh, not cached (for the many respellings of a typo)."""
+        self._check_open()
+        return await self._keyword.held_terms(terms)
 
     async def keyword_search(
         self,

@@ -33,7 +33,13 @@ from .sql import chunks, placeholders
 if TYPE_CHECKING:
     from .base import BaseMemoryStore
 
-__all__ = ["ConversationStore", "FormedWindow", "Pending"]
+__all__ = [
+    "ConversationStore",
+    "FormedWindow",
+    "HistoryExport",
+    "ImportedSource",
+    "Pending",
+]
 
 _MESSAGE_COLUMNS = (
     "m.id, c.conversation_id, m.role, m.sender, m.text, m.at, m.message_id, m.revision"
@@ -51,7 +57,7 @@ _INSERT_MESSAGE = (
 )
 # A message without an XMPP id kept already: the same writer, words and time.
 _SAME_MESSAGE = (
-    "SELECT 1 FROM conversation_messages WHERE session_id = ? AND message_id IS NULL "
+    "SELECT id FROM conversation_messages WHERE session_id = ? AND message_id IS NULL "
     "AND role = ? AND sender = ? AND text = ? AND at = ? LIMIT 1"
 )
 _BY_XMPP_ID = (
@@ -81,6 +87,42 @@ _INFO = (
 )
 
 
+_LATEST_FIRST = " ORDER BY c.updated_at DESC, c.id DESC"
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryExport:
+    """The kept conversations as plain data, and where each memory came from.
+
+    Attributes:
+        conversations: each conversation's id, partner and messages, oldest first.
+        sources: per memory id, its sources: ``conversation_id``, ``message`` (the
+            message's position in its conversation's ``messages``; ``None`` when
+            retention dropped it) and ``formed`` (formed from it, or told again).
+    """
+
+    conversations: list[dict[str, Any]]
+    sources: dict[int, list[dict[str, Any]]]
+
+
+@dataclass(frozen=True, slots=True)
+class ImportedSource:
+    """A memory's source from an export, its memory found here.
+
+    Attributes:
+        memory_id: the memory, here.
+        conversation_id: the conversation it came from.
+        message: the message's position in that conversation's exported messages,
+            ``None`` when it was dropped by retention before the export.
+        formed: formed from the message (else told again by it).
+    """
+
+    memory_id: int
+    conversation_id: str
+    message: int | None
+    formed: bool
+
+
 def _message(row: Sequence[Any]) -> ConversationMessage:
     return ConversationMessage(
         id=int(row[0]),
@@ -105,6 +147,24 @@ def _info(row: Sequence[Any]) -> ConversationInfo:
         last_at=None if row[6] is None else float(row[6]),
         pending=int(row[7]),
     )
+
+
+def _kept_already(
+    db: sqlite3.Connection, session_id: int, message: Mapping[str, Any]
+) -> int | None:
+    """The id of an exported message kept here already: the same XMPP id, or without
+    one the same role, sender, text and time; ``None`` when it is new."""
+    if message["message_id"] is not None:
+        row = db.execute(
+            "SELECT id FROM conversation_messages WHERE session_id = ? AND message_id = ?",
+            (session_id, message["message_id"]),
+        ).fetchone()
+    else:
+        row = db.execute(
+            _SAME_MESSAGE,
+            (session_id, message["role"], message["sender"], message["text"], float(message["at"])),
+        ).fetchone()
+    return None if row is None else int(row[0])
 
 
 def _prune(db: sqlite3.Connection, session_id: int, through: int, keep: int) -> int:
@@ -275,7 +335,7 @@ class ConversationStore:
         if peer is not None:
             sql += " WHERE c.peer = ?"
             params.append(peer)
-        rows = await self._base.fetchall(sql + " ORDER BY c.updated_at DESC, c.id DESC", params)
+        rows = await self._base.fetchall(sql + _LATEST_FIRST, params)
         return [_info(row) for row in rows]
 
     async def info(self, conversation_id: str) -> ConversationInfo | None:
@@ -375,8 +435,8 @@ class ConversationStore:
         found: dict[int, list[int]] = {}
         for chunk in chunks(list(memory_ids)):
             rows = await self._base.fetchall(
-                "SELECT memory_id, message_id FROM memory_sources "
-                f"WHERE memory_id IN ({placeholders(len(chunk))}) ORDER BY memory_id, message_id",
+                "SELECT memory_id, message_id FROM memory_sources WHERE message_id > 0 "
+                f"AND memory_id IN ({placeholders(len(chunk))}) ORDER BY memory_id, message_id",
                 chunk,
             )
             for memory_id, message_id in rows:
@@ -395,34 +455,78 @@ class ConversationStore:
         )
         return [_message(row) for row in rows]
 
-    async def export(self) -> builtins.list[dict[str, Any]]:
-        """Every conversation with its messages, the oldest conversation first, as plain
-        data (for export). A message is ``formed`` when it is at or before the cursor:
-        formed into memories, or set aside by a reset, never to be formed."""
-        exported: list[dict[str, Any]] = []
-        for info in reversed(await self.conversations()):
-            messages = await self.messages(info.conversation_id)
-            exported.append(
-                {
-                    "conversation_id": info.conversation_id,
-                    "peer": info.peer,
-                    "messages": [
-                        {
-                            "role": message.role,
-                            "sender": message.sender,
-                            "text": message.text,
-                            "at": message.at,
-                            "message_id": message.message_id,
-                            "formed": message.id <= info.formed_through,
-                        }
-                        for message in messages
-                    ],
-                }
-            )
-        return exported
+    async def export(self) -> HistoryExport:
+        """Every conversation with its messages, the oldest conversation first, and where
+        each memory came from, as plain data (for export), read in one consistent view.
 
-    async def import_messages(self, conversations: Sequence[Mapping[str, Any]]) -> int:
-        """Add exported conversations (checked by the caller) in one transaction.
+        A message is ``formed`` when it is at or before the cursor: formed into
+        memories, or set aside by a reset, never to be formed. A source names its
+        conversation and the message's position among that conversation's exported
+        messages (``None`` when retention dropped the message).
+        """
+
+        def work(db: sqlite3.Connection) -> HistoryExport:
+            conversations: list[dict[str, Any]] = []
+            positions: dict[int, tuple[str, dict[int, int]]] = {}
+            for info in reversed([_info(row) for row in db.execute(_INFO + _LATEST_FIRST)]):
+                rows = db.execute(
+                    f"SELECT {_MESSAGE_COLUMNS} FROM conversation_messages AS m "
+                    "JOIN conversations AS c ON c.id = m.session_id "
+                    "WHERE c.conversation_id = ? ORDER BY m.id",
+                    (info.conversation_id,),
+                ).fetchall()
+                messages = [_message(row) for row in rows]
+                conversations.append(
+                    {
+                        "conversation_id": info.conversation_id,
+                        "peer": info.peer,
+                        "messages": [
+                            {
+                                "role": message.role,
+                                "sender": message.sender,
+                                "text": message.text,
+                                "at": message.at,
+                                "message_id": message.message_id,
+                                "formed": message.id <= info.formed_through,
+                            }
+                            for message in messages
+                        ],
+                    }
+                )
+                (session_id,) = db.execute(
+                    "SELECT id FROM conversations WHERE conversation_id = ?",
+                    (info.conversation_id,),
+                ).fetchone()
+                positions[int(session_id)] = (
+                    info.conversation_id,
+                    {message.id: at for at, message in enumerate(messages)},
+                )
+            sources: dict[int, list[dict[str, Any]]] = {}
+            for memory_id, message_id, session_id, formed in db.execute(
+                "SELECT memory_id, message_id, session_id, formed FROM memory_sources "
+                "ORDER BY memory_id, message_id"
+            ):
+                if int(session_id) not in positions:
+                    continue
+                conversation_id, at = positions[int(session_id)]
+                sources.setdefault(int(memory_id), []).append(
+                    {
+                        "conversation_id": conversation_id,
+                        "message": at.get(int(message_id)),
+                        "formed": bool(formed),
+                    }
+                )
+            return HistoryExport(conversations=conversations, sources=sources)
+
+        return await self._base.run_read(work)
+
+    async def import_messages(
+        self,
+        conversations: Sequence[Mapping[str, Any]],
+        sources: Sequence[ImportedSource] = (),
+    ) -> int:
+        """Add exported conversations (checked by the caller), and the sources of the
+        memories formed from them, in one transaction.
 
         A message kept already is skipped: the same XMPP id in the same conversation,
         or, without an id, the same role, sender, text and time; importing twice
@@ -430,12 +534,19 @@ class ConversationStore:
         again: the cursor moves over those that follow it without a gap (a message
         of this memory not formed yet, before them, keeps them pending with it).
 
+        A source links its memory to the message at its position (the one kept
+        already, when the message was skipped). A source whose message retention had
+        dropped before the export still ties the memory to its conversation, so that
+        forgetting the conversation forgets what was formed only from it: it is kept
+        with the conversation's id, negated, as its message.
+
         Returns:
             How many messages were added.
         """
 
         def work(db: sqlite3.Connection) -> int:
             added = 0
+            kept: dict[str, tuple[int, list[int]]] = {}  # id, the row of each position
             for conversation in conversations:
                 messages = conversation["messages"]
                 if not messages:
@@ -445,39 +556,29 @@ class ConversationStore:
                 session_id, revision, formed_through = db.execute(
                     _SESSION, (conversation["conversation_id"], conversation["peer"], first, last)
                 ).fetchone()
+                rows: list[int] = []
+                kept[str(conversation["conversation_id"])] = (int(session_id), rows)
                 formed: set[int] = set()
                 for message in messages:
-                    if (
-                        message["message_id"] is None
-                        and db.execute(
-                            _SAME_MESSAGE,
+                    row = _kept_already(db, int(session_id), message)
+                    if row is None:
+                        inserted = db.execute(
+                            _INSERT_MESSAGE,
                             (
                                 session_id,
+                                revision,
                                 message["role"],
                                 message["sender"],
                                 message["text"],
                                 float(message["at"]),
+                                message["message_id"],
                             ),
                         ).fetchone()
-                    ):
-                        continue
-                    row = db.execute(
-                        _INSERT_MESSAGE,
-                        (
-                            session_id,
-                            revision,
-                            message["role"],
-                            message["sender"],
-                            message["text"],
-                            float(message["at"]),
-                            message["message_id"],
-                        ),
-                    ).fetchone()
-                    if row is None:  # the same XMPP message, kept already
-                        continue
-                    added += 1
-                    if message["formed"]:
-                        formed.add(int(row[0]))
+                        row = int(inserted[0])
+                        added += 1
+                        if message["formed"]:
+                            formed.add(row)
+                    rows.append(row)
                 cursor = int(formed_through)
                 if formed:
                     later = db.execute(
@@ -492,6 +593,18 @@ class ConversationStore:
                 db.execute(
                     "UPDATE conversations SET formed_through = ? WHERE id = ?", (cursor, session_id)
                 )
+            links = []
+            for source in sources:
+                if source.conversation_id not in kept:
+                    continue
+                session_id, rows = kept[source.conversation_id]
+                message = -session_id if source.message is None else rows[source.message]
+                links.append((source.memory_id, message, session_id, int(source.formed)))
+            db.executemany(
+                "INSERT OR IGNORE INTO memory_sources (memory_id, message_id, session_id, formed) "
+                "VALUES (?, ?, ?, ?)",
+                links,
+            )
             return added
 
         return await self._base.run_write(work, "importing conversations")

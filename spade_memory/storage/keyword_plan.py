@@ -47,6 +47,7 @@ _MAX_AND_TERMS = 4
 _CHECK_SECONDS = 5.0  # how often the memory's growth is looked at
 _OVERFETCH = 8  # rows asked of FTS5 beyond the limit, for those a filter drops
 _FILTER_FIRST = 0.5  # a filter passing fewer rows than this share goes inside the query
+_LOOKUP_CHUNK = 500  # terms per vocabulary lookup
 
 
 def _quote(term: str) -> str:
@@ -273,6 +274,22 @@ class KeywordPlanner:
                 # Read at ``changes`` or later: absent until the next write at least.
                 self._absent.update(term for term in missing if term not in self._frequencies)
         return {term: self._frequencies.get(term, 0) for term in terms}
+
+    async def held_terms(self, terms: Sequence[str]) -> dict[str, int]:
+        """The document frequency of each of ``terms`` some memory holds (absent
+        terms left out), read from the vocabulary now: nothing is cached, so that
+        hundreds of looked-up respellings do not crowd the frequency cache."""
+        await self.document_frequencies(())  # makes the vocabulary table
+        unique = list(dict.fromkeys(term for term in terms if term))
+        found: dict[str, int] = {}
+        for start in range(0, len(unique), _LOOKUP_CHUNK):
+            chunk = unique[start : start + _LOOKUP_CHUNK]
+            rows = await self._fetch(
+                f"SELECT term, doc FROM {_VOCAB} WHERE term IN ({placeholders(len(chunk))})",
+                chunk,
+            )
+            found.update((str(row[0]), int(row[1])) for row in rows if row[1])
+        return found
 
     def _changed(self) -> int:
         """The connection's write count, or -1 when unknown (absent terms are then

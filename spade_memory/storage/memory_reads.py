@@ -115,9 +115,18 @@ async def list_memories(
     limit: int,
     offset: int,
     viewer: Viewer | None = None,
+    created_from: float | None = None,
+    created_to: float | None = None,
 ) -> list[Memory]:
-    """Memories, newest first, filtered by category, status and viewer."""
+    """Memories, newest first, filtered by category, status, viewer and when they were
+    stored (``created_from <= created_at < created_to``)."""
     where, params = status_category_filter(categories, statuses, viewer=viewer)
+    if created_from is not None:
+        where += " AND created_at >= ?"
+        params.append(float(created_from))
+    if created_to is not None:
+        where += " AND created_at < ?"
+        params.append(float(created_to))
     rows = await fetch(
         f"SELECT {COLUMNS} FROM memories WHERE {where} "
         "ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?",

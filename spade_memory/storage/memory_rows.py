@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 from ..models import GLOBAL_SCOPE, Memory, Scope, Visibility
+from ..text.relative_dates import memory_date_terms
 from ..text.tokenizer import get_tokenizer
 
 if TYPE_CHECKING:  # a read (``memory_reads``) loads no SQLite driver thread
@@ -75,9 +76,14 @@ class IndexedText:
 
     @classmethod
     def of(cls, content: str, context: str | None = None) -> IndexedText:
-        """The keyword-index text of a memory: what every writer and checker uses."""
+        """The keyword-index text of a memory: what every writer and checker uses.
+
+        The context's tokens are followed by the memory's date terms (its day, the
+        dates it names or means: :func:`~spade_memory.text.relative_dates.memory_date_terms`).
+        """
         tokenize = get_tokenizer().tokenize
-        return cls(" ".join(tokenize(content)), " ".join(tokenize(context or "")))
+        context_tokens = [*tokenize(context or ""), *memory_date_terms(content, context)]
+        return cls(" ".join(tokenize(content)), " ".join(context_tokens))
 
 
 @dataclass(frozen=True, slots=True)

@@ -286,7 +286,9 @@ _V9 = (
     "ON conversation_messages (session_id, message_id) WHERE message_id IS NOT NULL",
     # The messages each formed memory came from (formed = 1), or that told a memory
     # again (formed = 0). Kept when retention drops the message itself, so that
-    # forgetting its conversation still finds what was formed from it.
+    # forgetting its conversation still finds what was formed from it. A source
+    # imported after retention had dropped its message has the conversation's id,
+    # negated, as its message.
     """CREATE TABLE memory_sources (
         memory_id  INTEGER NOT NULL REFERENCES memories (id) ON DELETE CASCADE,
         message_id INTEGER NOT NULL,

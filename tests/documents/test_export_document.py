@@ -72,8 +72,17 @@ scopes = st.none() | st.builds(
     st.sampled_from(["global", "private", "shared", "conversation"]),
     st.lists(st.sampled_from(["bob@localhost", "carol@localhost"]), max_size=2, unique=True),
 )
+sources = st.none() | st.lists(
+    st.builds(
+        lambda cid, message, formed: {"conversation_id": cid, "message": message, "formed": formed},
+        texts,
+        st.none() | st.integers(0, 5),
+        st.booleans(),
+    ),
+    max_size=2,
+)
 memories = st.builds(
-    lambda uid, content, importance, status, created, accessed, count, metadata, scope: {
+    lambda uid, content, importance, status, created, accessed, count, metadata, scope, came: {
         "id": None,
         "uid": uid,
         "category": "fact",
@@ -90,6 +99,7 @@ memories = st.builds(
         "access_count": count,
         "metadata": metadata,
         "scope": scope,
+        "sources": came,
     },
     st.uuids().map(lambda u: u.hex),
     texts,
@@ -100,6 +110,7 @@ memories = st.builds(
     st.integers(0, 10**6),
     st.dictionaries(texts, st.none() | st.integers() | texts, max_size=3),
     scopes,
+    sources,
 )
 notes = st.dictionaries(
     texts,
@@ -178,12 +189,29 @@ def _document(**memory: Any) -> dict[str, Any]:
 
 
 WRONG_MEMORY = [
-    ("uid", 7), ("uid", "x" * 65), ("category", None), ("content", None), ("content", 3),
-    ("context", 1.5), ("confidence", "0.9"), ("confidence", True), ("confidence", math.nan),
-    ("importance", [0.5]), ("status", "deleted"), ("status", 1), ("source_sender", 5),
-    ("created_at", "2024-01-01"), ("created_at", math.inf), ("updated_at", False),
-    ("last_accessed", {}), ("access_count", 1.0), ("access_count", -1),
-    ("access_count", True), ("metadata", [1]), ("metadata", "x"), ("id", "1"),
+    ("uid", 7),
+    ("uid", "x" * 65),
+    ("category", None),
+    ("content", None),
+    ("content", 3),
+    ("context", 1.5),
+    ("confidence", "0.9"),
+    ("confidence", True),
+    ("confidence", math.nan),
+    ("importance", [0.5]),
+    ("status", "deleted"),
+    ("status", 1),
+    ("source_sender", 5),
+    ("created_at", "2024-01-01"),
+    ("created_at", math.inf),
+    ("updated_at", False),
+    ("last_accessed", {}),
+    ("access_count", 1.0),
+    ("access_count", -1),
+    ("access_count", True),
+    ("metadata", [1]),
+    ("metadata", "x"),
+    ("id", "1"),
     ("content", "\ud800"),
 ]
 
@@ -206,11 +234,20 @@ async def test_a_wrong_type_in_a_memory_is_refused_naming_it_and_writes_nothing(
 
 
 WRONG_DOCUMENT = [
-    ("format", "spade_memory.exports"), ("format", None), ("version", 3), ("version", True),
-    ("version", "1"), ("agent", 5), ("memories", {}), ("memories", [1]), ("notes", []),
-    ("notes", {"c": "a note"}), ("notes", {"c": [{"content": "x"}]}),
+    ("format", "spade_memory.exports"),
+    ("format", None),
+    ("version", 3),
+    ("version", True),
+    ("version", "1"),
+    ("agent", 5),
+    ("memories", {}),
+    ("memories", [1]),
+    ("notes", []),
+    ("notes", {"c": "a note"}),
+    ("notes", {"c": [{"content": "x"}]}),
     ("notes", {"c": [{"content": "x", "created_at": "now"}]}),
-    ("conversations", {}), ("conversations", [{"peer": "bob@localhost"}]),
+    ("conversations", {}),
+    ("conversations", [{"peer": "bob@localhost"}]),
     ("conversations", [{"conversation_id": "c", "peer": "bob@localhost", "messages": [{}]}]),
     ("conversations", [{"conversation_id": "c", "peer": 5}]),
 ]

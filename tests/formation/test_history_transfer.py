@@ -158,3 +158,83 @@ async def test_a_conversation_kept_with_another_partner_is_refused(
         await dave.import_data(data)
     assert (await dave.stats()).total == 0
     assert [m.text for m in await dave.history.messages(CID)] == ["same id, other partner"]
+
+
+async def test_formed_memories_keep_their_sources_through_an_export(
+    alice: MemoryManager, dave: MemoryManager
+) -> None:
+    data = await told(alice)
+    with_sources = [m for m in data["memories"] if m.get("sources")]
+    assert with_sources, "the formed memories carry their sources"
+    assert all(s["conversation_id"] == CID for m in with_sources for s in m["sources"])
+    await dave.import_data(data)
+    imported = {m.content: m.id for m in await dave.list(limit=100)}
+    for exported in with_sources:
+        texts = [m.text for m in await dave.history.sources(imported[exported["content"]])]
+        assert texts == [
+            data["conversations"][0]["messages"][s["message"]]["text"] for s in exported["sources"]
+        ]
+    # an export of the import carries the same sources; importing again adds none twice
+    again = {m["uid"]: m.get("sources") for m in (await dave.export())["memories"]}
+    assert {m["uid"]: m["sources"] for m in with_sources}.items() <= again.items()
+    await dave.import_data(data)
+    ids = await dave.history.source_ids([imported[m["content"]] for m in with_sources])
+    assert sum(len(found) for found in ids.values()) == sum(len(m["sources"]) for m in with_sources)
+
+
+async def test_forgetting_an_imported_conversation_forgets_what_was_formed_from_it(
+    alice: MemoryManager, dave: MemoryManager
+) -> None:
+    data = await told(alice)
+    await dave.import_data(data)
+    formed = {m["content"] for m in data["memories"] if m.get("sources")}
+    assert formed <= {m.content for m in await dave.list(limit=100)}
+    await dave.history.forget(CID)
+    assert not formed & {m.content for m in await dave.list(limit=100)}
+
+
+async def test_a_source_whose_message_was_dropped_still_ties_the_memory_to_its_conversation(
+    tmp_path: Path,
+) -> None:
+    # retention keeps ten messages: the first window's are gone by the export
+    async with await MemoryManager.open(ALICE, config(None, max_messages=10), clock=clock) as alice:
+        await chat(alice, [("user", "I prefer green tea"), ("assistant", "Noted")])
+        await alice.form_memories()
+        later = [
+            ("user", f"I visited museum {n}") if n % 2 == 0 else ("assistant", "Nice")
+            for n in range(10)
+        ]
+        await chat(alice, later, start=DAY + 600)
+        await alice.form_memories()
+        data = await alice.export()
+    dropped = [
+        m for m in data["memories"] if any(s["message"] is None for s in m.get("sources") or [])
+    ]
+    assert dropped, "a memory formed from a message retention dropped"
+    async with await MemoryManager.open(DAVE, config(tmp_path), clock=clock) as dave:
+        await dave.import_data(data)
+        contents = {m.content for m in await dave.list(limit=100)}
+        assert {m["content"] for m in dropped} <= contents
+        again = {m["uid"]: m.get("sources") for m in (await dave.export())["memories"]}
+        assert all(again[m["uid"]] == m["sources"] for m in dropped)
+        await dave.history.forget(CID)
+        assert not {m["content"] for m in dropped} & {m.content for m in await dave.list(limit=100)}
+
+
+@pytest.mark.parametrize(
+    ("source", "says"),
+    [
+        ({"conversation_id": "nowhere", "message": 0}, "does not hold"),
+        ({"conversation_id": CID, "message": 99}, "holds 4"),
+        ({"conversation_id": CID, "message": -1}, "message"),
+    ],
+)
+async def test_a_source_naming_no_message_of_the_export_is_refused(
+    alice: MemoryManager, dave: MemoryManager, source: dict[str, Any], says: str
+) -> None:
+    data = copy.deepcopy(await told(alice))
+    next(m for m in data["memories"] if m.get("sources"))["sources"] = [source]
+    with pytest.raises(InvalidToolInput, match=says):
+        await dave.import_data(data)
+    assert (await dave.stats()).total == 0
+    assert await dave.history.conversations() == []

@@ -14,6 +14,7 @@ from spade_memory.formation.offline import (
     allowed_category,
     episode_content,
     form_offline,
+    only_asks,
     worth_keeping,
 )
 from spade_memory.limits import LIMITS
@@ -185,6 +186,23 @@ def test_a_formed_memory_names_its_sources_sorted() -> None:
 @pytest.mark.parametrize("text", ["Noted.", "Understood!", "I have nothing to add."])
 def test_an_acknowledgement_or_an_empty_answer_is_no_episode(text: str) -> None:
     assert not worth_keeping(message(1, "assistant", text))
+
+
+@pytest.mark.parametrize(
+    ("text", "asks"),
+    [
+        ("What do you know about Ana?", True),
+        ("Did Mr. Smith call? Who is he?", True),  # "Mr." ends no sentence
+        ("Really?!", True),
+        ("你知道她住在哪儿吗？", True),
+        ("I moved to Lyon. Where is it?", False),
+        ("我搬家了。你知道吗？", False),
+        ("Hi. What is new?", False),
+        ("Ok", False),
+    ],
+)
+def test_only_asks_when_every_sentence_is_a_question(text: str, asks: bool) -> None:
+    assert only_asks(text) is asks
 
 
 def test_a_question_asked_of_the_agent_is_no_episode_between_people_it_is() -> None:

