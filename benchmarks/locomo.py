@@ -356,25 +356,29 @@ def split_table(
     ordered: Sequence[SystemResult],
     splits: Sequence[tuple[int, int]],
 ) -> str:
-    """Recall@10 / MRR@10 over categories 1-4 per group of conversations, and over
-    all; and the temporal category's (2) alone."""
+    """Per group of conversations (and over all): Recall@10 / MRR@10 over
+    categories 1-4 and per category (the temporal one, 2, among them)."""
     groups = [(f"{a}-{b}", conversations[a : b + 1]) for a, b in splits]
     groups.append(("all", conversations))
+    categories = [str(c) for c in sorted(CATEGORY_NAMES)]
     rows = []
-    for result in ordered:
-        cells = [result.name]
-        for _, part in groups:
+    for name, part in groups:
+        for result in ordered:
             summary = _summaries(score_system(part, result))
-            main, temporal = summary["1-4"], summary["2"]
-            cells.append(f"{main.recall10:.4f} / {main.mrr10:.4f}")
-            cells.append(f"{temporal.recall10:.4f} / {temporal.mrr10:.4f}")
-        rows.append(cells)
-    headers = [
-        heading
-        for name, _ in groups
-        for heading in (f"R@10 / MRR@10 conv {name}", f"temporal conv {name}")
+            cells = [name, result.name]
+            for group in ("1-4", *categories):
+                found = summary.get(group)
+                cells.append(f"{found.recall10:.3f} / {found.mrr10:.3f}" if found else "")
+            rows.append(cells)
+    header = [
+        "conversations",
+        "system",
+        "1-4",
+        *(f"{c} {CATEGORY_NAMES[int(c)]}" for c in categories),
     ]
-    return markdown_table(["system", *headers], rows)
+    return "Recall@10 / MRR@10 per group of conversations and category:\n\n" + markdown_table(
+        header, rows
+    )
 
 
 def main_tables(

@@ -47,6 +47,16 @@ SYSTEMS: Mapping[str, Mapping[str, Any]] = {
     "dual": {},
 }
 KS = (1, 3, 5, 10)
+_LINKS = ("en", "zh", "en/name", "en/topic", "zh/name", "zh/topic")
+_GROUPS = (
+    "all",
+    *_LINKS,
+    *(
+        f"{part}{link}"
+        for part in ("tuning", "held-out")
+        for link in ("", *(f"/{name}" for name in _LINKS))
+    ),
+)
 AGENT = "relations@localhost"
 
 
@@ -56,13 +66,15 @@ class Query:
 
     ``via`` says what links the person asked about to the answer: a named entity
     (``"name"``: Omar, Orbital Labs) or a shared common-noun topic (``"topic"``:
-    the payments team, 合唱团).
+    the payments team, 合唱团). ``part`` is ``"tuning"`` (the questions settings were
+    chosen on) or ``"held-out"`` (written afterwards, kept out of every choice).
     """
 
     text: str
     language: str
     gold: tuple[str, ...]
     via: str = "name"
+    part: str = "tuning"
 
 
 def load_set(path: Path = DATA_FILE) -> tuple[list[dict[str, str]], list[Query]]:
@@ -82,6 +94,7 @@ def load_set(path: Path = DATA_FILE) -> tuple[list[dict[str, str]], list[Query]]
             str(q["language"]),
             tuple(str(g) for g in q["gold"]),
             str(q.get("via", "name")),
+            str(q.get("part", "tuning")),
         )
         for q in data["queries"]
     ]
@@ -122,12 +135,19 @@ async def run(
 
 
 def summarise(queries: Sequence[Query], rankings: Sequence[Sequence[str]]) -> dict[str, Any]:
-    """hit@k and MRR@10 overall, per language, and per language and link (``en/topic``)."""
+    """hit@k and MRR@10 overall, per language, per language and link (``en/topic``),
+    and the same per part (``held-out``, ``held-out/zh``, ``held-out/zh/topic``)."""
     groups: dict[str, list[int]] = {"all": list(range(len(queries)))}
     for index, query in enumerate(queries):
         groups.setdefault(query.language, []).append(index)
     for index, query in enumerate(queries):
         groups.setdefault(f"{query.language}/{query.via}", []).append(index)
+    for index, query in enumerate(queries):
+        groups.setdefault(query.part, []).append(index)
+    for index, query in enumerate(queries):
+        groups.setdefault(f"{query.part}/{query.language}", []).append(index)
+    for index, query in enumerate(queries):
+        groups.setdefault(f"{query.part}/{query.language}/{query.via}", []).append(index)
     summary: dict[str, Any] = {}
     for group, indexes in groups.items():
         row: dict[str, float] = {"count": len(indexes)}
@@ -143,7 +163,7 @@ def summarise(queries: Sequence[Query], rankings: Sequence[Sequence[str]]) -> di
 def table(summaries: Mapping[str, Mapping[str, Any]], seconds: Mapping[str, list[float]]) -> str:
     rows = []
     for name, summary in summaries.items():
-        for group in ("all", "en", "zh", "en/name", "en/topic", "zh/name", "zh/topic"):
+        for group in _GROUPS:
             if group not in summary:
                 continue
             row = summary[group]
@@ -257,7 +277,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"({sum(q.language == 'en' for q in queries)} English, "
         f"{sum(q.language == 'zh' for q in queries)} Chinese; "
         f"{sum(q.via == 'name' for q in queries)} through a named entity, "
-        f"{sum(q.via == 'topic' for q in queries)} through a shared topic), "
+        f"{sum(q.via == 'topic' for q in queries)} through a shared topic; "
+        f"{sum(q.part == 'held-out' for q in queries)} held out), "
         f"embedder {args.embedder}."
     )
     text = table(summaries, seconds)

@@ -9,7 +9,9 @@ Keyword part, as evidence summed per memory:
    Chinese name ("security team", 星辰科技) also counts for the memories whose
    text holds it, though their extraction did not make it an entity;
 2. from the matched nodes the graph is followed 1 hop (or 2, see
-   ``RetrievalConfig.graph_hops``), ``graph_hop_decay`` per hop: "who does Alice
+   ``RetrievalConfig.graph_hops``; a question about whom someone is linked to
+   goes on from the topics of the first hop to their people: person -> topic ->
+   person), ``graph_hop_decay`` per hop: "who does Alice
    work with?" reaches "Bob and Alice are on the payments team" (Alice) and from
    there the memories about Bob and about the payments team. Edges of the
    relation the query asks about ("work with" -> ``works_with``) count most,
@@ -56,6 +58,7 @@ from ..models import Viewer
 from ..storage.graph_store import GraphStore, NodeHit
 from ..text.extraction import EntityExtractor
 from ..text.speakers import SPEAKER_TYPE
+from ..text.topics import TOPIC_TYPE
 from .fusion import minmax
 from .graph_evidence import (
     expand,
@@ -76,6 +79,8 @@ _HUB_WEIGHT = 0.5  # what a hub passes on along its typed relations
 _HUB_MIN_ENTRIES = 20
 _HUB_MAX_ENTRIES = 1_000  # however large the memory, an entity named this often is a hub
 _PER_NEIGHBOUR = 20
+_SHARED = frozenset({TOPIC_TYPE, "thing"})  # what people share: a topic, a team they joined
+_PEOPLE = frozenset({"person", "name", "mention", "jid"})
 _SPEAKER_POOL = 100  # at least this many nearest memories looked at for a named speaker
 
 
@@ -95,6 +100,9 @@ class GraphHits:
     keyword: dict[int, float] = field(default_factory=dict)
     vector: dict[int, float] = field(default_factory=dict)
     nodes: tuple[str, ...] = ()
+    # memories found only through a link (a hop from what the query names): they
+    # hold the answer to a question about whom someone is linked to, not its words
+    linked: frozenset[int] = frozenset()
 
 
 def hub_threshold(total: int, fraction: float) -> float:
@@ -145,7 +153,9 @@ class GraphRetriever:
         without it there is no speaker step. With a ``viewer``, only memories it
         sees are found, and only through edges of memories it sees.
         """
-        raw, nodes, speakers = await self._keyword(query, intent, candidates, categories, viewer)
+        raw, nodes, speakers, linked = await self._keyword(
+            query, intent, candidates, categories, viewer
+        )
         floor = self._config.tuning.graph_speaker_score
         spoken: set[int] = set()
         if speakers and nearest is not None and floor > 0:
@@ -155,6 +165,7 @@ class GraphRetriever:
             )
         else:
             hits = await self._anchored(raw, nodes, candidates, query_vector, intent)
+        hits.linked = frozenset(linked.intersection(hits.scores))
         for memory_id in spoken:
             if hits.scores.get(memory_id, 0.0) < floor:
                 hits.scores[memory_id] = floor
@@ -207,13 +218,14 @@ class GraphRetriever:
         candidates: int,
         categories: Sequence[str] | None,
         viewer: Viewer | None,
-    ) -> tuple[dict[int, float], tuple[str, ...], list[NodeHit]]:
+    ) -> tuple[dict[int, float], tuple[str, ...], list[NodeHit], set[int]]:
         """Evidence per memory, summed: each match through an entity weighs its rarity.
 
         A match through a rare entity counts about 1, through an entity most
         memories name almost nothing. Such hubs find no memories by themselves,
         and are expanded through typed relations only ("Melanie likes pottery").
-        The speaker nodes the query names are returned apart (third).
+        The speaker nodes the query names are returned apart (third), and the
+        memories found only through a hop (fourth).
         """
         store = self._store
         # Queries of one step go to the connection together (one connection serves
@@ -255,15 +267,28 @@ class GraphRetriever:
             viewer=viewer,
         ):
             raw[memory_id] = raw.get(memory_id, 0.0) + score
+        found_directly = set(raw)
         frontier = {n.id: weights[n.id] if n.id in seeds else _HUB_WEIGHT for n in nodes}
         seen = set(weights)
         decay = self._config.tuning.graph_hop_decay
-        for _ in range(self._config.graph_hops):
+        hops = self._config.graph_hops
+        topics: dict[int, float] = {}
+        for hop in range(hops + 1):
+            if hop == hops:
+                # Person -> topic -> person, for a question about whom someone is
+                # linked to: from the topics and things (a team one joined) of the
+                # first hop on to their people ("Marta" -> the payments team ->
+                # "Jonas"), when no second hop did.
+                frontier = topics if hops == 1 else {}
             if not frontier:
                 break
             frontier, entries = await expand(
                 store, frontier, seen, intent, total, hub, decay, set(hubs), read_nodes, viewer
             )
+            if hop == hops:
+                frontier = {k: v for k, v in frontier.items() if read_nodes[k].type in _PEOPLE}
+            elif hop == 0 and intent.relationship:
+                topics = {k: v for k, v in frontier.items() if read_nodes[k].type in _SHARED}
             seen.update(frontier)
             for memory_id, score in await memories_of(
                 store,
@@ -282,13 +307,14 @@ class GraphRetriever:
         text_hits = await text_matches(
             store, query, named_words, candidates, total, categories, cap, viewer, intent.relations
         )
+        linked = set(raw) - found_directly - set(text_hits)
         for memory_id, value in text_hits.items():
             raw[memory_id] = raw.get(memory_id, 0.0) + _FTS_WEIGHT * value
         if hubs and raw:
             # A hub still adds its (small) weight to the memories found otherwise.
             for memory_id, node_id in await store.entry_nodes(list(raw), hubs):
                 raw[memory_id] += weights[node_id]
-        return raw, named, speakers
+        return raw, named, speakers, linked
 
     def nearest_wanted(self, candidates: int) -> int:
         """How many nearest memories the speaker step looks at (0: it is off)."""

@@ -29,6 +29,7 @@ __all__ = [
     "QueryIntent",
     "blend_routes",
     "query_intent",
+    "route_shares",
     "route_weights",
 ]
 
@@ -115,6 +116,10 @@ _RELATIONSHIP_ZH: Mapping[str, tuple[str, ...]] = {
     "经理": ("manages", "reports_to"),
     "老板": ("manages", "reports_to"),
     "上司": ("manages", "reports_to"),
+    "下属": ("manages", "reports_to"),
+    "手下": ("manages", "reports_to"),
+    "公司": ("works_at",),
+    "单位": ("works_at",),
     "工作": ("works_at", "works_with"),
     "上班": ("works_at",),
     "住在": ("lives_in",),
@@ -262,12 +267,9 @@ def blend_routes(
     both routes return gets ``both_bonus``. Scores are not re-normalised per
     query, so a weak match stays weak.
     """
-    w_document = weights.get("document", 0.0) if document else 0.0
-    w_graph = weights.get("graph", 0.0) if graph else 0.0
-    total = w_document + w_graph
-    if total <= 0:
+    w_document, w_graph = route_shares(document, graph, weights)
+    if w_document + w_graph <= 0:
         return {}
-    w_document, w_graph = w_document / total, w_graph / total
     blended: dict[int, float] = {}
     for key in document.keys() | graph.keys():
         score = w_document * document.get(key, 0.0) + w_graph * graph.get(key, 0.0)
@@ -275,3 +277,18 @@ def blend_routes(
             score += both_bonus
         blended[key] = score
     return blended
+
+
+def route_shares(
+    document: Mapping[int, float], graph: Mapping[int, float], weights: Mapping[str, float]
+) -> tuple[float, float]:
+    """The document and graph routes' shares of a blend (:func:`blend_routes`), summing to 1.
+
+    A route that returned nothing has no share; ``(0, 0)`` when neither returned anything.
+    """
+    w_document = weights.get("document", 0.0) if document else 0.0
+    w_graph = weights.get("graph", 0.0) if graph else 0.0
+    total = w_document + w_graph
+    if total <= 0:
+        return 0.0, 0.0
+    return w_document / total, w_graph / total

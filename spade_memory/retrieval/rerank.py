@@ -204,21 +204,26 @@ def rerank(
     *,
     weight: float,
     question_penalty: float = 0.0,
+    kept: Mapping[int, float] | None = None,
 ) -> None:
     """Blend ``signals`` into the first-stage ``scores`` in place (see the module docstring).
 
     The result keeps the first stage's scale: the best first-stage score stays the
     ceiling, so later steps (neighbour shares, the final blend) read it as before.
+    ``kept`` is the part of each score the blend leaves as it is (the rest is
+    reranked, its best scaled to the best of the rest).
     """
     if not scores or weight <= 0:
         return
-    top = max(scores.values())
+    kept = kept or {}
+    rest = {key: value - kept.get(key, 0.0) for key, value in scores.items()}
+    top = max(rest.values())
     if top <= 0:
         return
-    for key, value in scores.items():
+    for key, value in rest.items():
         found = signals.get(key)
         lexical = found.score if found is not None else 0.0
-        scores[key] = top * ((1.0 - weight) * value / top + weight * lexical)
+        scores[key] = kept.get(key, 0.0) + top * ((1.0 - weight) * value / top + weight * lexical)
         if found is not None and found.asks:
             scores[key] *= 1.0 - question_penalty
 
@@ -267,11 +272,13 @@ class LexicalReranker:
         config: RetrievalConfig,
         *,
         indexed: IndexedTokens | None = None,
+        kept: Mapping[int, float] | None = None,
     ) -> dict[int, LexicalSignals]:
         """Rerank the best ``rerank_depth`` of ``scores`` in place; their signals.
 
         ``indexed``, when given, holds the tokens of (at least) those candidates
-        that have indexed text; else they are read here.
+        that have indexed text; else they are read here. ``kept``: the part of
+        each score left as it is (:func:`rerank`).
 
         Nothing changes when the second stage is off, the query has no terms, or
         reading the candidates fails (logged: the first stage's order stands).
@@ -289,6 +296,7 @@ class LexicalReranker:
             found,
             weight=config.rerank_weight,
             question_penalty=config.tuning.rerank_question_penalty,
+            kept=kept,
         )
         return found
 

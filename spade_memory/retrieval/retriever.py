@@ -45,6 +45,7 @@ from .intent import (
     QueryIntent,
     blend_routes,
     query_intent,
+    route_shares,
     route_weights,
 )
 from .ranking import diversify, explain_result
@@ -538,6 +539,13 @@ class Retriever:
         )
         if not state.scores:
             return False
+        if state.intent.relationship and state.graph.scores:
+            share, _ = route_shares(document, state.graph.scores, state.route_weights)
+            state.linked = {
+                key: value - share * document.get(key, 0.0)
+                for key, value in state.scores.items()
+                if key in state.graph.linked
+            }
         state.first_stage = dict(state.scores)
         state.reach = max(state.pool_size * 2, state.candidates)
         return True
@@ -555,7 +563,7 @@ class Retriever:
         )
         started = time.perf_counter()
         state.signals = await self._reranker.apply(
-            state.query, state.terms, scores, config, indexed=state.indexed
+            state.query, state.terms, scores, config, indexed=state.indexed, kept=state.linked
         )
         state.timings.extra["rerank"] = time.perf_counter() - started
 

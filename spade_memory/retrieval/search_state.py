@@ -81,6 +81,11 @@ class SearchState:
     route_weights: dict[str, float] = field(default_factory=dict)
     scores: dict[int, float] = field(default_factory=dict)
     first_stage: dict[int, float] = field(default_factory=dict)
+    # the part of each first-stage score the lexical stage leaves as it is: for a
+    # question about whom someone is linked to, what the graph route (and both
+    # routes' agreement) gave the memories it found only through a link: the link,
+    # not the words, makes such a memory relevant
+    linked: dict[int, float] = field(default_factory=dict)
     reach: int = 0
     # relevance floor: the cosine from which a vector match passes (None: none does)
     cosine_floor: float | None = None

@@ -52,7 +52,7 @@ __all__ = [
     "split_sentences",
 ]
 
-GRAPH_VERSION = 3
+GRAPH_VERSION = 4
 """Bumped whenever extraction changes, so stored graphs are rebuilt on open."""
 
 MAX_ENTITIES = 32
@@ -139,11 +139,7 @@ class EntityExtractor:
                 target_key = hit.target.key
             if target_key != hit.source.key:
                 typed.append(Relation(hit.source.key, hit.relation, target_key, 1.0, hit.sentence))
-        topics = [
-            m
-            for m in topic_mentions
-            if m.entity.key.removeprefix(TOPIC_PREFIX) not in found
-        ]
+        topics = [m for m in topic_mentions if m.entity.key.removeprefix(TOPIC_PREFIX) not in found]
         for mention in topics:
             found.setdefault(mention.entity.key, mention.entity)
         kept = dict(itertools.islice(found.items(), MAX_ENTITIES))
@@ -167,9 +163,7 @@ class EntityExtractor:
         without their punctuation, come from the text as written; Chinese
         names and dates from the text without punctuation.
         """
-        keys = [
-            m.entity.key for m in self.mentions(text) if m.entity.type in _WRITTEN_TYPES
-        ]
+        keys = [m.entity.key for m in self.mentions(text) if m.entity.type in _WRITTEN_TYPES]
         plain = _QUERY_PUNCTUATION.sub(" ", _APOSTROPHE.sub("", text))
         keys.extend(
             m.entity.key for m in self.mentions(plain.casefold()) if m.entity.type in _FOLDED_TYPES

@@ -86,6 +86,18 @@ _ZH_PREFIXES = ("小", "老", "阿")
 _ZH_GLUE = frozenset(
     "住是在和说去有也就要会与跟同被把给对从向都还又养买卖吃喝看做写读教开用送带坐打玩听穿"
 )
+# surnames that are far more often a preposition or conjunction when they stand alone
+_ZH_FUNCTION_SURNAMES = frozenset("和于向时应全连查从对把被给在是明解过")
+_ZH_PARTICLES = frozenset("着了过的地得们吗呢吧啊")
+# dictionary tags of words that are also given names (方圆 n, 常乐 a, 童心 n)
+_ZH_NAME_LIKE_TAGS = frozenset({"n", "a", "an", "nz", "ns", "b", "nrt"})
+_ZH_RARE_WORD = 1_000  # a dictionary word rarer than this may be a name where a person stands
+# what follows a person opening a clause ("方圆在...", "常乐打算...", "童心每天..."),
+# or named with another ("和文静一起...")
+_ZH_SUBJECT_CUES_WORDS = """
+    正在 每天 每周 经常 常常 已经 一直 加入 打算 喜欢 认识 住在 负责 参加 一起
+"""
+_ZH_SUBJECT_CUES = frozenset(_ZH_SUBJECT_CUES_WORDS.split())
 _CJK_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
 _ZH_KIN_WORDS = """
     哥哥 姐姐 弟弟 妹妹 爸爸 妈妈 父亲 母亲 爷爷 奶奶 外公 外婆 儿子 女儿 孩子 丈夫 妻子
@@ -168,7 +180,9 @@ class MentionFinder:
 
     def __init__(self) -> None:
         self._pos_lock = threading.Lock()
-        self._pos_cut: tuple[Callable[[str], Iterable[str]], Mapping[str, str]] | None = None
+        self._pos_cut: (
+            tuple[Callable[[str], Sequence[str]], Mapping[str, str], Mapping[str, int]] | None
+        ) = None
 
     def find(self, text: str) -> list[Mention]:
         """Every entity mention in ``text`` with its span, in order, overlaps removed."""
@@ -252,7 +266,8 @@ class MentionFinder:
                 spans = self._spans(text)
             if spans is not None:
                 named = {m.entity.value for m in mentions}
-                found.extend(chinese_topics(spans, named.__contains__))
+                tags = self._segmenter()[1]
+                found.extend(chinese_topics(spans, named.__contains__, tags.get))
         found.sort(key=lambda item: item[0])
         taken = sorted((m.start, m.end) for m in mentions)
         starts = [offset for offset, _ in split_sentences(text)]
@@ -339,55 +354,127 @@ class MentionFinder:
     def _pos(self, text: str) -> Iterable[tuple[str, str]]:
         """``(word, tag)`` covering ``text``: jieba's words of each Chinese run, tagged.
 
-        Tags come from jieba's part-of-speech dictionary; a word it does not know
-        (found by jieba's HMM) that starts with a surname is taken for a person's
-        name (``nr``), a verb glued to its end cut off ("王小红住" -> "王小红").
-        jieba's own tagger (``jieba.posseg``) does this with a second HMM over
-        every unknown stretch and is ten times slower.
+        Tags come from jieba's part-of-speech dictionary, and names from
+        :func:`_tag_run` (names the dictionary does not know, or knows as words).
+        jieba's own tagger (``jieba.posseg``) runs a second HMM over every
+        unknown stretch and is ten times slower; it is asked only about an
+        unknown word that may hold a name and more.
         """
-        cut, tags = self._segmenter()
+        cut, tags, freq = self._segmenter()
         position = 0
         for match in _CJK_RUN.finditer(text):
             if match.start() > position:
                 yield text[position : match.start()], "x"
-            for word in cut(match.group()):
-                tag = tags.get(word)
-                if tag is not None:
-                    yield word, tag
-                elif not _looks_like_name(word):
-                    yield word, "x"
-                elif len(word) >= 3 and word[-1] in _ZH_GLUE:
-                    yield word[:-1], "nr"
-                    yield word[-1], "x"
-                else:
-                    yield word, "nr"
+            yield from _tag_run(cut(match.group()), tags, freq)
             position = match.end()
         if position < len(text):
             yield text[position:], "x"
 
-    def _segmenter(self) -> tuple[Callable[[str], Iterable[str]], Mapping[str, str]]:
+    def _segmenter(
+        self,
+    ) -> tuple[Callable[[str], Sequence[str]], Mapping[str, str], Mapping[str, int]]:
         found = self._pos_cut
         if found is None:
             with self._pos_lock:
                 if self._pos_cut is None:
                     get_tokenizer().warm_up()  # jieba's dictionary, loaded once, quietly
+                    import jieba
                     import jieba.posseg
 
                     tags: Mapping[str, str] = jieba.posseg.dt.word_tag_tab
+                    freq: Mapping[str, int] = jieba.dt.FREQ
                     # the tokenizer's cut, cached: a memory's text is cut once for both
-                    self._pos_cut = (cut_cjk, tags)
+                    self._pos_cut = (cut_cjk, tags, freq)
                 found = self._pos_cut
         assert found is not None
         return found
 
 
 def _looks_like_name(word: str) -> bool:
-    """A word jieba does not know that reads as a Chinese name: a surname and one or two more."""
-    if not 2 <= len(word) <= 4 or not _CJK_RUN.fullmatch(word):
+    """A word jieba does not know that reads as a Chinese name: a surname and one or two more.
+
+    Not when it ends with a particle ("管着", "高了"): a verb and its particle.
+    """
+    if not 2 <= len(word) <= 4 or not _CJK_RUN.fullmatch(word) or word[-1] in _ZH_PARTICLES:
         return False
     if word[:2] in _ZH_COMPOUND_SURNAMES:
         return len(word) >= 3
     return word[0] in _ZH_SURNAMES or (word[0] in _ZH_PREFIXES and len(word) == 2)
+
+
+def _tag_run(
+    words: Sequence[str], tags: Mapping[str, str], freq: Mapping[str, int]
+) -> Iterator[tuple[str, str]]:
+    """``(word, tag)`` for jieba's ``words`` of one Chinese run, people's names tagged ``nr``.
+
+    Besides the names jieba's dictionary tags:
+
+    - a word the dictionary does not know that reads as a name
+      (:func:`_looks_like_name`); a one-character verb or adverb the cut glued
+      to it is cut off ("王小红住" -> 王小红 + 住, "孟凡常" -> 孟凡 + 常);
+    - a surname the cut left alone, followed by a word made of a given name and
+      a verb or preposition ("邱" + "实在仓库" -> 邱实 + 在);
+    - a rare dictionary word read as a name where a person stands: opening a
+      clause (or after 和/跟/与/同) before a verb or a preposition ("方圆在乐队",
+      "常乐打算"), and starting with a surname.
+    """
+    count = len(words)
+    index = 0
+    while index < count:
+        word = words[index]
+        following = words[index + 1] if index + 1 < count else ""
+        subject = index == 0 or words[index - 1] in _ZH_LEADING
+        tag = tags.get(word)
+        if tag is None:
+            if not _looks_like_name(word):
+                yield word, "x"
+            elif len(word) >= 3 and word[-1] in _ZH_GLUE:
+                yield word[:-1], "nr"
+                yield word[-1], "x"
+            elif len(word) >= 3:
+                yield from _split_name(word)
+            else:
+                yield word, "nr"
+        elif (
+            len(word) == 1
+            and subject
+            and word in _ZH_SURNAMES
+            and word not in _ZH_FUNCTION_SURNAMES
+            and len(following) == 2
+            and following[1] in _ZH_GLUE
+            and following[0] not in _ZH_GLUE
+        ):
+            yield word + following[0], "nr"
+            yield following[1], "x"
+            index += 1
+        elif (
+            subject
+            and not tag.startswith("nr")
+            and tag in _ZH_NAME_LIKE_TAGS
+            and 2 <= len(word) <= 3
+            and (word[0] in _ZH_SURNAMES or word[:2] in _ZH_COMPOUND_SURNAMES)
+            and word[0] not in _ZH_FUNCTION_SURNAMES
+            and freq.get(word, 0) < _ZH_RARE_WORD
+            and (following in _ZH_SUBJECT_CUES or following[:1] in _ZH_GLUE)
+        ):
+            yield word, "nr"
+        else:
+            yield word, tag
+        index += 1
+
+
+@lru_cache(maxsize=1024)
+def _split_name(word: str) -> tuple[tuple[str, str], ...]:
+    """An unknown word of three or four characters: a name, or a name and what follows it.
+
+    jieba's tagger reads it with its own HMM ("孟凡常" -> 孟凡 + 常, "李志刚" stays).
+    """
+    import jieba.posseg
+
+    pieces = [(piece.word, piece.flag) for piece in jieba.posseg.cut(word)]
+    if len(pieces) > 1 and pieces[0][1].startswith("nr") and len(pieces[0][0]) >= 2:
+        return (pieces[0][0], "nr"), (word[len(pieces[0][0]) :], "x")
+    return ((word, "nr"),)
 
 
 def _resolve_pronouns(text: str, mentions: list[Mention]) -> list[Mention]:

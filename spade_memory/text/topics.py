@@ -10,7 +10,10 @@ from Alice to the team to Bob.
   without modifiers that say nothing of the thing ("new", "same", "other", ...)
   and stopping at a function word, a verb-like ending or punctuation.
 - Chinese: the common nouns jieba's part-of-speech dictionary tags ``n`` (two
-  characters or more, kinship words and a few empty nouns aside).
+  characters or more, kinship words and a few empty nouns aside), the words
+  ending with a place or group character (诊所, which the dictionary tags as a
+  verb), verbal nouns used as nouns, and the head noun of a compound (学生宿舍
+  also gives 宿舍).
 
 Each topic's key is ``topic:`` and the canonical form of its words
 (:func:`~spade_memory.text.names.canonical_key`), so "The Payments team" and
@@ -73,6 +76,9 @@ _ZH_EMPTY_WORDS = """
     老公 老婆 叔叔 阿姨 舅舅 姑姑 同事 朋友 老师 老板 经理 大家 人们 别人
 """
 _ZH_EMPTY = frozenset(_ZH_EMPTY_WORDS.split())
+# the last character of a place or group: a word ending with one is a noun (诊所 is tagged v)
+_ZH_PLACE_ENDINGS = frozenset("所馆站院队社团店厂园室场部局组楼校厅")
+_ZH_NOUN_BEFORE = frozenset({"在", "去", "到", "的", "从"})
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 
 
@@ -119,17 +125,46 @@ def english_topics(text: str) -> Iterable[tuple[int, int, Entity]]:
 
 
 def chinese_topics(
-    spans: Sequence[tuple[int, int, str, str]], known: Callable[[str], bool]
+    spans: Sequence[tuple[int, int, str, str]],
+    known: Callable[[str], bool],
+    tag_of: Callable[[str], str | None] = lambda word: None,
 ) -> Iterable[tuple[int, int, Entity]]:
-    """The common nouns (jieba tag ``n``) among ``spans`` (start, end, word, tag).
+    """The common nouns among ``spans`` (start, end, word, tag), as topics.
 
+    A noun is a word tagged ``n``; a word ending with a place or group character
+    (诊所, 游泳馆, 登山社), whatever its tag; or a verbal noun (``vn``) used as a
+    noun, after 在/去/到/的 or before 的. A compound noun of four characters or
+    more whose last two make a noun the dictionary knows (``tag_of``) also gives
+    that head noun ("学生宿舍" -> 学生宿舍 and 宿舍), as Chinese compounds name
+    what they are last (not of three: 图书馆 is 图书 + 馆, not 图 + 书馆).
     ``known`` says whether a word is a name already (it is then no topic).
     """
-    for start, end, word, flag in spans:
-        if flag != "n" or len(word) < 2 or not _CJK.search(word):
+    for index, (start, end, word, flag) in enumerate(spans):
+        if len(word) < 2 or not _CJK.search(word):
+            continue
+        if not (flag == "n" or _nominal(word, flag, spans, index)):
             continue
         if word in _ZH_EMPTY or word in STOPWORDS or known(word):
             continue
         entity = topic_entity(word)
-        if entity is not None:
-            yield start, end, entity
+        if entity is None:
+            continue
+        yield start, end, entity
+        head = word[-2:]
+        if len(word) >= 4 and tag_of(head) == "n" and head not in _ZH_EMPTY:
+            head_entity = topic_entity(head)
+            if head_entity is not None:
+                yield end - 2, end, head_entity
+
+
+def _nominal(word: str, flag: str, spans: Sequence[tuple[int, int, str, str]], index: int) -> bool:
+    """Whether a word not tagged ``n`` is a noun where it stands."""
+    if flag.startswith(("nr", "ns", "nt", "m", "t", "r")):
+        return False
+    if word[-1] in _ZH_PLACE_ENDINGS:
+        return True
+    if flag != "vn":
+        return False
+    before = spans[index - 1][2] if index else ""
+    after = spans[index + 1][2] if index + 1 < len(spans) else ""
+    return before in _ZH_NOUN_BEFORE or after == "的"

@@ -21,10 +21,22 @@ def test_the_relations_set_is_well_formed() -> None:
             assert not named or named not in contents[gold], (query.text, gold)
 
 
+def test_the_held_out_part_has_both_languages_and_both_links() -> None:
+    _, queries = load_set()
+    held_out = [q for q in queries if q.part == "held-out"]
+    assert sum(q.language == "zh" for q in held_out) >= 20
+    assert sum(q.language == "en" for q in held_out) >= 10
+    assert {q.via for q in held_out} == {"name", "topic"}
+    assert {q.part for q in queries} == {"tuning", "held-out"}
+
+
 def test_summaries_count_hits_and_reciprocal_ranks() -> None:
-    queries = [Query("a", "en", ("x",)), Query("b", "zh", ("y",), via="topic")]
+    queries = [Query("a", "en", ("x",)), Query("b", "zh", ("y",), via="topic", part="held-out")]
     summary = summarise(queries, [["w", "x"], ["z"]])
     assert summary["en/name"]["count"] == summary["zh/topic"]["count"] == 1
+    assert summary["tuning"]["hit@3"] == summary["tuning/en/name"]["hit@3"] == 1.0
+    assert summary["held-out/zh/topic"]["count"] == 1
+    assert summary["held-out"]["hit@10"] == 0.0
     assert summary["all"]["hit@1"] == 0.0
     assert summary["all"]["hit@3"] == pytest.approx(0.5)
     assert summary["en"]["mrr@10"] == pytest.approx(0.5)

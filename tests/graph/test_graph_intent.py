@@ -7,7 +7,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from spade_memory.config import RetrievalConfig
-from spade_memory.retrieval.intent import blend_routes, query_intent, route_weights
+from spade_memory.retrieval.intent import (
+    blend_routes,
+    query_intent,
+    route_shares,
+    route_weights,
+)
 
 DEFAULT = RetrievalConfig()
 
@@ -72,6 +77,21 @@ def test_blending_rewards_memories_both_routes_return() -> None:
 
 def test_an_empty_route_gives_its_weight_to_the_other() -> None:
     split = {"document": 0.65, "graph": 0.35}
+    assert route_shares({1: 0.7}, {2: 0.1}, split) == pytest.approx((0.65, 0.35))
+    assert route_shares({1: 0.7}, {}, split) == (1.0, 0.0)
+    assert route_shares({}, {}, split) == (0.0, 0.0)
     assert blend_routes({1: 0.7}, {}, split, both_bonus=0.08) == {1: pytest.approx(0.7)}
     assert blend_routes({}, {4: 0.4}, split, both_bonus=0.08) == {4: pytest.approx(0.4)}
     assert blend_routes({}, {}, split, both_bonus=0.08) == {}
+
+
+@pytest.mark.parametrize(
+    ("query", "relations"),
+    [
+        ("罗斌的下属在学什么？", {"manages", "reports_to"}),
+        ("冯军的公司在招人吗？", {"works_at"}),
+    ],
+)
+def test_chinese_words_for_a_subordinate_and_an_employer(query: str, relations: set[str]) -> None:
+    intent = query_intent(query)
+    assert intent.relationship and relations <= intent.relations

@@ -190,3 +190,27 @@ def test_the_hub_size_is_a_share_of_the_memories_within_bounds() -> None:
     assert hub_threshold(10, 0.2) == 20  # a small memory: nothing is common enough
     assert hub_threshold(0, 0.5) == 20
     assert hub_threshold(1_000_000, 0.2) == 1_000  # a hub however large the memory
+
+
+async def test_a_relation_question_goes_on_from_the_topic_to_its_people(
+    open_memory: Opener,
+) -> None:
+    """Person -> topic -> person: the team's other member is reached twice (through
+    the team and through the person of the team), a memory about the team alone
+    once; a question about something else does not follow the topic at all."""
+    texts = [
+        "Marta joined the payments team.",
+        "Jonas leads the payments team.",
+        "The payments team moved to the third floor.",
+    ] + [f"Filler {i} about rain and buses." for i in range(20)]
+    memory = await open_memory("relhops@localhost", config(None))
+    await fill(memory, texts)
+    await memory.flush()
+    found = await memory.search("Who does Marta work with?", limit=5, explain=True)
+    graph = {r.memory.content: r.explanation.graph_score for r in found if r.explanation}
+    person, team = graph.get(texts[1]) or 0.0, graph.get(texts[2]) or 0.0
+    assert person - team > 0.2 and team > 0  # one hop alone: about 0.7 and 0.64
+    # a question about something else reaches the team (a typed relation), not its people
+    other = await memory.search("What does Marta do on Fridays?", limit=5, explain=True)
+    scores = {r.memory.content: r.explanation.graph_score for r in other if r.explanation}
+    assert (scores.get(texts[1]) or 0.0) < person - 0.2

@@ -117,6 +117,21 @@ def test_rerank_blends_and_keeps_the_scale() -> None:
     assert max(scores.values()) <= 0.9
 
 
+def test_rerank_leaves_the_kept_part_of_a_score_alone() -> None:
+    # 3 was found through a link only: its kept part is not halved for want of
+    # the query's words, while the rest of every score is reranked as before
+    scores = {1: 0.9, 2: 0.5, 3: 0.6}
+    signals = {1: LexicalSignals(1.0, 1.0, 1.0, 1.0, 1.0)}
+    rerank(scores, signals, weight=0.5, kept={3: 0.5})
+    assert scores[1] == pytest.approx(0.9 * (0.5 + 0.5))
+    assert scores[2] == pytest.approx(0.9 * 0.5 * 0.5 / 0.9)
+    assert scores[3] == pytest.approx(0.5 + 0.9 * 0.5 * 0.1 / 0.9)
+    assert scores[3] > scores[2]
+    plain = {1: 0.9, 2: 0.5, 3: 0.6}
+    rerank(plain, signals, weight=0.5)
+    assert plain[3] < plain[2] + 0.1 and plain[3] < scores[3]
+
+
 def test_config_checks_the_rerank_fields() -> None:
     with pytest.raises(ConfigError, match="rerank_weight"):
         RetrievalConfig(rerank_weight=1.5)
