@@ -24,7 +24,13 @@ from typing import Any
 
 from .config import MemoryConfig
 from .disclosure import Disclosure
-from .engine import Engine, graph_outdated, open_engine
+from .engine import (
+    Engine,
+    graph_outdated,
+    index_text_outdated,
+    mark_index_text_current,
+    open_engine,
+)
 from .engine.derivation import live_parts
 from .engine.indexer import VectorIndexer
 from .engine.loop_exit import LoopExitClose
@@ -150,6 +156,12 @@ class MemoryManager:
             await manager._loop_exit.arm()
             if await graph_outdated(engine):
                 await manager.rebuild_graph()
+            if await index_text_outdated(engine):
+                # keyword rows of an older index text (before date terms, say)
+                refreshed = await manager._maintenance.refresh_keyword_rows()
+                await mark_index_text_current(engine)
+                if refreshed:
+                    logger.info("rewrote %d keyword rows of %s", refreshed, jid)
             if not engine.base.created:
                 # windows left pending when the agent last stopped (or closed by
                 # a silence since) are formed in the background

@@ -10,6 +10,19 @@
 from __future__ import annotations
 
 from .engine import Engine
-from .opening import GRAPH_VERSION_KEY, graph_outdated, open_engine
+from .opening import (
+    GRAPH_VERSION_KEY,
+    graph_outdated,
+    index_text_outdated,
+    mark_index_text_current,
+    open_engine,
+)
 
-__all__ = ["GRAPH_VERSION_KEY", "Engine", "graph_outdated", "open_engine"]
+__all__ = [
+    "GRAPH_VERSION_KEY",
+    "Engine",
+    "graph_outdated",
+    "index_text_outdated",
+    "mark_index_text_current",
+    "open_engine",
+]

@@ -31,8 +31,9 @@ from ..models import MemoryRecovery
 from ..storage.base import BaseMemoryStore
 from ..storage.graph_store import GraphStore
 from ..storage.interaction import InteractionStore
+from ..storage.memory_rows import INDEX_TEXT_VERSION
 from ..storage.registry import Registry
-from ..storage.schema import GRAPH_VERSION_KEY
+from ..storage.schema import GRAPH_VERSION_KEY, INDEX_TEXT_VERSION_KEY
 from ..storage.traces import Traces, find_traces
 from ..text.extraction import GRAPH_VERSION
 from ..text.tokenizer import use_dictionary_cache
@@ -40,7 +41,13 @@ from .engine import Engine
 from .indexer import VectorIndexer
 from .recovery import NOTES_KEY, settle_lost_database, settle_lost_notes
 
-__all__ = ["GRAPH_VERSION_KEY", "graph_outdated", "open_engine"]
+__all__ = [
+    "GRAPH_VERSION_KEY",
+    "graph_outdated",
+    "index_text_outdated",
+    "mark_index_text_current",
+    "open_engine",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -126,7 +133,10 @@ async def open_engine(
             expect_existing=bool(traces)
             and not any(r.action == "started_empty" for r in recoveries),
             # an empty memory's graph is up to date: no rebuild on first open
-            initial_meta={GRAPH_VERSION_KEY: str(GRAPH_VERSION)},
+            initial_meta={
+                GRAPH_VERSION_KEY: str(GRAPH_VERSION),
+                INDEX_TEXT_VERSION_KEY: str(INDEX_TEXT_VERSION),
+            },
         )
         closers.append(base.aclose)
         if registry is not None and not registered:
@@ -201,6 +211,16 @@ async def open_engine(
 async def graph_outdated(engine: Engine) -> bool:
     """Whether the stored graph was made by another extraction version (or none)."""
     return await engine.base.meta_get(GRAPH_VERSION_KEY) != str(GRAPH_VERSION)
+
+
+async def index_text_outdated(engine: Engine) -> bool:
+    """Whether the keyword rows were made by another index-text version (or none)."""
+    return await engine.base.meta_get(INDEX_TEXT_VERSION_KEY) != str(INDEX_TEXT_VERSION)
+
+
+async def mark_index_text_current(engine: Engine) -> None:
+    """Record that every keyword row is of the current index-text version."""
+    await engine.base.meta_set(INDEX_TEXT_VERSION_KEY, str(INDEX_TEXT_VERSION))
 
 
 def _traces_of(

@@ -175,6 +175,11 @@ class ConsistencyChecker:
                     report.mend("fts_orphaned", await locked.delete_orphan_fts_rows(chunk))
             self._engine.notify_changed()
 
+    async def refresh_keyword_rows(self) -> int:
+        """Write again every keyword row that differs from its memory's index text
+        now (after the index text changed); returns how many are right now."""
+        return await self._reindex(await self._stale_fts())
+
     def _stale_of(self, rows: Sequence[IndexedRow]) -> builtins.list[int]:
         """Ids of ``(id, content, context, content tokens, context tokens)`` rows that differ."""
         return [int(r[0]) for r in rows if self._tokens(r[1], r[2]) != (r[3] or "", r[4] or "")]

@@ -216,6 +216,12 @@ class Maintenance:
             self._set(report=report)
         return report
 
+    async def refresh_keyword_rows(self) -> int:
+        """Write again the keyword rows made by an older index-text version (run on
+        open after an upgrade); returns how many rows are right now."""
+        async with self._job("check", "checking"):
+            return await ConsistencyChecker(self._engine).refresh_keyword_rows()
+
     async def rebuild(
         self,
         what: RebuildKind | Literal["all"] = "all",

@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # a read (``memory_reads``) loads no SQLite driver thread
 
 __all__ = [
     "COLUMNS",
+    "INDEX_TEXT_VERSION",
     "M_COLUMNS",
     "ROW_WIDTH",
     "Fetch",
@@ -65,6 +66,11 @@ M_COLUMNS = ", ".join("m." + name.strip() for name in _PLAIN.split(",")) + ", " 
 
 ROW_WIDTH = 18
 """How many values :data:`COLUMNS` selects (a query may add its own after them)."""
+
+
+INDEX_TEXT_VERSION = 2
+"""The version of :meth:`IndexedText.of`'s output (2: the memory's date terms). A
+memory stored by an older version has its keyword row written again on open."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 __all__ = [
     "GRAPH_VERSION_KEY",
+    "INDEX_TEXT_VERSION_KEY",
     "LAST_RUN_KEY",
     "MIGRATIONS",
     "NOTES_KEY",
@@ -22,6 +23,9 @@ __all__ = [
 
 GRAPH_VERSION_KEY = "graph_version"
 """The ``meta`` row naming the extraction version the stored graph was made with."""
+
+INDEX_TEXT_VERSION_KEY = "index_text_version"
+"""The ``meta`` row naming the keyword-index text version the stored rows were made with."""
 
 NOTES_KEY = "notes_file"
 """The ``meta`` row saying the agent's notes file was written ("1") and must be there."""

@@ -4,6 +4,7 @@ says "yesterday" on Saturday."""
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from collections.abc import Iterator
 from datetime import date, datetime
@@ -14,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from spade_memory import MemoryConfig, MemoryManager, RetrievalConfig
-from spade_memory.storage.memory_rows import IndexedText
+from spade_memory.storage.memory_rows import INDEX_TEXT_VERSION, IndexedText
 from spade_memory.text.relative_dates import (
     day_terms,
     memory_date_terms,
@@ -22,6 +23,7 @@ from spade_memory.text.relative_dates import (
     reference_day,
     resolve_relative,
 )
+from spade_memory.text.tokenizer import get_tokenizer
 
 MONDAY = date(2023, 5, 8)
 
@@ -233,3 +235,40 @@ async def test_last_friday_finds_what_was_done_that_day(
             assert set(await _found(memory, "What did I do last Friday?")) == friday
             now[0] = datetime(2026, 12, 9, 12, 0).timestamp()  # a week later: 4 December
             assert await _found(memory, "What did I do last Friday?") == []
+
+
+async def test_keyword_rows_of_an_older_index_text_are_written_again_on_open(
+    tmp_path: Path,
+) -> None:
+    """A memory stored before date terms existed gets them on the next open, once."""
+    now = datetime(2026, 12, 2, 12, 0).timestamp()
+    config = MemoryConfig(
+        root=tmp_path, embedder=None, retrieval=RetrievalConfig(cache_ttl_seconds=0.0)
+    )
+    jid = "dates@x.example"
+    async with await MemoryManager.open(jid, config, clock=lambda: now) as memory:
+        await memory.store_many(
+            [{"content": content, "context": context} for content, context in STORED]
+        )
+        database = memory.base_store.path
+    # as an older version wrote them: the context's tokens only, no version mark
+    tokenize = get_tokenizer().tokenize
+    with sqlite3.connect(database) as db:
+        for rowid, context in db.execute("SELECT id, context FROM memories").fetchall():
+            db.execute(
+                "UPDATE memories_fts SET context_tokens = ? WHERE rowid = ?",
+                (" ".join(tokenize(context or "")), rowid),
+            )
+        db.execute("DELETE FROM meta WHERE key = 'index_text_version'")
+    db.close()
+    async with await MemoryManager.open(jid, config, clock=lambda: now) as memory:
+        report = await memory.check(deep=True)
+        assert not report.problems, report
+        friday = {STORED[0][0], STORED[1][0], STORED[2][0]}
+        assert set(await _found(memory, "What did I do last Friday?")) == friday
+    with sqlite3.connect(database) as db:
+        (version,) = db.execute(
+            "SELECT value FROM meta WHERE key = 'index_text_version'"
+        ).fetchone()
+    db.close()
+    assert version == str(INDEX_TEXT_VERSION)
