@@ -5,6 +5,7 @@ served by ``spade-memory serve``'s application."""
 from __future__ import annotations
 
 import re
+import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -376,3 +377,27 @@ async def test_fleet_lists_agents_and_searches_one_or_all(served: Any) -> None:
     assert {r["agent"] for r in only_bob["results"]} == {BOB}
     assert (await client.get("/search?q=x&agent=nobody&format=json")).status == 404
     assert (await client.get("/agents/nobody/?format=json")).status == 404
+
+
+async def test_the_graph_view_writes_nothing(served: Any, memory_root: Path) -> None:
+    """Communities are computed for the page and never stored: the database holds the
+    same rows before and after the graph is drawn, filtered and followed."""
+    client, info = served
+    base = _base(info)
+    await _json(client, f"{base}/")  # the memory is open
+    await (await info["fleet"].manager(info["stem"])).flush()  # and its indexer done
+    database = memory_root / AgentIdentity.of(ALICE).database_name
+
+    def rows() -> list[str]:
+        with sqlite3.connect(database) as db:
+            dumped = list(db.iterdump())
+        db.close()
+        return dumped
+
+    before = rows()
+    graph = await _json(client, f"{base}/graph")
+    assert graph["communities"] >= 1
+    await _json(client, f"{base}/graph", conversation="conv-1")
+    await _json(client, f"{base}/graph/nodes/{graph['nodes'][0]['id']}")
+    after = rows()
+    assert after == before, sorted(set(after) ^ set(before))[:10]
