@@ -53,6 +53,17 @@ def _yield_to_queries() -> None:
         setpriority(os.PRIO_PROCESS, thread, niceness)
 
 
+def _forget_pools() -> None:
+    """In a forked child: the parent's pools have no threads here; make new ones."""
+    global _POOLS_LOCK
+    _POOLS_LOCK = threading.Lock()
+    _pools.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pools)
+
+
 def _pool(kind: str, threads: int, *, nicer: bool = False) -> ThreadPoolExecutor:
     """The process-wide pool of ``kind`` (created on first use)."""
     with _POOLS_LOCK:

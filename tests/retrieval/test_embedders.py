@@ -256,6 +256,27 @@ async def test_query_embedding_does_not_queue_in_the_default_thread_pool() -> No
         await busy
 
 
+async def _embed_in_time() -> None:
+    await asyncio.wait_for(embed_documents(shared_hashing(), ["tea"]), timeout=10)
+    await asyncio.wait_for(embed_query(shared_hashing(), "tea"), timeout=10)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
+async def test_a_forked_child_embeds_in_pools_of_its_own() -> None:
+    await embed_documents(shared_hashing(), ["cake"])  # the parent's pools have threads
+    await embed_query(shared_hashing(), "cake")
+    pid = os.fork()
+    if pid == 0:  # the child: 0 when both calls came back in time
+        code = 1
+        try:
+            asyncio.run(_embed_in_time())
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = await asyncio.to_thread(os.waitpid, pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
 class _NicenessRecorder(HashingEmbedder):
     """The hashing embedder, noting the scheduling niceness of the threads it runs in."""
 
