@@ -80,8 +80,8 @@ def serve(args: argparse.Namespace) -> int:
                 say(f"serving the memories of {root} on http://{shown}:{port}/")
             if not is_loopback(args.host):
                 tell(
-                    f"warning: listening on {args.host}: anyone who reaches it can read "
-                    "these memories (changes need the token shown in the pages)"
+                    f"warning: listening on {args.host}: anyone who reaches it can read and "
+                    "change these memories (the pages hand out the token that changes need)"
                 )
             import sys
 
