@@ -674,9 +674,9 @@ class BaseMemoryStore:
         """Memories still to be derived among and newer than the oldest of ``memory_ids``."""
         return await derivation.pending_after(self._fetchall, memory_ids, limit)
 
-    async def count_pending_derivations(self, memory_ids: Sequence[int] | None = None) -> int:
-        """How many memories wait for their graph (among ``memory_ids`` when given)."""
-        return await derivation.count_pending(self._fetchall, memory_ids)
+    async def count_pending_derivations(self) -> int:
+        """How many memories wait for their graph."""
+        return await derivation.count_pending(self._fetchall)
 
     async def write_derived(
         self, items: Sequence[tuple[int, MemoryGraph | None, float]]

@@ -22,7 +22,6 @@ from ..models import Memory
 from ..text.graph import MemoryGraph
 from .graph import write_graph_rows
 from .memory_rows import COLUMNS, Fetch, row_to_memory
-from .sql import chunks, placeholders
 
 __all__ = [
     "Deferred",
@@ -125,19 +124,10 @@ async def pending_after(fetch: Fetch, memory_ids: Sequence[int], limit: int) -> 
     return [row_to_memory(row) for row in rows]
 
 
-async def count_pending(fetch: Fetch, memory_ids: Sequence[int] | None = None) -> int:
-    """How many memories are marked (among ``memory_ids`` when given)."""
-    if memory_ids is None:
-        rows = await fetch("SELECT count(*) FROM derive_pending", ())
-        return int(rows[0][0])
-    total = 0
-    for chunk in chunks(list(memory_ids)):
-        rows = await fetch(
-            f"SELECT count(*) FROM derive_pending WHERE memory_id IN ({placeholders(len(chunk))})",
-            list(chunk),
-        )
-        total += int(rows[0][0])
-    return total
+async def count_pending(fetch: Fetch) -> int:
+    """How many memories are marked."""
+    rows = await fetch("SELECT count(*) FROM derive_pending", ())
+    return int(rows[0][0])
 
 
 def write_derived(
