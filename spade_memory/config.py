@@ -126,8 +126,9 @@ class RetrievalTuning:
         relevance_keyword_share: the share that answers a query where no vector is
             known (keywords only, or a memory not embedded yet).
         relevance_query_margin: the similarity above chance from which a memory
-            answers a query by meaning alone. The four were chosen on LoCoMo
-            conversations 0-2 and CMRC against questions about nothing stored
+            answers a query by meaning alone. The evidence, the similarity weight
+            and the margin were chosen on LoCoMo conversations 0-2 and CMRC (the
+            keyword share kept at 0.2) against questions about nothing stored
             (BENCHMARKS.md, "Searches that can say nothing").
         typo_respellings: a query word no memory holds (a Latin word of at least
             four letters) is searched as well as the this-many terms one typo away
