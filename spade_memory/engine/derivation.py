@@ -27,6 +27,7 @@ from ..errors import StorageCorrupted, StorageError, StoreClosedError
 from ..models import Memory
 from ..storage.base import BaseMemoryStore
 from ..storage.derivation import PendingMemory
+from ..storage.scope_filter import told_in_one_scope
 from ..text.atoms import Atom
 from ..text.extraction import needs_segmenter
 from ..text.graph import MemoryGraph
@@ -323,7 +324,7 @@ def live_parts(
     newer = [
         graph
         for pending, graph in claims
-        if pending.id > memory.id and _same_scope(pending, memory)
+        if pending.id > memory.id and told_in_one_scope(pending, memory)
     ]
     if atoms is not None:
         return [
@@ -334,15 +335,6 @@ def live_parts(
     if own is None or not own.atoms:
         return None
     return [(a.text, not _superseded(a.subject, a.predicate, a.object, newer)) for a in own.atoms]
-
-
-def _same_scope(a: Memory, b: Memory) -> bool:
-    """Told in one scope (as ``storage.scope_filter.same_scope``)."""
-    return (
-        a.scope.owner == b.scope.owner
-        and a.scope.visibility == b.scope.visibility
-        and (b.scope.visibility != "conversation" or a.source_conversation == b.source_conversation)
-    )
 
 
 def _superseded(

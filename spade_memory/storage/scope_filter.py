@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..models import Viewer
+from ..models import Memory, Viewer
 
-__all__ = ["memories_joined", "same_scope", "visible_clause"]
+__all__ = ["memories_joined", "same_scope", "told_in_one_scope", "visible_clause"]
 
 
 def memories_joined(viewer: Viewer | None) -> str:
@@ -71,4 +71,13 @@ def same_scope(a: str, b: str) -> str:
         f"({a}.owner IS {b}.owner AND {a}.visibility = {b}.visibility "
         f"AND ({b}.visibility != 'conversation' "
         f"OR {a}.source_conversation IS {b}.source_conversation))"
+    )
+
+
+def told_in_one_scope(a: Memory, b: Memory) -> bool:
+    """:func:`same_scope` on two memories in hand (for claims not written yet)."""
+    return (
+        a.scope.owner == b.scope.owner
+        and a.scope.visibility == b.scope.visibility
+        and (b.scope.visibility != "conversation" or a.source_conversation == b.source_conversation)
     )

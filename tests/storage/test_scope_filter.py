@@ -14,7 +14,7 @@ from spade_memory.storage.memory_rows import COLUMNS, IndexedText, NewMemory, ro
 from spade_memory.storage.memory_writes import insert_rows
 from spade_memory.storage.migrations import schema_functions, schema_script
 from spade_memory.storage.schema import MIGRATIONS
-from spade_memory.storage.scope_filter import visible_clause
+from spade_memory.storage.scope_filter import same_scope, told_in_one_scope, visible_clause
 from spade_memory.storage.sql import status_category_filter
 
 JIDS = ("alice@x.org", "bob@x.org", "carol@x.org", "dave@x.org")
@@ -115,3 +115,21 @@ def test_the_sql_filter_is_the_rule(
 def test_no_viewer_filters_nothing() -> None:
     assert visible_clause(None) == ("1", [])
     assert status_category_filter(None, None, viewer=None) == ("1", [])
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(memories, min_size=1, max_size=8))
+def test_one_scope_in_python_is_the_sql_rule(
+    db: sqlite3.Connection, items: list[tuple[Scope, str, str | None, bool]]
+) -> None:
+    _fill(db, items)
+    stored = {row[0]: row_to_memory(row) for row in db.execute(f"SELECT {COLUMNS} FROM memories")}
+    pairs = {
+        (int(a), int(b))
+        for a, b in db.execute(
+            f"SELECT a.id, b.id FROM memories AS a, memories AS b WHERE {same_scope('a', 'b')}"
+        )
+    }
+    assert pairs == {
+        (a.id, b.id) for a in stored.values() for b in stored.values() if told_in_one_scope(a, b)
+    }
