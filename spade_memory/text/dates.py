@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["chinese_number", "find_dates"]
+__all__ = ["WEEKDAYS", "ZH_WEEKDAYS", "chinese_number", "find_dates"]
 
 _MONTHS = {
     name: number
@@ -33,8 +33,8 @@ _MONTHS = {
     )
     for name in names
 }
-_WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
-_ZH_WEEKDAYS = {"一": 0, "二": 1, "三": 2, "四": 3, "五": 4, "六": 5, "日": 6, "天": 6}
+WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+ZH_WEEKDAYS = {"一": 0, "二": 1, "三": 2, "四": 3, "五": 4, "六": 5, "日": 6, "天": 6}
 _ZH_DIGITS = {"零": 0, "〇": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5}
 _ZH_DIGITS.update({"六": 6, "七": 7, "八": 8, "九": 9})
 
@@ -54,7 +54,7 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
         "zh",
     ),
 )
-_WEEKDAY = re.compile(r"\b(" + "|".join(_WEEKDAYS) + r")s?\b", re.IGNORECASE)
+_WEEKDAY = re.compile(r"\b(" + "|".join(WEEKDAYS) + r")s?\b", re.IGNORECASE)
 _ZH_WEEKDAY = re.compile(r"(?:星期|礼拜|周)([一二三四五六日天])")
 _TIME = re.compile(
     r"\b(?P<h>\d{1,2})(?::(?P<min>\d{2}))?\s*(?P<ampm>am|pm|a\.m\.|p\.m\.)(?![a-z])"
@@ -122,7 +122,7 @@ def _may_name_weekday(text: str, lower: str) -> bool:
     """
     if "day" not in lower:
         return False
-    return not text.isascii() or any(name in lower for name in _WEEKDAYS)
+    return not text.isascii() or any(name in lower for name in WEEKDAYS)
 
 
 def find_dates(text: str) -> list[tuple[int, int, str, str]]:
@@ -152,7 +152,7 @@ def find_dates(text: str) -> list[tuple[int, int, str, str]]:
         found.append((match.start(), match.end(), match.group(), f"weekday:{day}"))
     chinese_week = not text.isascii() and _ZH_WEEK_CUE.search(text) is not None
     for match in _ZH_WEEKDAY.finditer(text) if chinese_week else ():
-        day = _WEEKDAYS[_ZH_WEEKDAYS[match.group(1)]]
+        day = WEEKDAYS[ZH_WEEKDAYS[match.group(1)]]
         found.append((match.start(), match.end(), match.group(), f"weekday:{day}"))
     clock = digits and (":" in text or _AMPM_CUE.search(text) is not None)
     for match in _TIME.finditer(text) if clock else ():

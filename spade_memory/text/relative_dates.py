@@ -41,7 +41,7 @@ from __future__ import annotations
 import re
 from datetime import date, datetime, timedelta
 
-from .dates import chinese_number, find_dates
+from .dates import WEEKDAYS, ZH_WEEKDAYS, chinese_number, find_dates
 
 __all__ = [
     "day_terms",
@@ -51,8 +51,6 @@ __all__ = [
     "resolve_relative",
 ]
 
-_WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
-_ZH_WEEKDAY = {"一": 0, "二": 1, "三": 2, "四": 3, "五": 4, "六": 5, "日": 6, "天": 6}
 _NUMBER_WORDS = {
     "a": 1,
     "an": 1,
@@ -72,7 +70,7 @@ _NUMBER_WORDS = {
 }
 _COUNT = r"(?P<n>\d{1,3}|" + "|".join(sorted(_NUMBER_WORDS, key=len, reverse=True)) + ")"
 _UNIT = r"(?P<unit>day|week|month)s?"
-_WEEKDAY = "(?P<weekday>" + "|".join(_WEEKDAYS) + ")"
+_WEEKDAY = "(?P<weekday>" + "|".join(WEEKDAYS) + ")"
 _EN_DAYS = {
     "the day before yesterday": -2,
     "day before yesterday": -2,
@@ -212,7 +210,7 @@ def _english_keys(match: re.Match[str], reference: date) -> list[str]:
         sign = -1 if match.group("ago") else 1
         return [_shift(reference, match.group("unit").lower(), sign * count)]
     if match.group("named"):
-        weekday = _WEEKDAYS.index(match.group("weekday").lower())
+        weekday = WEEKDAYS.index(match.group("weekday").lower())
         return [_day_key(_named_weekday(reference, match.group("which").lower(), weekday))]
     side = {"last": -1, "this": 0, "next": 1}[match.group("side").lower()]
     return _period(reference, side, match.group("period").lower())
@@ -241,7 +239,7 @@ def _chinese_keys(match: re.Match[str], reference: date) -> list[str]:
         sign = -1 if "前" in match.group("dir") else 1
         return [_shift(reference, unit, sign * count)]
     if match.group("named"):
-        weekday = _ZH_WEEKDAY[match.group("weekday")]
+        weekday = ZH_WEEKDAYS[match.group("weekday")]
         return [_day_key(_named_weekday(reference, match.group("which"), weekday))]
     period = "month" if match.group("period") == "月" else "week"
     return _period(reference, _ZH_SHIFT[match.group("side")], period)
