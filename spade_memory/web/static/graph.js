@@ -91,11 +91,8 @@
     return nodes.find((node) => Math.hypot(node.x - x, node.y - y) <= radius(node) + 2);
   }
 
-  fetch(canvas.dataset.src, { headers: { Accept: "application/json" }, credentials: "same-origin" })
-    .then((response) => {
-      if (!response.ok) { throw new Error("the graph could not be read: " + response.status); }
-      return response.json();
-    })
+  // the page carries its graph (a JSON data block, never run as script)
+  Promise.resolve(JSON.parse(document.getElementById("graph-data").textContent))
     .then((data) => {
       const nodes = data.nodes;
       const links = layout(nodes, data.edges, canvas.width, canvas.height);
