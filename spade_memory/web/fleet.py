@@ -18,9 +18,8 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from ..errors import InvalidToolInput
-from ..identity import AgentIdentity
 from ..limits import LIMITS
-from ..storage.file_peek import count_memories
+from ..storage.agent_listing import list_agents
 from ..storage.registry import Registry
 from . import views
 from .render import html, json_body, static_file, wants_json
@@ -111,31 +110,15 @@ class Fleet:
 
     def _rows(self) -> list[dict[str, Any]]:
         rows: list[dict[str, Any]] = []
-        for stem, jid in sorted(self.agents().items(), key=lambda item: item[1]):
-            identity = AgentIdentity(jid=jid, stem=stem)
-            files = [
-                self._root / name
-                for name in (
-                    identity.database_name,
-                    identity.database_name + "-wal",
-                    identity.interactions_name,
-                    identity.snapshot_name,
-                )
-            ]
-            present = [path.stat() for path in files if path.exists()]
-            database = self._root / identity.database_name
-            last = max((s.st_mtime for s in present), default=None)
+        for listing in list_agents(self._root, self.agents()):
+            last = listing.last_activity
             rows.append(
                 {
-                    "stem": stem,
-                    "jid": jid,
-                    "memories": count_memories(database) if database.exists() else None,
-                    "bytes": sum(s.st_size for s in present),
-                    "last_activity": last,
+                    **listing.as_dict(),
                     "last_activity_text": None
                     if last is None
                     else datetime.fromtimestamp(last, UTC).strftime("%Y-%m-%d %H:%M:%S"),
-                    "open": stem in self._managers,
+                    "open": listing.stem in self._managers,
                 }
             )
         return rows

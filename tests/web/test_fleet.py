@@ -1,0 +1,63 @@
+"""The agents page of ``spade-memory serve``: what it lists of each agent's files."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+from factories import hashing_config, run_cli_json
+
+from spade_memory.identity import AgentIdentity
+from spade_memory.manager import MemoryManager
+from spade_memory.web.fleet import Fleet
+
+ALICE = "alice@localhost"
+BOB = "bob@localhost"
+
+
+async def _open(root: Path, jid: str) -> MemoryManager:
+    return await MemoryManager.open(jid, hashing_config(root))
+
+
+async def _fill(root: Path) -> None:
+    async with await _open(root, ALICE) as alice:
+        await alice.store("Alice keeps bees", category="fact")
+        for number in range(3):  # enough notes for a journal beside the notes file
+            await alice.add_note("conv-1", f"note {number}")
+    async with await _open(root, BOB) as bob:
+        await bob.store("Bob likes sailing", category="preference")
+
+
+@pytest.fixture
+async def client(memory_root: Path) -> AsyncIterator[TestClient[Any, Any]]:
+    await _fill(memory_root)
+    fleet = Fleet(memory_root, _open, host="127.0.0.1")
+    async with TestClient(TestServer(fleet.app())) as opened:
+        yield opened
+
+
+async def _agents(client: TestClient[Any, Any]) -> dict[str, dict[str, Any]]:
+    response = await client.get("/", params={"format": "json"})
+    assert response.status == 200, await response.text()
+    return {agent["jid"]: agent for agent in (await response.json())["agents"]}
+
+
+async def test_the_agents_page_and_ls_count_the_same_files(
+    client: TestClient[Any, Any], memory_root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    notes = memory_root / AgentIdentity.of(ALICE).interactions_name
+    journal = notes.with_name(notes.name + ".journal")
+    assert journal.stat().st_size > 0  # the file the two once counted differently
+    listed = await asyncio.to_thread(run_cli_json, capsys, "ls", "--root", str(memory_root))
+    by_ls = {agent["jid"]: agent for agent in listed["agents"]}
+    by_page = await _agents(client)
+    assert set(by_ls) == set(by_page) == {ALICE, BOB}
+    for jid, row in by_ls.items():
+        total = row["database_bytes"] + row["notes_bytes"] + row["snapshot_bytes"]
+        assert by_page[jid]["bytes"] == total
+        assert by_page[jid]["memories"] == row["memories"] == 1
+    assert by_ls[ALICE]["notes_bytes"] == notes.stat().st_size + journal.stat().st_size
