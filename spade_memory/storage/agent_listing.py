@@ -8,7 +8,9 @@ One reader for every listing of a root (``spade-memory ls``, the agents page of
 - the vector snapshot,
 
 and the backups under ``backup/``. Nothing is opened as a memory: no engine, no
-index, no notes parser; the memories are counted by :mod:`.file_peek`.
+index, no notes parser, and no file changed: the memories are counted by
+:func:`.file_peek.count_memories_readonly`, which neither checkpoints a running
+agent's log nor creates or writes a sidecar file.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Any
 
 from ..identity import AgentIdentity
 from .backup_files import list_backups
-from .file_peek import count_memories
+from .file_peek import count_memories_readonly
 from .registry import Registry
 
 __all__ = ["AgentListing", "list_agents"]
@@ -107,7 +109,7 @@ def _listing(root: Path, identity: AgentIdentity, backups: int) -> AgentListing:
     return AgentListing(
         jid=identity.jid,
         stem=identity.stem,
-        memories=count_memories(database) if database.exists() else None,
+        memories=count_memories_readonly(database) if database.exists() else None,
         database_bytes=sizes["database"],
         notes_bytes=sizes["notes"],
         snapshot_bytes=sizes["snapshot"],

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
-from factories import hashing_config, run_cli_json
+from factories import REPO, child_env, hashing_config, run_cli_json
 
 from spade_memory.identity import AgentIdentity
 from spade_memory.manager import MemoryManager
@@ -61,3 +64,58 @@ async def test_the_agents_page_and_ls_count_the_same_files(
         assert by_page[jid]["bytes"] == total
         assert by_page[jid]["memories"] == row["memories"] == 1
     assert by_ls[ALICE]["notes_bytes"] == notes.stat().st_size + journal.stat().st_size
+
+
+# An agent that stores memories and is killed before it closes its memory.
+KILLED = """
+import asyncio, os, sys
+from pathlib import Path
+from spade_memory.config import MaintenanceConfig, MemoryConfig
+from spade_memory.manager import MemoryManager
+
+async def main() -> None:
+    config = MemoryConfig(
+        root=Path(sys.argv[1]), embedder="hashing",
+        maintenance=MaintenanceConfig(check_on_open=False),
+    )
+    memory = await MemoryManager.open("carol@localhost", config)
+    for number in range(5):
+        await memory.store(f"Carol remembers thing {number}", category="fact")
+    os._exit(0)
+
+asyncio.run(main())
+"""
+
+
+def _files(root: Path) -> dict[str, tuple[str, int]]:
+    return {
+        str(path.relative_to(root)): (
+            hashlib.sha256(path.read_bytes()).hexdigest(),
+            path.stat().st_mtime_ns,
+        )
+        for path in sorted(root.rglob("*"))
+        if path.is_file()
+    }
+
+
+@pytest.mark.parametrize("index", ["with its index", "without its index"])
+async def test_the_agents_page_reads_a_killed_agent_and_changes_no_file(
+    memory_root: Path, index: str
+) -> None:
+    await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-c", KILLED, str(memory_root)],
+        cwd=REPO,
+        env=child_env(),
+        check=True,
+    )
+    database = memory_root / AgentIdentity.of("carol@localhost").database_name
+    if index == "without its index":
+        database.with_name(database.name + "-shm").unlink()
+    assert database.with_name(database.name + "-wal").stat().st_size > 0
+    before = _files(memory_root)
+    fleet = Fleet(memory_root, _open, host="127.0.0.1")
+    async with TestClient(TestServer(fleet.app())) as client:
+        agents = await _agents(client)
+    assert agents["carol@localhost"]["memories"] == 5
+    assert _files(memory_root) == before
