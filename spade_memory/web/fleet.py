@@ -22,9 +22,9 @@ from ..limits import LIMITS
 from ..storage.agent_listing import list_agents
 from ..storage.registry import Registry
 from . import views
-from .render import html, json_body, static_file, wants_json
+from .render import page, static_file
 from .routes import Inspected, MemoryPages, error_response
-from .security import TOKEN_FIELD, Guard, new_token
+from .security import Guard, new_token
 
 if TYPE_CHECKING:
     from ..manager import MemoryManager
@@ -123,26 +123,11 @@ class Fleet:
             )
         return rows
 
-    def _context(self, data: dict[str, Any], request: web.Request) -> dict[str, Any]:
-        return {
-            "data": data,
-            "base": None,
-            "static": "/static",
-            "home": None,
-            "token": "",
-            "token_field": TOKEN_FIELD,
-            "active": "fleet",
-            "agent": None,
-            "query": dict(request.query),
-        }
-
     async def index(self, request: web.Request) -> web.Response:
         self._guard.check_host(request)
         rows = await asyncio.to_thread(self._rows)
         data = {"root": str(self._root), "agents": rows}
-        if wants_json(request):
-            return json_body(data)
-        return html("fleet.html", self._context(data, request))
+        return page(request, "fleet.html", data, active="fleet", static="/static")
 
     async def search(self, request: web.Request) -> web.Response:
         """Search one agent (``agent=<stem>``) or all, with explanations."""
@@ -172,6 +157,4 @@ class Fleet:
             "agents": [{"stem": stem, "jid": jid} for stem, jid in agents.items()],
             "results": found[: LIMITS.search_limit],
         }
-        if wants_json(request):
-            return json_body(data)
-        return html("fleet_search.html", self._context(data, request))
+        return page(request, "fleet_search.html", data, active="fleet", static="/static")
