@@ -16,6 +16,7 @@ from factories import REPO, child_env, hashing_config, run_cli_json
 
 from spade_memory.identity import AgentIdentity
 from spade_memory.manager import MemoryManager
+from spade_memory.storage.registry import Registry
 from spade_memory.web.fleet import Fleet
 
 ALICE = "alice@localhost"
@@ -72,6 +73,7 @@ import asyncio, os, sys
 from pathlib import Path
 from spade_memory.config import MaintenanceConfig, MemoryConfig
 from spade_memory.manager import MemoryManager
+from spade_memory.storage.registry import Registry
 
 async def main() -> None:
     config = MemoryConfig(
@@ -119,3 +121,30 @@ async def test_the_agents_page_reads_a_killed_agent_and_changes_no_file(
         agents = await _agents(client)
     assert agents["carol@localhost"]["memories"] == 5
     assert _files(memory_root) == before
+
+
+async def test_the_registry_is_read_again_only_when_it_changed(
+    client: TestClient[Any, Any], memory_root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reads: list[Path] = []
+    read = Registry.agents
+
+    def counted(registry: Registry) -> dict[str, str]:
+        reads.append(registry.root)
+        return read(registry)
+
+    monkeypatch.setattr(Registry, "agents", counted)
+    alice = AgentIdentity.of(ALICE).stem
+    for page in ("/", "/memories", "/search?q=bees", "/conversations", "/"):
+        response = await client.get(f"/agents/{alice}{page}")
+        assert response.status == 200, page
+    assert len(reads) <= 1
+    # an agent created while the server runs is listed and served at once
+    async with await _open(memory_root, "carol@localhost") as carol:
+        await carol.store("Carol grows tomatoes", category="fact")
+    assert "carol@localhost" in await _agents(client)
+    carol_stem = AgentIdentity.of("carol@localhost").stem
+    response = await client.get(f"/agents/{carol_stem}/memories", params={"format": "json"})
+    assert response.status == 200
+    assert [m["content"] for m in (await response.json())["memories"]] == ["Carol grows tomatoes"]
+    assert len(reads) <= 2
