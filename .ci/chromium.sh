@@ -4,7 +4,9 @@
 #
 #   bash .ci/chromium.sh    installs chromium and chromium-driver if missing; exits 0
 #                           when both are there, 1 when they could not be installed
-#                           (the browser tests then skip, saying why)
+#                           (the browser tests then skip, saying why; they fail
+#                           instead when SPADE_MEMORY_REQUIRE_BROWSER=1, as .ci/run
+#                           sets on CI)
 #
 # Nothing is downloaded but the Debian packages: the tests drive /usr/bin/chromium
 # through /usr/bin/chromedriver, never a browser fetched by a driver manager.
@@ -32,7 +34,7 @@ if have; then
   exit 0
 fi
 if ! command -v apt-get >/dev/null 2>&1; then
-  log "no apt-get here: the browser tests will be skipped"
+  log "no apt-get here: Chromium cannot be installed"
   exit 1
 fi
 log "installing chromium and chromium-driver from Debian"
@@ -40,5 +42,5 @@ export DEBIAN_FRONTEND=noninteractive
 if { as_root apt-get update -qq && as_root apt-get install -y -qq chromium chromium-driver; } >&2; then
   have && exit 0
 fi
-log "could not install them: the browser tests will be skipped"
+log "could not install chromium and chromium-driver"
 exit 1

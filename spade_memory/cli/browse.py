@@ -16,9 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..identity import AgentIdentity, normalize_jid
 from ..models import Scope, Viewer
-from ..storage.registry import Registry
 from .common import (
-    file_size,
     memory_root,
     open_memory,
     out,
@@ -64,27 +62,10 @@ def scope_text(scope: Scope) -> str:
 def ls(args: argparse.Namespace) -> int:
     async def work() -> int:
         # not the store nor maintenance: no numpy, no SQLite driver, no pydantic
-        from ..storage.backup_files import list_backups
-        from ..storage.file_peek import count_memories
+        from ..storage.agent_listing import list_agents
 
         root = memory_root(args)
-        rows: list[dict[str, Any]] = []
-        for stem, jid in Registry(root).agents().items():
-            identity = AgentIdentity(jid=jid, stem=stem)
-            database = root / identity.database_name
-            count = count_memories(database) if database.exists() else None
-            rows.append(
-                {
-                    "jid": jid,
-                    "stem": stem,
-                    "memories": count,
-                    "database_bytes": file_size(database),
-                    "notes_bytes": file_size(root / identity.interactions_name)
-                    + file_size(root / f"{identity.interactions_name}.journal"),
-                    "snapshot_bytes": file_size(root / identity.snapshot_name),
-                    "backups": len(list_backups(root, stem=stem)),
-                }
-            )
+        rows = [listing.as_dict() for listing in list_agents(root)]
         if args.json:
             print_json({"root": str(root), "agents": rows})
             return 0

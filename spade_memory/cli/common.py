@@ -44,7 +44,6 @@ __all__ = [
     "command_config",
     "embed_pending",
     "err",
-    "file_size",
     "given_embedder",
     "load_model",
     "memory_root",
@@ -453,16 +452,6 @@ def table(
     for row in rows:
         table.add_row(*("" if cell is None else str(cell) for cell in row))
     return table
-
-
-def file_size(path: Path) -> int:
-    total = 0
-    for candidate in (path, path.with_name(path.name + "-wal")):
-        try:
-            total += candidate.stat().st_size
-        except OSError:
-            continue
-    return total
 
 
 def short(text: str, width: int = 70) -> str:

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 
 from ..models import Viewer
 from ..storage.graph_store import GraphStore, NodeHit
+from ..text.scripts import HAN_RUN as _CJK_RUN
 from ..text.tokenizer import STOPWORDS, get_tokenizer
 from ..text.topics import TOPIC_TYPE
 from .intent import QueryIntent
@@ -35,7 +36,6 @@ _COOCCURRENCE_FACTOR = 0.6
 _TOPIC_FACTOR = 3.0
 # Asked whom someone works with, a team, employer or school both belong to answers it.
 _SHARED_GROUP = frozenset({"member_of", "works_at", "manages", "reports_to", "studies_at"})
-_CJK_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
 _LATIN = re.compile(r"[^\W\d_]{3,}|\d{3,}")
 
 

@@ -377,7 +377,7 @@ class Retriever:
         words = {
             word: stem(word)
             for word in _LATIN_WORD.findall(unicodedata.normalize("NFKC", state.query).casefold())
-            if respellable(word)
+            if respellable(word, tuning.typo_min_chars)
         }
         if not words:
             return

@@ -7,7 +7,9 @@ read gives ``None``; the caller checks the file exists (connecting creates it).
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -52,19 +54,65 @@ def main_fingerprint(path: Path) -> str | None:
 
 
 def count_memories_readonly(path: Path) -> int | None:
-    """How many memories the file holds, read without changing it in any way (no
-    checkpoint, no new sidecar file): for a file moved aside as damaged."""
+    """How many memories the file holds, read without changing any file: no
+    checkpoint, no sidecar created, its ``-shm`` index not written. For listings
+    of agents that may be running, and for a file moved aside as damaged.
+
+    A log (``-wal``) with its index (``-shm``) is read through that index opened
+    read-only, which a running writer allows; a log without its index (left by a
+    killed writer, or copied without it) from a private copy of the two files,
+    since SQLite would create the index beside them; a database without a log
+    (closed cleanly) as an immutable file. ``None`` when the file cannot be read,
+    or was written while it was read without its index.
+    """
+    return _read_only(path, "SELECT count(*) FROM memories")
+
+
+def _read_only(path: Path, sql: str) -> int | None:
+    wal, shm = _sidecar(path, "-wal"), _sidecar(path, "-shm")
+    if _sidecar(path, "-journal").exists():
+        return None  # a rollback journal to replay first: only opening the memory can
+    if wal.exists() and shm.exists():
+        return _count(f"{path.resolve().as_uri()}?mode=ro&readonly_shm=1", sql)
+    before = [_stamp(p) for p in (path, wal, shm)]
+    if wal.exists():
+        with tempfile.TemporaryDirectory(prefix="spade-memory-peek-") as folder:
+            copy = Path(folder) / path.name
+            try:
+                shutil.copyfile(path, copy)
+                shutil.copyfile(wal, _sidecar(copy, "-wal"))
+            except OSError:
+                return None
+            value = _count(f"{copy.as_uri()}?mode=ro", sql)
+    else:
+        value = _count(f"{path.resolve().as_uri()}?mode=ro&immutable=1", sql)
+    return value if [_stamp(p) for p in (path, wal, shm)] == before else None
+
+
+def _count(uri: str, sql: str) -> int | None:
     try:
-        connection = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        connection = sqlite3.connect(uri, uri=True, timeout=_TIMEOUT)
     except sqlite3.Error:
         return None
     try:
-        row = connection.execute("SELECT count(*) FROM memories").fetchone()
+        row = connection.execute(sql).fetchone()
     except sqlite3.Error:
         return None
     finally:
         connection.close()
     return None if row is None else int(row[0])
+
+
+def _sidecar(path: Path, suffix: str) -> Path:
+    return path.with_name(path.name + suffix)
+
+
+def _stamp(path: Path) -> tuple[int, int, int] | None:
+    try:
+        info = path.stat()
+    except OSError:
+        return None
+    return info.st_ino, info.st_size, info.st_mtime_ns
 
 
 def count_without_vector(path: Path, fingerprint: str) -> int | None:

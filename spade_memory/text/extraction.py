@@ -33,6 +33,7 @@ from .mentions import (
     split_sentences,
 )
 from .relations import find_relations
+from .scripts import HAN as _CJK
 from .speakers import SPEAKER_TYPE, speaker_entity, speaker_keys
 from .tokenizer import STOPWORDS, get_tokenizer
 from .topics import TOPIC_PREFIX, TOPIC_TYPE
@@ -63,7 +64,6 @@ MAX_EXPLICIT = LIMITS.explicit_entities
 
 _COOCCURRENCE_WINDOW = 3
 _MAX_COOCCURRENCE = 16
-_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _APOSTROPHE = re.compile(r"['’]")
 _QUERY_PUNCTUATION = re.compile(r"[^\w\s]+")
 _WRITTEN_TYPES = frozenset({"jid", "mention"})  # a query names these as written

@@ -32,6 +32,8 @@ from functools import lru_cache
 from .dates import find_dates
 from .graph import Entity
 from .names import canonical_key, english_names, make_entity
+from .scripts import HAN as _CJK
+from .scripts import HAN_RUN as _CJK_RUN
 from .tokenizer import cut_cjk, get_tokenizer
 from .topics import MAX_TOPICS, chinese_topics, english_topics
 
@@ -54,7 +56,6 @@ _JID = re.compile(
     r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9\-]*[A-Za-z0-9])?)*)(?:/[^\s,;]+)?"
 )
 
-_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _POS_TYPES = {
     "nr": "person",
     "nrfg": "person",
@@ -98,7 +99,6 @@ _ZH_SUBJECT_CUES_WORDS = """
     正在 每天 每周 经常 常常 已经 一直 加入 打算 喜欢 认识 住在 负责 参加 一起
 """
 _ZH_SUBJECT_CUES = frozenset(_ZH_SUBJECT_CUES_WORDS.split())
-_CJK_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
 _ZH_KIN_WORDS = """
     哥哥 姐姐 弟弟 妹妹 爸爸 妈妈 父亲 母亲 爷爷 奶奶 外公 外婆 儿子 女儿 孩子 丈夫 妻子
     老公 老婆 叔叔 阿姨 舅舅 姑姑 同事 朋友 老师 老板 经理

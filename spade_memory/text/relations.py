@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from .graph import Entity
 from .mentions import Mention
+from .scripts import HAN as _CJK_TEXT
 from .tokenizer import ENGLISH_STOPWORDS
 
 __all__ = ["FUNCTIONAL", "SYMMETRIC", "Found", "find_relations"]
@@ -154,7 +155,6 @@ def _unnamed(pattern: str) -> str:
 
 
 _LATIN_TEXT = re.compile(r"[A-Za-z]{2}")
-_CJK_TEXT = re.compile(r"[\u3400-\u9fff]")
 _ROLES = {
     "friend": "friend_of",
     "colleague": "works_with",
@@ -212,7 +212,7 @@ def _noun_phrase(text: str) -> str | None:
     text = text.strip()
     if not text:
         return None
-    if re.search(r"[\u3400-\u9fff]", text[:1]):
+    if _CJK_TEXT.search(text[:1]):
         phrase = _ZH_NP_STOP.split(text, maxsplit=1)[0].strip()
         return phrase[:8] if len(phrase) >= 2 else None
     words = re.findall(r"[\w'’\-]+", text)

@@ -12,7 +12,8 @@ of the query (its vector, the names the graph looks up).
 Only Latin words are respelt: a Chinese query is indexed as jieba words and
 character bigrams, so a wrong character (错别字) leaves the other bigrams of the
 word and of the sentence to match, while every one-character edit of a Chinese
-word is another word. Words shorter than :data:`MIN_CHARS` are left alone.
+word is another word. Words shorter than the caller's ``min_chars``
+(``RetrievalTuning.typo_min_chars``) are left alone.
 """
 
 from __future__ import annotations
@@ -22,21 +23,17 @@ from collections.abc import Mapping
 
 from .tokenizer import STOPWORDS, stem
 
-__all__ = ["MIN_CHARS", "closest", "respellable", "respellings"]
-
-MIN_CHARS = 4
-"""The shortest word respelt. On LoCoMo with one typo per question, 3 gained 0.005
-MRR@10 at most and 5 lost 0.012 recall@10 (BENCHMARKS.md); 4 keeps the three-letter
-words, each one edit from dozens of others, as typed."""
+__all__ = ["closest", "respellable", "respellings"]
 
 _LETTERS = string.ascii_lowercase
 
 
-def respellable(word: str) -> bool:
-    """Whether ``word`` (lower-case, as typed) is a Latin word worth respelling."""
+def respellable(word: str, min_chars: int) -> bool:
+    """Whether ``word`` (lower-case, as typed) is a Latin word of at least
+    ``min_chars`` letters worth respelling."""
     return (
         word.islower()
-        and len(word) >= MIN_CHARS
+        and len(word) >= min_chars
         and word.isascii()
         and word.isalpha()
         and (word not in STOPWORDS)

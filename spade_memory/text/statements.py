@@ -48,6 +48,7 @@ import re
 from dataclasses import dataclass
 
 from .atoms import classify_atom
+from .scripts import HAN as _CJK
 
 __all__ = ["KINDS", "MAX_STATEMENT_CHARS", "Statement", "memory_request", "statements"]
 
@@ -67,7 +68,6 @@ MAX_STATEMENT_CHARS = 300
 
 _MAX_SPEAKER_CHARS = 64
 _MAX_STATEMENTS = 8
-_CJK = re.compile(r"[\u3400-\u9fff]")
 
 
 def _words(text: str) -> frozenset[str]:

@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from .graph import Entity
 from .names import canonical_key
+from .scripts import HAN as _CJK
 from .tokenizer import STOPWORDS
 
 __all__ = [
@@ -79,7 +80,6 @@ _ZH_EMPTY = frozenset(_ZH_EMPTY_WORDS.split())
 # the last character of a place or group: a word ending with one is a noun (诊所 is tagged v)
 _ZH_PLACE_ENDINGS = frozenset("所馆站院队社团店厂园室场部局组楼校厅")
 _ZH_NOUN_BEFORE = frozenset({"在", "去", "到", "的", "从"})
-_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 
 
 def topic_entity(phrase: str) -> Entity | None:

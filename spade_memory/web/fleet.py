@@ -18,14 +18,13 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from ..errors import InvalidToolInput
-from ..identity import AgentIdentity
 from ..limits import LIMITS
-from ..storage.file_peek import count_memories
+from ..storage.agent_listing import list_agents
 from ..storage.registry import Registry
 from . import views
-from .render import html, json_body, static_file, wants_json
+from .render import page, static_file
 from .routes import Inspected, MemoryPages, error_response
-from .security import TOKEN_FIELD, Guard, new_token
+from .security import Guard, new_token
 
 if TYPE_CHECKING:
     from ..manager import MemoryManager
@@ -36,6 +35,16 @@ logger = logging.getLogger(__name__)
 
 Opener = Callable[[Path, str], Awaitable["MemoryManager"]]
 """Opens the memory of an agent (its JID) under a root."""
+
+_FileVersion = tuple[int, int, int, int]
+
+
+def _file_version(path: Path) -> _FileVersion | None:
+    try:
+        info = path.stat()
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns
 
 
 class Fleet:
@@ -50,6 +59,8 @@ class Fleet:
 
     def __init__(self, root: Path, open_memory: Opener, *, host: str) -> None:
         self._root = root
+        self._registry = Registry(root)
+        self._agents: tuple[_FileVersion, dict[str, str]] | None = None
         self._open_memory = open_memory
         self._guard = Guard(lambda: host)
         self._managers: dict[str, MemoryManager] = {}
@@ -58,8 +69,19 @@ class Fleet:
         self._pages = MemoryPages(self._resolve, self._guard)
 
     def agents(self) -> dict[str, str]:
-        """``{stem: JID}`` of the root's agents."""
-        return Registry(self._root).agents()
+        """``{stem: JID}`` of the root's agents.
+
+        The registry is read again only when its file changed (another inode, size or
+        modification time: every registration replaces it), so an agent created
+        while the server runs is listed and served at once.
+        """
+        version = _file_version(self._registry.path)
+        if version is not None and self._agents is not None and self._agents[0] == version:
+            return dict(self._agents[1])
+        agents = self._registry.agents()
+        if version is not None and _file_version(self._registry.path) == version:
+            self._agents = (version, agents)  # unchanged while it was read
+        return dict(agents)
 
     async def manager(self, stem: str) -> MemoryManager:
         """The open memory of the agent ``stem`` (opened on first use).
@@ -111,55 +133,24 @@ class Fleet:
 
     def _rows(self) -> list[dict[str, Any]]:
         rows: list[dict[str, Any]] = []
-        for stem, jid in sorted(self.agents().items(), key=lambda item: item[1]):
-            identity = AgentIdentity(jid=jid, stem=stem)
-            files = [
-                self._root / name
-                for name in (
-                    identity.database_name,
-                    identity.database_name + "-wal",
-                    identity.interactions_name,
-                    identity.snapshot_name,
-                )
-            ]
-            present = [path.stat() for path in files if path.exists()]
-            database = self._root / identity.database_name
-            last = max((s.st_mtime for s in present), default=None)
+        for listing in list_agents(self._root, self.agents()):
+            last = listing.last_activity
             rows.append(
                 {
-                    "stem": stem,
-                    "jid": jid,
-                    "memories": count_memories(database) if database.exists() else None,
-                    "bytes": sum(s.st_size for s in present),
-                    "last_activity": last,
+                    **listing.as_dict(),
                     "last_activity_text": None
                     if last is None
                     else datetime.fromtimestamp(last, UTC).strftime("%Y-%m-%d %H:%M:%S"),
-                    "open": stem in self._managers,
+                    "open": listing.stem in self._managers,
                 }
             )
         return rows
-
-    def _context(self, data: dict[str, Any], request: web.Request) -> dict[str, Any]:
-        return {
-            "data": data,
-            "base": None,
-            "static": "/static",
-            "home": None,
-            "token": "",
-            "token_field": TOKEN_FIELD,
-            "active": "fleet",
-            "agent": None,
-            "query": dict(request.query),
-        }
 
     async def index(self, request: web.Request) -> web.Response:
         self._guard.check_host(request)
         rows = await asyncio.to_thread(self._rows)
         data = {"root": str(self._root), "agents": rows}
-        if wants_json(request):
-            return json_body(data)
-        return html("fleet.html", self._context(data, request))
+        return page(request, "fleet.html", data, active="fleet", static="/static")
 
     async def search(self, request: web.Request) -> web.Response:
         """Search one agent (``agent=<stem>``) or all, with explanations."""
@@ -189,6 +180,4 @@ class Fleet:
             "agents": [{"stem": stem, "jid": jid} for stem, jid in agents.items()],
             "results": found[: LIMITS.search_limit],
         }
-        if wants_json(request):
-            return json_body(data)
-        return html("fleet_search.html", self._context(data, request))
+        return page(request, "fleet_search.html", data, active="fleet", static="/static")

@@ -1,5 +1,8 @@
 """Turning a page's data into a response: HTML by a template (autoescaped), or JSON,
 and the inspector's own static files, all with the security headers.
+
+:func:`page` builds the context every page's template is rendered with, for an
+agent's pages and for the agents page of ``spade-memory serve`` alike.
 """
 
 from __future__ import annotations
@@ -13,9 +16,9 @@ from urllib.parse import urlencode
 import jinja2
 from aiohttp import web
 
-from .security import SECURITY_HEADERS
+from .security import SECURITY_HEADERS, TOKEN_FIELD
 
-__all__ = ["STATIC_FILES", "html", "json_body", "static_file", "wants_json"]
+__all__ = ["STATIC_FILES", "html", "json_body", "page", "static_file", "wants_json"]
 
 STATIC_FILES: dict[str, str] = {
     "inspector.css": "text/css",
@@ -58,6 +61,48 @@ def html(template: str, context: dict[str, Any], *, status: int = 200) -> web.Re
     return web.Response(
         text=text, status=status, content_type="text/html", headers=SECURITY_HEADERS
     )
+
+
+def page(
+    request: web.Request,
+    template: str,
+    data: dict[str, Any],
+    *,
+    active: str,
+    static: str,
+    base: str | None = None,
+    home: tuple[str, str] | None = None,
+    token: str = "",
+    agent: str | None = None,
+) -> web.Response:
+    """A page: ``data`` as JSON when the caller asks for it (:func:`wants_json`), else
+    ``template`` rendered with ``data`` and where the page stands.
+
+    Args:
+        request: the request the page answers (its query fills the paging links).
+        template: the template under ``templates/``.
+        data: what the page shows (its JSON).
+        active: the menu entry to mark.
+        static: the path of the inspector's static files.
+        base: the path an agent's pages are under; ``None`` on the agents page.
+        home: a link up (the SPADE agent page, the agents page), with its label.
+        token: the token a change must carry; empty where nothing can be changed.
+        agent: the JID of the agent the page is about.
+    """
+    if wants_json(request):
+        return json_body(data)
+    context = {
+        "data": data,
+        "base": base,
+        "static": static,
+        "home": home,
+        "token": token,
+        "token_field": TOKEN_FIELD,
+        "active": active,
+        "agent": agent,
+        "query": dict(request.query),
+    }
+    return html(template, context)
 
 
 def json_body(data: Any, *, status: int = 200) -> web.Response:

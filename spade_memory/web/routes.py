@@ -25,8 +25,8 @@ from ..errors import (
     StoreClosedError,
 )
 from . import views
-from .render import html, json_body, static_file, wants_json
-from .security import TOKEN_FIELD, Guard
+from .render import html, json_body, page, static_file, wants_json
+from .security import Guard
 
 if TYPE_CHECKING:
     from ..manager import MemoryManager
@@ -136,20 +136,17 @@ class MemoryPages:
         data: dict[str, Any],
         active: str,
     ) -> web.Response:
-        if wants_json(request):
-            return json_body(data)
-        context = {
-            "data": data,
-            "base": inspected.base,
-            "static": inspected.static,
-            "home": inspected.home,
-            "token": inspected.token,
-            "token_field": TOKEN_FIELD,
-            "active": active,
-            "agent": inspected.manager.jid,
-            "query": dict(request.query),
-        }
-        return html(template, context)
+        return page(
+            request,
+            template,
+            data,
+            active=active,
+            static=inspected.static,
+            base=inspected.base,
+            home=inspected.home,
+            token=inspected.token,
+            agent=inspected.manager.jid,
+        )
 
     # -- pages -----------------------------------------------------------------------
 

@@ -66,3 +66,18 @@ async def test_a_cached_search_reports_cached_timings_of_its_own() -> None:
         assert second_results[0].memory.access_count == 1  # the first search, counted at once
         assert (first.cached, second.cached) == (False, True)
         assert "mmr" in first.extra and "rerank" in first.extra
+
+
+async def test_recall_reports_the_timings_of_its_search() -> None:
+    retrieval = RetrievalConfig(cache_ttl_seconds=0.0, graph_route=False)
+    config = MemoryConfig(in_memory=True, embedder="hashing", retrieval=retrieval)
+    async with await MemoryManager.open("recalled@localhost", config) as memory:
+        await memory.store("Marta repairs bicycles on Saturdays")
+        await memory.flush()
+        plain = await memory.recall("who repairs bicycles")
+        results, timings = await memory.recall_with_timings("who repairs bicycles")
+        assert [(r.memory.id, r.memory.content) for r in results] == [
+            (r.memory.id, r.memory.content) for r in plain
+        ]
+        assert results and not timings.cached
+        assert 0.0 < timings.embed <= timings.total  # the query was embedded, and timed

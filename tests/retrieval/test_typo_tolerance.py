@@ -22,8 +22,8 @@ TEXTS = (
 )
 
 
-def _keyword_config(root: Path, respellings_kept: int = 2) -> MemoryConfig:
-    tuning = RetrievalTuning(typo_respellings=respellings_kept)
+def _keyword_config(root: Path, respellings_kept: int = 2, **tuned: int) -> MemoryConfig:
+    tuning = RetrievalTuning(typo_respellings=respellings_kept, **tuned)
     return MemoryConfig(
         root=root, embedder=None, retrieval=RetrievalConfig(cache_ttl_seconds=0.0, tuning=tuning)
     )
@@ -68,13 +68,14 @@ def test_every_respelling_is_an_index_term(word: str) -> None:
 
 
 def test_only_long_latin_terms_are_respelt() -> None:
-    assert respellable("pottery")
-    assert respellable("pots")
-    assert not respellable("pot")  # shorter than MIN_CHARS
-    assert not respellable("陶艺课")  # Chinese: bigrams already match the other characters
-    assert not respellable("2023")
-    assert not respellable("Pottery")  # words are respelt lower-cased
-    assert not respellable("about")  # a stopword
+    assert respellable("pottery", 4)
+    assert respellable("pots", 4)
+    assert not respellable("pot", 4)  # shorter than asked
+    assert respellable("pot", 3)
+    assert not respellable("陶艺课", 1)  # Chinese: bigrams already match the other characters
+    assert not respellable("2023", 1)
+    assert not respellable("Pottery", 4)  # words are respelt lower-cased
+    assert not respellable("about", 1)  # a stopword
 
 
 def test_closest_keeps_the_most_frequent_held_ones() -> None:
@@ -116,6 +117,15 @@ async def test_a_held_or_unrelated_term_is_not_respelt(tmp_path: Path) -> None:
         assert await _found(memory, "golf") == []
         # a short unseen word is left alone, though "tank" is one edit away
         assert await _found(memory, "tan") == []
+
+
+async def test_the_shortest_word_respelt_is_a_knob(tmp_path: Path) -> None:
+    config = _keyword_config(tmp_path, typo_min_chars=3)
+    assert RetrievalConfig.from_knobs({"typo_min_chars": 3}).tuning.typo_min_chars == 3
+    async with await MemoryManager.open("typos@x.example", config) as memory:
+        await memory.store_many([{"content": text} for text in TEXTS])
+        assert await _found(memory, "tan") == [TEXTS[4]]  # "tank", one edit away
+        assert await _found(memory, "ta") == []  # shorter still
 
 
 async def test_a_term_stored_later_is_found_as_typed(tmp_path: Path) -> None:

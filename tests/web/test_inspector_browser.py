@@ -3,12 +3,16 @@
 forget a memory and see it gone, and a stored script that never runs.
 
 One browser and one ``spade-memory serve`` process for the whole module. Skipped
-when Chromium or its driver is not installed (``.ci/chromium.sh`` installs them).
+when Chromium, its driver or selenium is not installed (``.ci/chromium.sh`` installs
+the first two); failed instead when ``SPADE_MEMORY_REQUIRE_BROWSER=1`` (``.ci/run``
+sets it on CI, so that a failed install is not a silent skip).
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib.util
+import os
 import re
 import shutil
 import subprocess
@@ -27,10 +31,28 @@ from spade_memory.manager import MemoryManager
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 DRIVER = shutil.which("chromedriver")
 
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None or DRIVER is None,
-    reason="needs Chromium and chromedriver (apt-get install chromium chromium-driver)",
-)
+REQUIRE = "SPADE_MEMORY_REQUIRE_BROWSER"
+"""Set to ``1``: a missing browser fails these tests instead of skipping them."""
+
+
+def _missing() -> str | None:
+    """What the browser tests lack, or ``None``."""
+    if CHROMIUM is None or DRIVER is None:
+        return "needs Chromium and chromedriver (apt-get install chromium chromium-driver)"
+    if importlib.util.find_spec("selenium") is None:
+        return "needs selenium (pip install -e '.[test]')"
+    return None
+
+
+@pytest.fixture(scope="module", autouse=True)
+def browser_installed() -> None:
+    """Skip the module without a browser; fail it instead when one is required."""
+    missing = _missing()
+    if missing is None:
+        return
+    if os.environ.get(REQUIRE) == "1":
+        pytest.fail(f"{REQUIRE}=1 but the browser tests cannot run: {missing}")
+    pytest.skip(missing)
 
 ALICE = "alice@localhost"
 SCRIPT = "<script>document.title='pwned'</script><img src=x onerror=\"document.title='pwned'\">"
@@ -77,7 +99,7 @@ def site() -> Iterator[dict[str, Any]]:
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     """One headless Chromium for the module, with a fresh profile."""
-    webdriver = pytest.importorskip("selenium.webdriver")
+    from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
     with tempfile.TemporaryDirectory() as profile:

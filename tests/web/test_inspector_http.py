@@ -125,6 +125,34 @@ async def test_every_page_answers_in_html_and_json(served: Any) -> None:
     assert (await client.get(f"{base}/static/secret.txt")).status == 404
 
 
+async def test_forms_show_what_was_asked(served: Any) -> None:
+    """The search and filter forms (one macro each) keep the query and the choices."""
+    client, info = served
+    base = _base(info)
+    bob = AgentIdentity.of(BOB).stem
+
+    async def text(path: str, **params: str) -> str:
+        response = await client.get(path, params=params)
+        assert response.status == 200, path
+        return await response.text()
+
+    chosen = await text("/search", q="Bob Stone", agent=bob)
+    assert 'name="q" value="Bob Stone"' in chosen
+    assert f'<option value="{bob}" selected>{BOB}</option>' in chosen
+    assert f'<option value="{bob}">{BOB}</option>' in await text("/")
+    searched = await text(f"{base}/search", q="Berlin", category="fact")
+    assert 'name="q" value="Berlin"' in searched
+    assert '<option value="fact" selected>fact</option>' in searched
+    listed = await text(f"{base}/memories", category="preference", status="archived")
+    assert '<option value="preference" selected>preference</option>' in listed
+    assert '<option value="archived" selected>archived</option>' in listed
+    assert '<option value="active">active</option>' in listed
+    graph = await text(f"{base}/graph", conversation="conv-1")
+    assert '<option value="conv-1" selected>conv-1</option>' in graph
+    for page in (chosen, searched, listed, graph):  # one frame around every page
+        assert 'href="/static/inspector.css"' in page
+
+
 async def test_search_explains_every_result(served: Any) -> None:
     client, info = served
     data = await _json(client, f"{_base(info)}/search", q="Dave Jones Berlin", limit=5)
