@@ -310,7 +310,9 @@ class MemoryManager:
 
         It is found by keywords at once and by meaning once embedded (in the
         background; :meth:`flush` waits for that). Its entities, relations and
-        atoms are extracted and written in the same transaction; ``entities``
+        atoms are derived in the background too, right after (``flush`` waits;
+        with ``StorageConfig(derive_in_background=False)``, in the same
+        transaction); ``entities``
         (names) and ``relations`` (``{"source", "relation", "target"}``) add
         ones the text does not show. ``scope`` (a :class:`Scope` or its dict;
         default global, the agent's own) says who may see it besides the agent.
@@ -343,7 +345,7 @@ class MemoryManager:
         )
         graph = (await self._engine.input.graphs_for([new], [(entities, relations)]))[0]
         memory = await self._engine.base.insert(new, text, graph=graph)
-        self._engine.notify_changed()
+        self._engine.notify_changed(marked=True)
         return memory
 
     async def store_many(self, items: Iterable[Mapping[str, Any]]) -> builtins.list[Memory]:
@@ -360,7 +362,7 @@ class MemoryManager:
         graphs = await self._engine.input.graphs_for([new for new, _ in prepared], explicit)
         memories = await self._engine.base.insert_many(prepared, graphs=graphs)
         if memories:
-            self._engine.notify_changed()
+            self._engine.notify_changed(marked=True)
         return memories
 
     async def search(
@@ -929,7 +931,8 @@ class MemoryManager:
         await self._engine.flush()
 
     async def stats(self) -> MemoryStats:
-        """Counts of this agent's memories, notes and vectors."""
+        """Counts of this agent's memories, notes and vectors, and of the memories whose
+        embedding or derivation (graph and atoms) is still to be done."""
         self._engine.check_open()
         fingerprint = None
         if self._engine.indexer is not None:

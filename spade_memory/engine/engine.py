@@ -188,11 +188,17 @@ class Engine:
 
     # -- changes -----------------------------------------------------------------
 
-    def notify_changed(self) -> None:
-        """The memory changed: drop cached searches, let the indexer embed anew and
-        (with background derivation) the pipeline derive what was marked."""
+    def notify_changed(self, *, marked: bool = False) -> None:
+        """The memory changed: drop cached searches and let the indexer embed anew.
+
+        ``marked``: the change inserted memories through
+        :meth:`MemoryInput.graphs_for <.memory_input.MemoryInput.graphs_for>`, which
+        (with background derivation) marked them: the pipeline is woken to derive
+        them. Marks an earlier run left and opening did not derive are derived on
+        the first change.
+        """
         self.retriever.invalidate()
-        if self.config.storage.derive_in_background or self._marks_left:
+        if (marked and self.config.storage.derive_in_background) or self._marks_left:
             self._marks_left = False
             self.deriver.notify()
         if self.indexer is not None:
