@@ -762,11 +762,12 @@ class MemoryManager:
         a memory without atoms); memories still to be derived count as their claims
         (:func:`~spade_memory.engine.derivation.live_parts`)."""
         ids = [memory.id for memory in memories]
-        found = await self._engine.atoms.atoms(ids, self._engine.now())
+        now = self._engine.now()
+        found = await self._engine.atoms.atoms(ids, now)
         claims = await self._engine.deriver.pending_claims(ids)
         parts: dict[int, builtins.list[tuple[str, bool]]] = {}
         for memory in memories:
-            own = live_parts(memory, found.get(memory.id), claims)
+            own = live_parts(memory, found.get(memory.id), claims, now=now)
             if own is not None:
                 parts[memory.id] = own
         return parts
@@ -868,7 +869,8 @@ class MemoryManager:
     ) -> GraphOverview:
         """The entities named by the most active memories and the relations between them.
 
-        As the agent sees its memory (every scope): a view for its operator.
+        As the agent sees its memory (every scope): a view for its operator. Like the
+        other views of the graph, it waits for the derivation of what was just stored.
 
         Args:
             max_nodes: how many entities at most (1 to ``LIMITS.graph_view_nodes``).
@@ -883,6 +885,7 @@ class MemoryManager:
             )
         if node_type is not None:
             node_type = check_text("node_type", node_type, max_chars=LIMITS.category_chars)
+        await self._engine.derived()
         return await graph_overview(
             self._engine.base.fetchall,
             max_nodes=max_nodes,
@@ -892,7 +895,7 @@ class MemoryManager:
 
     async def graph_node_types(self) -> builtins.list[str]:
         """The types of the entities in the graph (``person``, ``date``, ...), sorted."""
-        self._engine.check_open()
+        await self._engine.derived()
         return await node_types(self._engine.base.fetchall)
 
     async def neighbours(self, memory_id: int, *, limit: int = 10) -> MemoryNeighbours:
@@ -900,6 +903,7 @@ class MemoryManager:
         entities with it (at most ``limit``). Raises MemoryNotFound."""
         memory = await self.get(memory_id)
         limit = check_limit("limit", limit, low=1, high=LIMITS.search_limit)
+        await self._engine.derived()
         return await memory_neighbours(self._engine.base.fetchall, memory.id, limit=limit)
 
     async def node_memories(
@@ -912,6 +916,7 @@ class MemoryManager:
         """
         self._engine.check_open()
         limit = check_limit("limit", limit, low=1, high=LIMITS.search_limit)
+        await self._engine.derived()
         fetch = self._engine.base.fetchall
         node, ids = await node_memory_ids(fetch, check_id(node_id), limit=limit)
         if node is None:
@@ -927,7 +932,8 @@ class MemoryManager:
         return await self._engine.base.agent_stats()
 
     async def flush(self) -> None:
-        """Wait until background work (embedding, access statistics) has caught up."""
+        """Wait until background work (derivation of graph rows and atoms, embedding,
+        access statistics) has caught up."""
         await self._engine.flush()
 
     async def stats(self) -> MemoryStats:

@@ -336,6 +336,8 @@ def live_parts(
     memory: Memory,
     atoms: Sequence[Atom] | None,
     claims: Sequence[tuple[Memory, MemoryGraph]],
+    *,
+    now: float,
 ) -> list[tuple[str, bool]] | None:
     """The parts of ``memory`` to recall, each with whether it is live now, or ``None``
     when it has no atoms (recalled whole).
@@ -344,7 +346,8 @@ def live_parts(
     memories still to be derived, with their graphs (:meth:`Deriver.pending_claims`):
     a newer one of the same scope that claims another object for the same subject
     and predicate supersedes an atom already, as its derivation will. A memory
-    still to be derived itself is cut into the atoms its graph will hold.
+    still to be derived itself is cut into the atoms its graph will hold, each
+    live until its lifetime from the memory's creation lapses by ``now``.
     """
     newer = [
         graph
@@ -359,7 +362,14 @@ def live_parts(
     own = next((graph for pending, graph in claims if pending.id == memory.id), None)
     if own is None or not own.atoms:
         return None
-    return [(a.text, not _superseded(a.subject, a.predicate, a.object, newer)) for a in own.atoms]
+    return [
+        (
+            a.text,
+            memory.created_at + a.ttl_seconds > now
+            and not _superseded(a.subject, a.predicate, a.object, newer),
+        )
+        for a in own.atoms
+    ]
 
 
 def _superseded(

@@ -130,7 +130,7 @@ class Engine:
         memories = await self.base.get_many(rest)
         found = await self.atoms.atoms(rest, now)
         for memory_id, memory in memories.items():
-            parts = live_parts(memory, found.get(memory_id), claims)
+            parts = live_parts(memory, found.get(memory_id), claims, now=now)
             if parts is not None and not any(live for _, live in parts):
                 hidden.add(memory_id)
         return hidden
@@ -231,6 +231,17 @@ class Engine:
         if any(changed.values()):
             self.retriever.invalidate()
         return changed
+
+    async def derived(self) -> None:
+        """Wait until the memories stored so far have their graph rows and atoms (the
+        views of the graph read them; a memory whose extraction failed is not
+        waited for; marks an earlier run left are derived now)."""
+        self.check_open()
+        if self._marks_left:
+            self._marks_left = False
+            self.deriver.notify()
+        if self.deriver.maybe_pending:
+            await self.deriver.flush()
 
     async def flush(self) -> None:
         """Wait until background work (derivation, embedding, access statistics) has

@@ -31,6 +31,7 @@ __all__ = [
     "mark_pending",
     "pending_after",
     "read_pending",
+    "renew_pending",
     "write_derived",
 ]
 
@@ -87,6 +88,12 @@ def mark_pending(
             graph_time,
         ),
     )
+
+
+def renew_pending(memory_id: int, when: float, db: sqlite3.Connection) -> None:
+    """A memory still to be derived was told again at ``when``: its atoms, once
+    derived, start their lives then (they have none to reinforce yet)."""
+    db.execute("UPDATE derive_pending SET graph_time = ? WHERE memory_id = ?", (when, memory_id))
 
 
 def clear_pending(memory_id: int, db: sqlite3.Connection) -> None:
