@@ -430,13 +430,16 @@ class StorageConfig:
         snapshot_growth_ratio: ...and at least this fraction of the index changed, so
             the bytes written per stored memory stay flat as the memory grows.
         embed_batch_size: memories embedded per background batch.
-        derive_in_background: a store commits the memory and its keyword index
-            with a durable mark, and its entities, relations and atoms are derived
-            after the acknowledgement, in batches, by a background pipeline
-            (``flush()`` waits for it; a crash resumes it on the next open). Until
-            then the memory is found by its document route and recalled whole, and
-            a newer claim it makes already hides older ones. ``False``: everything
-            is derived before the store is acknowledged, in its transaction.
+        derive_in_background: ``True`` (default): a store commits the memory and
+            its keyword index with a durable mark, and its entities, relations and
+            atoms are derived after the acknowledgement, in batches, by a
+            background pipeline (``flush()`` waits for it: call it before reading
+            the graph or atoms of memories just stored; a crash resumes it on the
+            next open; a memory whose extraction fails keeps its mark and is tried
+            again later). Until then the memory is found by its document route and
+            recalled whole, and a newer claim it makes already hides older ones.
+            ``False``: everything is derived before the store is acknowledged, in
+            its transaction (slower stores; graph and atoms readable at once).
         derive_batch_size: memories derived per background transaction (small
             batches keep searches from waiting behind one).
         backup_keep_days: backups older than this are removed.
@@ -472,7 +475,7 @@ class StorageConfig:
     snapshot_min_changes: int = knob(256, ge=1)
     snapshot_growth_ratio: float = knob(0.25, ge=0, le=10)
     embed_batch_size: int = knob(32, ge=1)
-    derive_in_background: bool = False
+    derive_in_background: bool = True
     derive_batch_size: int = knob(64, ge=1, le=4096)
     backup_keep_days: int = knob(14, ge=0)
     vector_index: VectorIndexChoice = "flat"

@@ -310,7 +310,9 @@ class MemoryManager:
 
         It is found by keywords at once and by meaning once embedded (in the
         background; :meth:`flush` waits for that). Its entities, relations and
-        atoms are extracted and written in the same transaction; ``entities``
+        atoms are derived in the background too, right after (``flush`` waits;
+        with ``StorageConfig(derive_in_background=False)``, in the same
+        transaction); ``entities``
         (names) and ``relations`` (``{"source", "relation", "target"}``) add
         ones the text does not show. ``scope`` (a :class:`Scope` or its dict;
         default global, the agent's own) says who may see it besides the agent.
@@ -343,7 +345,7 @@ class MemoryManager:
         )
         graph = (await self._engine.input.graphs_for([new], [(entities, relations)]))[0]
         memory = await self._engine.base.insert(new, text, graph=graph)
-        self._engine.notify_changed()
+        self._engine.notify_changed(marked=True)
         return memory
 
     async def store_many(self, items: Iterable[Mapping[str, Any]]) -> builtins.list[Memory]:
@@ -360,7 +362,7 @@ class MemoryManager:
         graphs = await self._engine.input.graphs_for([new for new, _ in prepared], explicit)
         memories = await self._engine.base.insert_many(prepared, graphs=graphs)
         if memories:
-            self._engine.notify_changed()
+            self._engine.notify_changed(marked=True)
         return memories
 
     async def search(
@@ -786,11 +788,12 @@ class MemoryManager:
         a memory without atoms); memories still to be derived count as their claims
         (:func:`~spade_memory.engine.derivation.live_parts`)."""
         ids = [memory.id for memory in memories]
-        found = await self._engine.atoms.atoms(ids, self._engine.now())
+        now = self._engine.now()
+        found = await self._engine.atoms.atoms(ids, now)
         claims = await self._engine.deriver.pending_claims(ids)
         parts: dict[int, builtins.list[tuple[str, bool]]] = {}
         for memory in memories:
-            own = live_parts(memory, found.get(memory.id), claims)
+            own = live_parts(memory, found.get(memory.id), claims, now=now)
             if own is not None:
                 parts[memory.id] = own
         return parts
@@ -892,7 +895,8 @@ class MemoryManager:
     ) -> GraphOverview:
         """The entities named by the most active memories and the relations between them.
 
-        As the agent sees its memory (every scope): a view for its operator.
+        As the agent sees its memory (every scope): a view for its operator. Like the
+        other views of the graph, it waits for the derivation of what was just stored.
 
         Args:
             max_nodes: how many entities at most (1 to ``LIMITS.graph_view_nodes``).
@@ -907,6 +911,7 @@ class MemoryManager:
             )
         if node_type is not None:
             node_type = check_text("node_type", node_type, max_chars=LIMITS.category_chars)
+        await self._engine.derived()
         return await graph_overview(
             self._engine.base.fetchall,
             max_nodes=max_nodes,
@@ -916,7 +921,7 @@ class MemoryManager:
 
     async def graph_node_types(self) -> builtins.list[str]:
         """The types of the entities in the graph (``person``, ``date``, ...), sorted."""
-        self._engine.check_open()
+        await self._engine.derived()
         return await node_types(self._engine.base.fetchall)
 
     async def neighbours(self, memory_id: int, *, limit: int = 10) -> MemoryNeighbours:
@@ -924,6 +929,7 @@ class MemoryManager:
         entities with it (at most ``limit``). Raises MemoryNotFound."""
         memory = await self.get(memory_id)
         limit = check_limit("limit", limit, low=1, high=LIMITS.search_limit)
+        await self._engine.derived()
         return await memory_neighbours(self._engine.base.fetchall, memory.id, limit=limit)
 
     async def node_memories(
@@ -936,6 +942,7 @@ class MemoryManager:
         """
         self._engine.check_open()
         limit = check_limit("limit", limit, low=1, high=LIMITS.search_limit)
+        await self._engine.derived()
         fetch = self._engine.base.fetchall
         node, ids = await node_memory_ids(fetch, check_id(node_id), limit=limit)
         if node is None:
@@ -951,11 +958,13 @@ class MemoryManager:
         return await self._engine.base.agent_stats()
 
     async def flush(self) -> None:
-        """Wait until background work (embedding, access statistics) has caught up."""
+        """Wait until background work (derivation of graph rows and atoms, embedding,
+        access statistics) has caught up."""
         await self._engine.flush()
 
     async def stats(self) -> MemoryStats:
-        """Counts of this agent's memories, notes and vectors."""
+        """Counts of this agent's memories, notes and vectors, and of the memories whose
+        embedding or derivation (graph and atoms) is still to be done."""
         self._engine.check_open()
         fingerprint = None
         if self._engine.indexer is not None:

@@ -328,6 +328,7 @@ class MemoryStats:
     by_status: dict[str, int]
     embedded: int
     pending_embeddings: int
+    pending_derivations: int
     conversations: int
     notes: int
     in_memory: bool

@@ -130,6 +130,7 @@ def _stats_data(
         "by_status": stats.by_status,
         "embedded": stats.embedded,
         "pending_embeddings": stats.pending_embeddings,
+        "pending_derivations": stats.pending_derivations,
         "vectors_by_fingerprint": vectors,
         "atoms_by_status": atoms,
         "conversations": stats.conversations,

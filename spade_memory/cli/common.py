@@ -391,12 +391,14 @@ async def embed_pending(memory: MemoryManager, *, show: bool) -> int:
     store = memory.base_store
     indexer = memory.indexer
     fingerprint = indexer.embedder.fingerprint if indexer is not None else None
-    deriving = await store.count_pending_derivations()
+    # what the pipeline derived already since the command opened the memory counts too
+    derived = memory.engine.deriver.derived
+    deriving = derived + await store.count_pending_derivations()
     pending = 0 if fingerprint is None else await store.count_pending_embeddings(fingerprint)
     flushing = asyncio.create_task(memory.flush())
     if deriving:
         line = ProgressLine("deriving graphs and atoms", enabled=show)
-        left = deriving
+        left = deriving - derived
         while left and not flushing.done():
             await asyncio.wait({flushing}, timeout=0.5)
             left = await store.count_pending_derivations()

@@ -7,7 +7,10 @@ relations and atoms in a worker thread (the event loop keeps answering searches)
 and writes each batch's graphs in one short transaction that clears their marks.
 After each batch the vector indexer is woken to embed the new graph entries and
 searches are told the memory changed. A crash between an acknowledgement and its
-derivation leaves the mark, and the next open derives the memory.
+derivation leaves the mark, and the next open derives the memory. A memory whose
+extraction fails keeps its mark and is tried again after
+:data:`RETRY_FIRST_SECONDS`, doubling up to :data:`RETRY_MAX_SECONDS` (and on the
+next open); the others are derived meanwhile.
 
 Until a memory is derived, the graph route does not know it (the document route
 finds it) and it has no atoms, so recall gives it whole. A claim it makes must
@@ -19,11 +22,10 @@ once, kept for the pipeline to write).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
-from ..errors import StorageCorrupted, StorageError, StoreClosedError
 from ..models import Memory
 from ..storage.base import BaseMemoryStore
 from ..storage.derivation import PendingMemory
@@ -31,12 +33,15 @@ from ..storage.scope_filter import told_in_one_scope
 from ..text.atoms import Atom
 from ..text.extraction import needs_segmenter
 from ..text.graph import MemoryGraph
+from .background_worker import BackgroundWorker
 from .memory_input import MemoryInput
 
 __all__ = [
     "GATHER_AT_MOST_SECONDS",
     "GATHER_SECONDS",
     "PENDING_CLAIMS_AT_MOST",
+    "RETRY_FIRST_SECONDS",
+    "RETRY_MAX_SECONDS",
     "Deriver",
     "live_parts",
 ]
@@ -61,12 +66,25 @@ GATHER_AT_MOST_SECONDS = 1.0
 #: would make the event loop wait up to a switch interval, 5 ms, at every turn).
 _ON_LOOP_CHARS = 600
 
+#: The first wait before a memory whose extraction failed is tried again.
+RETRY_FIRST_SECONDS = 2.0
+#: The longest wait between two tries while its extraction keeps failing.
+RETRY_MAX_SECONDS = 600.0
+
 _BATCHES_READ = 4  # batches of marks read at once
 
 _Key = tuple[int, float]  # a memory's id and updated_at: its text as extracted
 
 
-class Deriver:
+@dataclass(frozen=True, slots=True)
+class _Failed:
+    """A memory whose extraction failed: how often, and when it is tried again."""
+
+    attempts: int
+    retry_at: float  # the event loop's clock
+
+
+class Deriver(BackgroundWorker):
     """Derives the graphs and atoms of marked memories in the background.
 
     Args:
@@ -76,6 +94,8 @@ class Deriver:
         on_derived: called with the ids of each batch written.
     """
 
+    work = "derivation"
+
     def __init__(
         self,
         base: BaseMemoryStore,
@@ -84,47 +104,32 @@ class Deriver:
         batch_size: int,
         on_derived: Callable[[list[int]], None],
     ) -> None:
-        self._base = base
+        super().__init__(base)
         self._input = memory_input
         self._batch_size = batch_size
         self._on_derived = on_derived
-        self._requested = 0
-        self._completed = 0
-        self._progress = asyncio.Condition()
-        self._wake = asyncio.Event()
         self._urgent = False
         self._segmenter_loaded = False  # jieba loads on its first Chinese text: slow
-        self._closed = False
-        self._task: asyncio.Task[None] | None = None
         self._graphs: dict[_Key, MemoryGraph] = {}
+        self._failed: dict[int, _Failed] = {}
+        self._retry: asyncio.TimerHandle | None = None
         self.derived = 0  # memories derived since open
 
     def start(self, *, resume: bool) -> None:
         """Start the worker; with ``resume``, derive what an earlier run left marked."""
-        self._task = asyncio.create_task(self._run(), name=f"derive:{self._base.agent}")
+        self._start("derive")
         if resume:
             self.notify()
 
-    def notify(self) -> None:
-        """Tell the worker that marked memories wait."""
-        self._requested += 1
-        self._wake.set()
-
     async def flush(self) -> None:
-        """Wait until every memory marked before this call is derived."""
-        if self._closed:
-            raise StoreClosedError("the derivation pipeline is closed")
-        self._urgent = True
-        self.notify()
-        target = self._requested
-        async with self._progress:
-            await self._progress.wait_for(
-                lambda: self._completed >= target or self._task is None or self._task.done()
-            )
-        if self._task is not None and self._task.done() and not self._closed:
-            exc = self._task.exception()
-            if exc is not None:
-                raise StorageError(f"background derivation failed: {exc}") from exc
+        """Wait until every memory marked before this call is derived (or, when its
+        extraction failed, left marked to be tried again; see :attr:`failing`)."""
+        await super().flush()
+
+    @property
+    def failing(self) -> int:
+        """How many memories whose extraction failed wait to be tried again."""
+        return len(self._failed)
 
     @property
     def maybe_pending(self) -> bool:
@@ -152,7 +157,7 @@ class Deriver:
             pending = pending[:at_most]  # stored faster than derived meanwhile
         if not pending:
             return []
-        missing = [m for m in pending if _key(m) not in self._graphs]
+        missing = [m for m in pending if _key(m) not in self._graphs and m.id not in self._failed]
         if missing:
             graphs = await self._extract([(m, (), ()) for m in missing])
             self._keep(missing, graphs)
@@ -160,37 +165,30 @@ class Deriver:
 
     async def aclose(self) -> None:
         """Stop the worker (a batch under way commits whole or not at all)."""
-        if self._closed:
-            return
-        self._closed = True
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
-        async with self._progress:
-            self._progress.notify_all()
+        if self._retry is not None:
+            self._retry.cancel()
+        await super().aclose()
 
     # -- worker ----------------------------------------------------------------
 
-    async def _run(self) -> None:
-        while not self._closed:
-            await self._wake.wait()
-            await self._gather()
-            target = self._requested
-            try:
-                await self._derive_pending()
-            except (StoreClosedError, StorageCorrupted):
-                return  # closed, or its database was found damaged and moved aside
-            except StorageError as exc:
-                logger.warning("%s: derivation failed, will retry: %s", self._base.agent, exc)
-                await asyncio.sleep(1.0)
-                self._wake.set()
-                continue
-            async with self._progress:
-                self._completed = max(self._completed, target)
-                self._progress.notify_all()
+    def _hurry(self) -> None:
+        self._urgent = True
 
-    async def _gather(self) -> None:
+    async def _pass(self) -> bool:
+        await self._derive_pending()
+        return True
+
+    async def _after_pass(self) -> None:
+        """Wake again when the first memory whose extraction failed is due."""
+        if self._retry is not None:
+            self._retry.cancel()
+            self._retry = None
+        if self._failed and not self._closed:
+            loop = asyncio.get_running_loop()
+            due = min(failed.retry_at for failed in self._failed.values())
+            self._retry = loop.call_at(due, self.notify)
+
+    async def _before_pass(self) -> None:
         """Wait while stores keep coming (see :data:`GATHER_SECONDS`)."""
         loop = asyncio.get_running_loop()
         until = loop.time() + GATHER_AT_MOST_SECONDS
@@ -214,14 +212,25 @@ class Deriver:
         """
         cursor = 0
         writing: asyncio.Future[None] | None = None
+        seen: set[int] = set()
+        loop = asyncio.get_running_loop()
         try:
             while not self._closed:
                 chunk = await self._base.pending_derivations(
                     _BATCHES_READ * self._batch_size, after_id=cursor
                 )
                 if not chunk:
+                    # forget the failures of memories no longer marked (deleted)
+                    self._failed = {i: f for i, f in self._failed.items() if i in seen}
                     return
-                cursor = chunk[-1].memory.id
+                cursor = chunk[-1].memory.id  # past the failed ones: they stall nothing
+                seen.update(p.memory.id for p in chunk)
+                now = loop.time()
+                chunk = [
+                    p
+                    for p in chunk
+                    if p.memory.id not in self._failed or self._failed[p.memory.id].retry_at <= now
+                ]
                 for start in range(0, len(chunk), self._batch_size):
                     batch = chunk[start : start + self._batch_size]
                     items = await self._items(batch)
@@ -235,34 +244,52 @@ class Deriver:
             if writing is not None:
                 await writing
 
-    async def _items(
-        self, batch: Sequence[PendingMemory]
-    ) -> list[tuple[int, MemoryGraph | None, float]]:
-        """What :meth:`BaseMemoryStore.write_derived` writes for ``batch``."""
+    async def _items(self, batch: Sequence[PendingMemory]) -> list[tuple[int, MemoryGraph, float]]:
+        """What :meth:`BaseMemoryStore.write_derived` writes for ``batch``: the memories
+        whose extraction failed are left out (marked still, tried again later)."""
         # Graphs recall extracted already are kept; named entities or relations
         # are not known to recall, so those memories are extracted again.
-        fresh = [
-            p for p in batch if p.entities or p.relations or _key(p.memory) not in self._graphs
-        ]
-        extracted: dict[int, MemoryGraph | None] = {}
+        graphs: dict[int, MemoryGraph | None] = {}
+        fresh: list[PendingMemory] = []
+        for p in batch:
+            known = None if p.entities or p.relations else self._graphs.get(_key(p.memory))
+            if known is None:
+                fresh.append(p)
+            else:
+                graphs[p.memory.id] = known
         if fresh:
-            graphs = await self._extract([(p.memory, p.entities, p.relations) for p in fresh])
-            extracted = {p.memory.id: g for p, g in zip(fresh, graphs, strict=True)}
-        return [
-            (
-                p.memory.id,
-                extracted[p.memory.id]
-                if p.memory.id in extracted
-                else self._graphs.get(_key(p.memory)),
-                _graph_time(p),
-            )
-            for p in batch
-        ]
+            extracted = await self._extract([(p.memory, p.entities, p.relations) for p in fresh])
+            graphs.update((p.memory.id, g) for p, g in zip(fresh, extracted, strict=True))
+        items: list[tuple[int, MemoryGraph, float]] = []
+        for p in batch:
+            graph = graphs[p.memory.id]
+            if graph is None:
+                self._fail(p.memory.id)
+            else:
+                items.append((p.memory.id, graph, _graph_time(p)))
+        return items
+
+    def _fail(self, memory_id: int) -> None:
+        """Record that a memory's extraction failed: it is tried again later."""
+        before = self._failed.get(memory_id)
+        attempts = 1 if before is None else before.attempts + 1
+        delay = min(RETRY_FIRST_SECONDS * 2.0 ** (attempts - 1), RETRY_MAX_SECONDS)
+        self._failed[memory_id] = _Failed(attempts, asyncio.get_running_loop().time() + delay)
+        logger.warning(
+            "%s: memory %d keeps its mark (extraction failed %d time%s); tried again in %.0f s",
+            self._base.agent,
+            memory_id,
+            attempts,
+            "" if attempts == 1 else "s",
+            delay,
+        )
 
     async def _write(
-        self, batch: Sequence[PendingMemory], items: list[tuple[int, MemoryGraph | None, float]]
+        self, batch: Sequence[PendingMemory], items: list[tuple[int, MemoryGraph, float]]
     ) -> None:
-        written = await self._base.write_derived(items)
+        written = await self._base.write_derived(items) if items else []
+        for memory_id, _, _ in items:
+            self._failed.pop(memory_id, None)
         for p in batch:
             self._graphs.pop(_key(p.memory), None)
         self.derived += len(written)
@@ -293,9 +320,7 @@ class Deriver:
             return self._input.graph_of(memory, list(entities) or None, list(relations) or None)
         except Exception:
             logger.exception(
-                "%s: the graph of memory %d could not be derived; it keeps none",
-                self._base.agent,
-                memory.id,
+                "%s: the graph of memory %d could not be derived", self._base.agent, memory.id
             )
             return None
 
@@ -311,6 +336,8 @@ def live_parts(
     memory: Memory,
     atoms: Sequence[Atom] | None,
     claims: Sequence[tuple[Memory, MemoryGraph]],
+    *,
+    now: float,
 ) -> list[tuple[str, bool]] | None:
     """The parts of ``memory`` to recall, each with whether it is live now, or ``None``
     when it has no atoms (recalled whole).
@@ -319,7 +346,8 @@ def live_parts(
     memories still to be derived, with their graphs (:meth:`Deriver.pending_claims`):
     a newer one of the same scope that claims another object for the same subject
     and predicate supersedes an atom already, as its derivation will. A memory
-    still to be derived itself is cut into the atoms its graph will hold.
+    still to be derived itself is cut into the atoms its graph will hold, each
+    live until its lifetime from the memory's creation lapses by ``now``.
     """
     newer = [
         graph
@@ -334,7 +362,14 @@ def live_parts(
     own = next((graph for pending, graph in claims if pending.id == memory.id), None)
     if own is None or not own.atoms:
         return None
-    return [(a.text, not _superseded(a.subject, a.predicate, a.object, newer)) for a in own.atoms]
+    return [
+        (
+            a.text,
+            memory.created_at + a.ttl_seconds > now
+            and not _superseded(a.subject, a.predicate, a.object, newer),
+        )
+        for a in own.atoms
+    ]
 
 
 def _superseded(

@@ -130,7 +130,7 @@ class Engine:
         memories = await self.base.get_many(rest)
         found = await self.atoms.atoms(rest, now)
         for memory_id, memory in memories.items():
-            parts = live_parts(memory, found.get(memory_id), claims)
+            parts = live_parts(memory, found.get(memory_id), claims, now=now)
             if parts is not None and not any(live for _, live in parts):
                 hidden.add(memory_id)
         return hidden
@@ -188,11 +188,17 @@ class Engine:
 
     # -- changes -----------------------------------------------------------------
 
-    def notify_changed(self) -> None:
-        """The memory changed: drop cached searches, let the indexer embed anew and
-        (with background derivation) the pipeline derive what was marked."""
+    def notify_changed(self, *, marked: bool = False) -> None:
+        """The memory changed: drop cached searches and let the indexer embed anew.
+
+        ``marked``: the change inserted memories through
+        :meth:`MemoryInput.graphs_for <.memory_input.MemoryInput.graphs_for>`, which
+        (with background derivation) marked them: the pipeline is woken to derive
+        them. Marks an earlier run left and opening did not derive are derived on
+        the first change.
+        """
         self.retriever.invalidate()
-        if self.config.storage.derive_in_background or self._marks_left:
+        if (marked and self.config.storage.derive_in_background) or self._marks_left:
             self._marks_left = False
             self.deriver.notify()
         if self.indexer is not None:
@@ -225,6 +231,17 @@ class Engine:
         if any(changed.values()):
             self.retriever.invalidate()
         return changed
+
+    async def derived(self) -> None:
+        """Wait until the memories stored so far have their graph rows and atoms (the
+        views of the graph read them; a memory whose extraction failed is not
+        waited for; marks an earlier run left are derived now)."""
+        self.check_open()
+        if self._marks_left:
+            self._marks_left = False
+            self.deriver.notify()
+        if self.deriver.maybe_pending:
+            await self.deriver.flush()
 
     async def flush(self) -> None:
         """Wait until background work (derivation, embedding, access statistics) has

@@ -21,7 +21,6 @@ not embedded (the search uses keywords) unless the last attempt succeeded.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -33,17 +32,12 @@ from ..config import StorageConfig
 from ..embedding import embedder_for_fingerprint
 from ..embedding.calls import embed_documents, embed_query, is_async_embedder, prepare
 from ..embedding.fingerprints import outnumbering
-from ..errors import (
-    EmbeddingError,
-    EmbeddingUnavailable,
-    StorageCorrupted,
-    StorageError,
-    StoreClosedError,
-)
+from ..errors import EmbeddingError, EmbeddingUnavailable, StorageError
 from ..models import Embedder
 from ..storage.base import BaseMemoryStore
 from ..storage.graph_store import GraphStore
 from ..storage.vectors import IndexKind, VectorIndex
+from .background_worker import BackgroundWorker
 
 __all__ = ["RETRY_FIRST_SECONDS", "RETRY_MAX_SECONDS", "VectorIndexer"]
 
@@ -57,8 +51,10 @@ RETRY_MAX_SECONDS = 60.0
 _SNAPSHOT_GENERATION = "snapshot_generation"
 
 
-class VectorIndexer:
+class VectorIndexer(BackgroundWorker):
     """Embeds pending memories in the background and keeps the FAISS cache in sync."""
+
+    work = "embedding"
 
     def __init__(
         self,
@@ -72,7 +68,7 @@ class VectorIndexer:
         monotonic: Callable[[], float] = time.monotonic,
         graph: GraphStore | None = None,
     ) -> None:
-        self._base = base
+        super().__init__(base)
         self._stamp = embedder.fingerprint  # what snapshots are stamped with
         self._graph = graph
         self._graph_index: VectorIndex | None = None
@@ -84,12 +80,6 @@ class VectorIndexer:
         self._monotonic = monotonic
         self._dirty = 0
         self._last_persist = monotonic()
-        self._requested = 0
-        self._completed = 0
-        self._progress = asyncio.Condition()
-        self._wake = asyncio.Event()
-        self._closed = False
-        self._task: asyncio.Task[None] | None = None
         self._failed: set[int] = set()
         self._target: Embedder | None = None
         self._instance: str | None = None
@@ -188,7 +178,7 @@ class VectorIndexer:
             )
             if len(graph_ids):
                 await asyncio.to_thread(indexer._graph_index.add, graph_ids, graph_matrix)
-        indexer._task = asyncio.create_task(indexer._run(), name=f"embed:{base.agent}")
+        indexer._start("embed")
         if not fresh and embed_pending:  # embed what an earlier run stored but did not embed
             indexer.notify()
         return indexer
@@ -276,11 +266,6 @@ class VectorIndexer:
     def embedder(self) -> Embedder:
         return self._embedder
 
-    def notify(self) -> None:
-        """Tell the worker that new memories wait to be embedded."""
-        self._requested += 1
-        self._wake.set()
-
     @property
     def target(self) -> Embedder | None:
         """The configured embedder when another one's vectors still serve searches
@@ -315,23 +300,10 @@ class VectorIndexer:
         """Wait until every memory stored before this call is embedded and indexed, or
         until an attempt found the embedder unavailable (:attr:`unavailable`; those
         memories are embedded when it answers again)."""
-        if self._closed:
-            raise StoreClosedError("the vector indexer is closed")
-        self.notify()
-        target = self._requested
-        async with self._progress:
-            await self._progress.wait_for(
-                lambda: (
-                    self._completed >= target
-                    or self._unavailable is not None
-                    or self._task is None
-                    or self._task.done()
-                )
-            )
-        if self._task is not None and self._task.done() and not self._closed:
-            exc = self._task.exception()
-            if exc is not None:
-                raise StorageError(f"background embedding failed: {exc}") from exc
+        await super().flush()
+
+    def _settled(self) -> bool:
+        return self._unavailable is not None
 
     async def embed_query(self, text: str) -> np.ndarray:
         """The query's vector.
@@ -380,13 +352,7 @@ class VectorIndexer:
         """Stop the worker and write a final snapshot if anything changed."""
         if self._closed:
             return
-        self._closed = True
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
-        async with self._progress:
-            self._progress.notify_all()
+        await super().aclose()
         if self._dirty and self._snapshot_path is not None and not self._base.closed:
             try:
                 await self._persist()
@@ -395,33 +361,22 @@ class VectorIndexer:
 
     # -- worker --------------------------------------------------------------
 
-    async def _run(self) -> None:
-        while not self._closed:
-            await self._wake.wait()
-            self._wake.clear()
-            target = self._requested
-            try:
-                await self._embed_pending()
-                await self._embed_graph_pending()
-            except (StoreClosedError, StorageCorrupted):
-                return  # closed, or its database was found damaged and moved aside
-            except EmbeddingUnavailable as exc:
-                await self._defer(str(exc))
-                continue
-            except StorageError as exc:
-                logger.warning("%s: embedding pass failed, will retry: %s", self._base.agent, exc)
-                await asyncio.sleep(1.0)
-                self._wake.set()
-                continue
-            if self._unavailable is not None:
-                logger.warning("%s: the embedder answers again", self._base.agent)
-            self._unavailable = None
-            self._reported = None
-            self._retry_delay = RETRY_FIRST_SECONDS
-            async with self._progress:
-                self._completed = max(self._completed, target)
-                self._progress.notify_all()
-            await self._maybe_persist()
+    async def _pass(self) -> bool:
+        try:
+            await self._embed_pending()
+            await self._embed_graph_pending()
+        except EmbeddingUnavailable as exc:
+            await self._defer(str(exc))
+            return False
+        if self._unavailable is not None:
+            logger.warning("%s: the embedder answers again", self._base.agent)
+        self._unavailable = None
+        self._reported = None
+        self._retry_delay = RETRY_FIRST_SECONDS
+        return True
+
+    async def _after_pass(self) -> None:
+        await self._maybe_persist()
 
     async def _defer(self, reason: str) -> None:
         """The embedder is unavailable: tell waiters, wait, then try again."""

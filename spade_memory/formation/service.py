@@ -243,7 +243,7 @@ class Formation:
         if ids is None:
             return None
         if ids:
-            engine.notify_changed()
+            engine.notify_changed(marked=True)
         reinforced = set(insert.reinforced) if insert is not None else set()
         return FormationReport(
             windows=1,

@@ -525,5 +525,6 @@ class SpadeMemoryBackend(_BackendBase):  # type: ignore[misc]
             "status_counts": dict(stats.by_status),
             "embedded": stats.embedded,
             "pending_embeddings": stats.pending_embeddings,
+            "pending_derivations": stats.pending_derivations,
             "in_memory": stats.in_memory,
         }

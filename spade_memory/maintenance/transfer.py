@@ -254,7 +254,7 @@ async def import_memory(
     # memory moved to a new host should not arrive already expired.
     added = await engine.base.insert_many(prepared, graphs=graphs, graph_time=engine.now())
     if added:
-        engine.notify_changed()
+        engine.notify_changed(marked=True)
     raw_notes = {
         conversation: [note.model_dump() for note in notes]
         for conversation, notes in document.notes.items()

@@ -679,7 +679,7 @@ class BaseMemoryStore:
         return await derivation.count_pending(self._fetchall)
 
     async def write_derived(
-        self, items: Sequence[tuple[int, MemoryGraph | None, float]]
+        self, items: Sequence[tuple[int, MemoryGraph, float]]
     ) -> builtins.list[int]:
         """Write derived graphs and clear their marks in one transaction; the ids written.
 

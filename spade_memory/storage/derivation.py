@@ -31,6 +31,7 @@ __all__ = [
     "mark_pending",
     "pending_after",
     "read_pending",
+    "renew_pending",
     "write_derived",
 ]
 
@@ -89,6 +90,12 @@ def mark_pending(
     )
 
 
+def renew_pending(memory_id: int, when: float, db: sqlite3.Connection) -> None:
+    """A memory still to be derived was told again at ``when``: its atoms, once
+    derived, start their lives then (they have none to reinforce yet)."""
+    db.execute("UPDATE derive_pending SET graph_time = ? WHERE memory_id = ?", (when, memory_id))
+
+
 def clear_pending(memory_id: int, db: sqlite3.Connection) -> None:
     """Drop one memory's mark (its graph was written by another path, or it is gone)."""
     db.execute("DELETE FROM derive_pending WHERE memory_id = ?", (memory_id,))
@@ -131,18 +138,16 @@ async def count_pending(fetch: Fetch) -> int:
 
 
 def write_derived(
-    items: Sequence[tuple[int, MemoryGraph | None, float]], db: sqlite3.Connection
+    items: Sequence[tuple[int, MemoryGraph, float]], db: sqlite3.Connection
 ) -> list[int]:
     """Write the graphs of ``items`` (memory id, graph, atoms' start) and clear their
     marks, inside one transaction on the connection's thread; the ids written (a
-    memory whose mark is gone meanwhile is skipped; one without a graph, whose
-    extraction failed, only loses its mark)."""
+    memory whose mark is gone meanwhile is skipped)."""
     written: list[int] = []
     for memory_id, graph, when in items:
         cursor = db.execute("DELETE FROM derive_pending WHERE memory_id = ?", (memory_id,))
         if cursor.rowcount:
-            if graph is not None:
-                write_graph_rows(memory_id, graph, when, db)
+            write_graph_rows(memory_id, graph, when, db)
             written.append(memory_id)
         cursor.close()
     return written

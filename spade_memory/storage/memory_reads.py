@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..models import Memory, MemoryStats, Viewer
+from .derivation import count_pending
 from .embeddings import count_embedded, count_pending_embeddings
 from .memory_rows import (
     COLUMNS,
@@ -212,8 +213,9 @@ async def memory_stats(
 ) -> MemoryStats:
     """The counts of :meth:`MemoryManager.stats <spade_memory.MemoryManager.stats>`:
     memories by category and status, those with and without a vector of
-    ``fingerprint`` (``None``: keyword search only, both 0), and the
-    ``(conversations, notes)`` of the notes file."""
+    ``fingerprint`` (``None``: keyword search only, both 0), those whose graph
+    and atoms are still to be derived, and the ``(conversations, notes)`` of the
+    notes file."""
     by_category = await counts_by(fetch, "category")
     by_status = await counts_by(fetch, "status")
     embedded = pending = 0
@@ -227,6 +229,7 @@ async def memory_stats(
         by_status=by_status,
         embedded=embedded,
         pending_embeddings=pending,
+        pending_derivations=await count_pending(fetch),
         conversations=notes[0],
         notes=notes[1],
         in_memory=in_memory,

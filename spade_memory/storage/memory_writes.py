@@ -21,7 +21,7 @@ from ..errors import StorageError
 from ..models import Memory, Scope
 from ..text.content_key import content_key
 from ..text.graph import MemoryGraph
-from .derivation import Deferred, clear_pending, mark_pending
+from .derivation import Deferred, clear_pending, mark_pending, renew_pending
 from .graph import (
     delete_graph,
     delete_graph_rows,
@@ -247,6 +247,7 @@ class InsertTransaction:
                 when = new.created_at if self.graph_time is None else self.graph_time
                 if memory_id in reinforced:
                     reinforce_atoms(memory_id, graph.reinforcement_factor, when, db)
+                    renew_pending(memory_id, when, db)  # not derived yet: no atoms
                 elif isinstance(graph, Deferred):
                     mark_pending(memory_id, graph, self.graph_time, db)
                 else:

@@ -175,8 +175,8 @@ def _midnight(day: date) -> float:
 async def memory_view(manager: MemoryManager, memory_id: int) -> dict[str, Any]:
     """One memory: its fields, atoms, graph neighbours and the messages it came from."""
     memory = await manager.get(memory_id)
+    neighbours = await manager.neighbours(memory.id)  # waits for the derivation of its atoms
     atoms = await manager.atoms(memory.id)
-    neighbours = await manager.neighbours(memory.id)
     related = {m.id: m for m in await _memories(manager, [i for i, _ in neighbours.related])}
     sources = await manager.history.sources(memory.id)
     return {

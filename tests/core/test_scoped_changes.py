@@ -133,10 +133,12 @@ async def test_rescoping(memory: MemoryManager) -> None:
 
 async def test_forget_atom_with_a_viewer(memory: MemoryManager) -> None:
     secret = await memory.store("Alice lives in Porto.", scope=Scope.private(ALICE))
+    await memory.flush()  # its atoms are derived right after the store
     (atom,) = await memory.atoms(secret.id)
     with pytest.raises(MemoryNotFound, match=f"no memory atom with id {atom.id}"):
         await memory.forget_atom(atom.id, viewer=Viewer(jid=BOB))
     told = await memory.store("Bob lives in Faro.", scope=Scope(owner=ALICE))
+    await memory.flush()
     (other,) = await memory.atoms(told.id)
     with pytest.raises(ScopeDenied):
         await memory.forget_atom(other.id, viewer=Viewer(jid=BOB))

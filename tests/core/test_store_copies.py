@@ -136,6 +136,7 @@ async def test_copies_in_one_batch_and_at_once_become_one_memory(
 
 async def test_a_copy_lengthens_the_lives_of_its_atoms(fresh_memory: MemoryManager) -> None:
     first = await fresh_memory.store("Carla works as an architect in Porto")
+    await fresh_memory.flush()  # its atoms are derived right after the store
     before = await fresh_memory.atoms(first.id)
     await fresh_memory.store("Carla works as an architect in Porto.")
     after = await fresh_memory.atoms(first.id)
@@ -143,6 +144,19 @@ async def test_a_copy_lengthens_the_lives_of_its_atoms(fresh_memory: MemoryManag
     for old, new in zip(before, after, strict=True):
         assert new.reinforcements == old.reinforcements + 1
         assert new.expires_at > old.expires_at
+
+
+async def test_a_copy_of_a_memory_still_to_be_derived_starts_its_atoms_lives_anew(
+    fresh_memory: MemoryManager,
+) -> None:
+    await fresh_memory._engine.deriver.aclose()  # stopped: the marks stay
+    first = await fresh_memory.store("Dario works as a baker in Siena")
+    await asyncio.sleep(0.01)
+    copy = await fresh_memory.store("Dario works as a baker in Siena.")
+    assert copy.id == first.id
+    (pending,) = await fresh_memory._engine.base.pending_derivations(10)
+    assert pending.graph_time == pytest.approx(copy.updated_at)  # not the first store's time
+    assert pending.graph_time > first.created_at
 
 
 async def test_memories_stored_before_content_keys_are_found_after_the_migration(

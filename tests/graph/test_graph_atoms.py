@@ -94,6 +94,7 @@ async def test_a_plan_expires_goes_dormant_then_expired(
     memory: MemoryManager, clock: Clock
 ) -> None:
     plan = await memory.store("We will call Bob tomorrow.", importance=0.0)
+    await memory.flush()  # graph and atoms are derived right after the store
     assert [a.type for a in await memory.live_atoms(plan.id)] == ["plan"]
     clock.advance(2.5)  # past its 2-day lifetime, inside the dormant half
     assert await memory.live_atoms(plan.id) == []
@@ -108,6 +109,7 @@ async def test_a_memory_whose_atoms_all_lapsed_leaves_search_results(
 ) -> None:
     plan = await memory.store("We will call Bob about the invoice tomorrow.", importance=0.0)
     fact = await memory.store("The invoice total is 40 euros.", importance=0.0)
+    await memory.flush()  # graph and atoms are derived right after the store
     assert {r.memory.id for r in await memory.search("invoice")} == {plan.id, fact.id}
     clock.advance(3)
     assert [r.memory.id for r in await memory.search("invoice")] == [fact.id]
@@ -120,6 +122,7 @@ async def test_a_memory_whose_atoms_all_lapsed_leaves_search_results(
     async with await MemoryManager.open("keep@localhost", relaxed, clock=clock) as keeping:
         await keeping.maintenance.wait()  # the check on open, before writing
         kept = await keeping.store("We will call Bob about the invoice tomorrow.")
+        await keeping.flush()
         clock.advance(10)
         assert [r.memory.id for r in await keeping.search("invoice")] == [kept.id]
 
@@ -128,6 +131,7 @@ async def test_storing_a_fact_again_reinforces_and_revives_it(
     memory: MemoryManager, clock: Clock
 ) -> None:
     first = await memory.store("The office wifi password is tulip42.", importance=0.0)
+    await memory.flush()
     clock.advance(29)
     await memory.store("The office wifi password is tulip42.", importance=0.0)
     atom = (await memory.atoms(first.id))[0]
@@ -137,6 +141,7 @@ async def test_storing_a_fact_again_reinforces_and_revives_it(
     clock.advance(180 * 1.5 + 1)  # dormant now
     assert (await memory.atoms(first.id))[0].status == "dormant"
     await memory.store("The office wifi password is tulip42.", importance=0.0)
+    await memory.flush()
     assert (await memory.atoms(first.id))[0].status == "active"
 
 
@@ -144,6 +149,7 @@ async def test_a_newer_claim_supersedes_an_older_one(memory: MemoryManager, cloc
     paris = await memory.store("Alice lives in Paris.")
     clock.advance(1)
     berlin = await memory.store("Alice lives in Berlin.")
+    await memory.flush()
     old = (await memory.atoms(paris.id))[0]
     new = (await memory.atoms(berlin.id))[0]
     assert old.status == "superseded" and old.superseded_by == new.id
@@ -151,6 +157,7 @@ async def test_a_newer_claim_supersedes_an_older_one(memory: MemoryManager, cloc
     # Likes are not exclusive: a second preference supersedes nothing.
     await memory.store("Alice likes tea.")
     coffee = await memory.store("Alice likes coffee.")
+    await memory.flush()
     assert all(a.live for a in await memory.atoms(coffee.id - 1))
     # Forgetting the newer claim brings the older one back.
     await memory.forget(berlin.id)
@@ -163,6 +170,7 @@ async def test_a_claim_never_supersedes_across_scopes(memory: MemoryManager, clo
     lisbon = await memory.store("Carol lives in Lisbon.", scope=Scope.private(alice))
     clock.advance(1)
     paris = await memory.store("Carol lives in Paris.", scope=Scope.private(bob))
+    await memory.flush()
     clock.advance(1)
     # bob's claim leaves alice's private memory whole, for her and for the agent
     as_alice = Viewer(jid=alice)
@@ -173,6 +181,7 @@ async def test_a_claim_never_supersedes_across_scopes(memory: MemoryManager, clo
     assert paris.id in {r.memory.id for r in await memory.search("where does Carol live")}
     # within one scope a newer claim still wins
     berlin = await memory.store("Carol lives in Berlin.", scope=Scope.private(alice))
+    await memory.flush()
     assert (await memory.atoms(lisbon.id))[0].status == "superseded"
     recalled = await memory.recall("where does Carol live", viewer=as_alice)
     assert [r.memory.id for r in recalled] == [berlin.id]
@@ -180,6 +189,7 @@ async def test_a_claim_never_supersedes_across_scopes(memory: MemoryManager, clo
 
 async def test_forgetting_one_atom_keeps_the_rest(memory: MemoryManager) -> None:
     stored = await memory.store("Alice lives in Paris. Alice likes jazz.")
+    await memory.flush()  # graph and atoms are derived right after the store
     atoms = await memory.atoms(stored.id)
     forgotten = await memory.forget_atom(atoms[1].id)
     assert forgotten.status == "forgotten"
@@ -204,6 +214,7 @@ async def test_imported_memories_arrive_live(memory: MemoryManager, clock: Clock
     async with await MemoryManager.open("moved@localhost", config, clock=clock) as moved:
         await moved.maintenance.wait()  # the check on open, before writing
         assert await moved.import_data(exported) == (1, 0)
+        await moved.flush()
         found = await moved.search("invoice")
         assert len(found) == 1
         assert [a.type for a in await moved.live_atoms(found[0].memory.id)] == ["plan"]
@@ -211,6 +222,7 @@ async def test_imported_memories_arrive_live(memory: MemoryManager, clock: Clock
 
 async def test_recall_gives_only_the_live_atoms(memory: MemoryManager, clock: Clock) -> None:
     both = await memory.store("The invoice total is 40 euros. We will pay the invoice tomorrow.")
+    await memory.flush()  # graph and atoms are derived right after the store
     assert [r.memory.content for r in await memory.recall("invoice")] == [both.content]
     clock.advance(5)  # the plan lapsed, the fact lives on
     recalled = await memory.recall("invoice")
@@ -221,6 +233,7 @@ async def test_recall_gives_only_the_live_atoms(memory: MemoryManager, clock: Cl
 
 async def test_a_repeated_fact_reinforces_only_its_newest_atom(memory: MemoryManager) -> None:
     stored = [await memory.store("Sounds great, see you there!", dedupe=False) for _ in range(4)]
+    await memory.flush()  # derived in the order stored, as when derived with each store
     counts = [(await memory.atoms(m.id))[0].reinforcements for m in stored]
     # each new copy reinforces the one before it, not every copy so far
     assert counts == [1, 1, 1, 0]
@@ -230,9 +243,11 @@ async def test_a_fact_matched_by_its_text_and_its_claim_is_reinforced_once(
     memory: MemoryManager,
 ) -> None:
     first = await memory.store("Alice lives in Paris.")
+    await memory.flush()
     atom = (await memory.atoms(first.id))[0]
     assert (atom.subject, atom.predicate, atom.object) == ("alice", "lives_in", "paris")
     second = await memory.store("Alice lives in Paris.")
+    await memory.flush()
     assert (await memory.atoms(first.id))[0].reinforcements == 1
     assert (await memory.atoms(second.id))[0].status == "active"  # the same claim: no conflict
 
@@ -242,6 +257,7 @@ async def test_recall_keeps_the_stored_text_while_every_atom_is_live(
 ) -> None:
     text = "Rollout at 09:00; rollback at 10:30.  Ping &lt;ops&gt; first!"
     stored = await memory.store(text)
+    await memory.flush()  # graph and atoms are derived right after the store
     assert len(await memory.atoms(stored.id)) > 1  # split into several atoms
     (hit,) = await memory.recall("rollout rollback ops", limit=1)
     assert hit.memory.content == text
@@ -249,6 +265,7 @@ async def test_recall_keeps_the_stored_text_while_every_atom_is_live(
 
 async def test_a_graph_rebuild_keeps_forgotten_atoms_forgotten(memory: MemoryManager) -> None:
     stored = await memory.store("The invoice total is 40 euros. Alice pays it on Friday.")
+    await memory.flush()  # graph and atoms are derived right after the store
     first, second = await memory.atoms(stored.id)
     await memory.forget_atom(first.id)
     assert await memory.rebuild_graph() == 1

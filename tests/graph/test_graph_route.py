@@ -55,6 +55,7 @@ async def test_a_question_reaches_memories_through_a_shared_entity(
     # Keywords only, so that vectors do not return every memory of a small store.
     m = await open_memory("kw@localhost", config(None, graph_route=graph))
     await fill(m, TEAM)
+    await m.flush()  # the graph route reads the graph derived right after the store
     found = await contents(m, "who does Alice work with?")
     assert TEAM[0] in found
     # About Bob's team: no word of it names Alice; only the graph links it.

@@ -185,6 +185,7 @@ async def test_deleting_a_speakers_last_line_removes_the_speaker_node(
     memory = await open_memory("chat3@localhost", config())
     kept = await memory.store("Alice and Bob met at the harbour.")
     said = await memory.store("Bob: the ferry was late again.")
+    await memory.flush()  # graph rows are derived right after the store
     rows = await memory.base_store.fetchall("SELECT key FROM graph_nodes WHERE type = 'speaker'")
     assert [row[0] for row in rows] == ["speaker:bob"]
     await memory.forget(said.id)

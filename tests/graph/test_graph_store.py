@@ -36,15 +36,29 @@ def db_path(memory: MemoryManager) -> Path:
     return memory.root / memory.identity.database_name
 
 
-async def test_a_memory_and_its_graph_are_written_together(memory: MemoryManager) -> None:
+async def test_a_memory_and_its_graph_are_written_together(tmp_path: Path) -> None:
+    storage = StorageConfig(derive_in_background=False)  # derived before the acknowledgement
+    config = MemoryConfig(root=tmp_path, embedder="hashing", storage=storage)
+    async with await MemoryManager.open("g@localhost", config) as memory:
+        stored = await memory.store("Bob and Alice are on the payments team.")
+        assert await memory.base_store.count_pending_derivations() == 0
+        path = db_path(memory)
+        _graph_of_the_payments_team(path, stored.id)
+
+
+async def test_a_memory_and_its_graph_are_there_after_a_flush(memory: MemoryManager) -> None:
     stored = await memory.store("Bob and Alice are on the payments team.")
-    path = db_path(memory)
+    await memory.flush()  # derived right after the store
+    _graph_of_the_payments_team(db_path(memory), stored.id)
+
+
+def _graph_of_the_payments_team(path: Path, stored_id: int) -> None:
     nodes = {r[0] for r in rows(path, "SELECT key FROM graph_nodes")}
     assert nodes == {"bob", "alice", "payments team"}
     edges = rows(path, "SELECT relation, memory_id FROM graph_edges")
-    assert ("works_with", stored.id) in edges
+    assert ("works_with", stored_id) in edges
     entry = rows(path, "SELECT memory_id, relation_type FROM graph_entries")
-    assert entry == [(stored.id, "works_with")]
+    assert entry == [(stored_id, "works_with")]
     assert len(rows(path, "SELECT * FROM graph_entry_nodes")) == 3
     assert len(rows(path, "SELECT * FROM memory_atoms")) == 1
 
@@ -74,6 +88,7 @@ async def test_a_failed_insert_leaves_neither_memory_nor_graph(tmp_path: Path) -
 async def test_forgetting_removes_edges_entries_and_orphan_nodes(memory: MemoryManager) -> None:
     first = await memory.store("Bob and Alice are on the payments team.")
     await memory.store("Bob likes espresso.")
+    await memory.flush()  # graph rows are derived right after the store
     path = db_path(memory)
     await memory.forget(first.id)
     assert {r[0] for r in rows(path, "SELECT key FROM graph_nodes")} == {"bob", "espresso"}
@@ -96,6 +111,7 @@ async def test_one_entity_is_one_node_however_written(memory: MemoryManager) -> 
     await memory.store("ALICE likes tea.")
     await memory.store("Ａｌｉｃｅ likes coffee.")
     await memory.store("Alice's car is red.")
+    await memory.flush()  # graph rows are derived right after the store
     keys = [r[0] for r in rows(db_path(memory), "SELECT key FROM graph_nodes")]
     assert keys.count("alice") == 1
 
@@ -103,6 +119,7 @@ async def test_one_entity_is_one_node_however_written(memory: MemoryManager) -> 
 async def test_trigram_search_and_short_query_fallback(memory: MemoryManager) -> None:
     await memory.store("Zhang Wei met Priyanka in Reykjavik.")
     await memory.store("张伟住在北京。")
+    await memory.flush()  # graph rows are derived right after the store
     graph = GraphStore(memory.base_store)
     count, hits = await graph.search_entries("reykjav", limit=5)
     assert count == 1 and len(hits) == 1
@@ -149,6 +166,7 @@ async def test_a_version_1_database_migrates_and_gets_its_graph(tmp_path: Path) 
 async def test_nodes_count_the_entries_that_name_them(memory: MemoryManager) -> None:
     first = await memory.store("Bob and Alice are on the payments team.")
     await memory.store("Bob likes espresso.")
+    await memory.flush()  # graph rows are derived right after the store
     graph = GraphStore(memory.base_store)
     counts = {n.key: n.entries for n in await graph.nodes_by_keys(["bob", "alice"])}
     assert counts == {"bob": 2, "alice": 1}
@@ -165,6 +183,7 @@ async def test_neighbours_follow_the_newest_edges_and_only_typed_ones_from_hubs(
     await memory.store("Alice works with Bob.")
     for name in ("Carol", "Dave", "Erin"):
         await memory.store(f"Alice and {name} met in Lisbon.")
+    await memory.flush()  # graph rows are derived right after the store
     graph = GraphStore(memory.base_store)
     ids = {n.key: n.id for n in await graph.nodes_by_keys(["alice", "bob", "carol", "erin"])}
     everyone = {row[1].id for row in await graph.neighbour_hits([ids["alice"]])}

@@ -46,6 +46,7 @@ async def test_explicit_entities_and_relations_reach_the_graph(open_memory: Open
     )
     result = await STORE.call(arguments, ToolContext(manager=memory))
     assert result.ok, result.text
+    await memory.flush()  # graph rows are derived right after the store
     edges = await memory.base_store.fetchall(
         "SELECT s.key, e.relation, t.key FROM graph_edges AS e "
         "JOIN graph_nodes AS s ON s.id = e.source_id JOIN graph_nodes AS t ON t.id = e.target_id"

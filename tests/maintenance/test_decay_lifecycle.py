@@ -154,6 +154,7 @@ async def test_expired_atoms_are_recorded_and_hide_their_memory(
     memory = await open_memory()
     plan = await memory.store("We will visit the science museum tomorrow", importance=0.5)
     fact = await memory.store("The science museum is in Kensington", importance=0.5)
+    await memory.flush()  # atoms are derived right after the store
     assert [a.type for a in await memory.atoms(plan.id)] == ["plan"]
     first = await memory.maintenance.run_due()
     assert first["expiry"] == {"dormant": 0, "expired": 0}

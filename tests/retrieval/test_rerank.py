@@ -157,6 +157,7 @@ async def _search(tmp_path: Path, retrieval: RetrievalConfig) -> list[tuple[str,
     config = MemoryConfig(root=tmp_path, embedder=None, retrieval=retrieval)
     async with await MemoryManager.open("rerank@localhost", config) as memory:
         await memory.store_many([{"content": text} for text in [_ECHO, _ANSWER, *_FILLER]])
+        await memory.flush()  # the rerank reads atoms, derived right after the store
         results = await memory.search("sister wedding in Lisbon", limit=5, explain=True)
     return [
         (r.memory.content, r.explanation.rerank if r.explanation is not None else {})

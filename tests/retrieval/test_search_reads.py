@@ -269,6 +269,7 @@ async def test_neighbours_in_a_conversation_are_read_with_the_candidates(
         stored = await manager.store_many(
             [{"content": text, "source_conversation": talk} for text, talk in turns]
         )
+        await manager.flush()  # nothing left to derive: no reads of pending claims
         ids = [memory.id for memory in stored]
         loaded = await manager.base_store.get_many_indexed([ids[0], ids[3]], neighbours=True)
         # the next turn of the same conversation; not the other conversation's

@@ -44,9 +44,9 @@ async def test_a_large_transaction_leaves_a_log_cut_back_to_the_limit(tmp_path: 
     config = MemoryConfig(root=tmp_path, embedder=None, storage=storage)
     rng = random.Random(6)
     async with await MemoryManager.open(AGENT, config) as memory:
-        await memory.store_many([{"content": text(rng, seq)} for seq in range(150)])
+        await memory.store_many([{"content": text(rng, seq)} for seq in range(400)])
         grown = wal_size(tmp_path)
-        for seq in range(150, 170):  # later commits checkpoint and restart the log
+        for seq in range(400, 420):  # later commits checkpoint and restart the log
             await memory.store(text(rng, seq))
         after = wal_size(tmp_path)
     assert grown > 2 * storage.wal_size_limit_bytes
