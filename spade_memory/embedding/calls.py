@@ -36,6 +36,7 @@ from ..models import AsyncEmbedder, Embedder
 
 __all__ = [
     "DOCUMENT_HOLD",
+    "DOCUMENT_NICENESS",
     "DOCUMENT_SUB_BATCH",
     "QueryGate",
     "embed_documents",
@@ -52,7 +53,7 @@ _QUERY_THREADS = 4
 _DOCUMENT_THREADS = 2
 
 #: How much nicer than the rest of the process the document threads run (Unix).
-_DOCUMENT_NICENESS = 10
+DOCUMENT_NICENESS = 10
 #: Texts per engine call of a document batch: a query waits for at most one of them.
 DOCUMENT_SUB_BATCH = 8
 #: The longest a document sub-batch waits for the queries in flight, in seconds.
@@ -127,7 +128,7 @@ def _yield_to_queries() -> None:
         return
     thread = threading.get_native_id()
     with contextlib.suppress(OSError):  # not allowed: the batches keep the usual priority
-        niceness = os.getpriority(os.PRIO_PROCESS, thread) + _DOCUMENT_NICENESS
+        niceness = os.getpriority(os.PRIO_PROCESS, thread) + DOCUMENT_NICENESS
         setpriority(os.PRIO_PROCESS, thread, niceness)
 
 
