@@ -7,6 +7,14 @@ batches take the default pool's threads from the rest of the work (SQLite reads,
 extraction). The document threads run at a lower scheduling priority (where the
 system has one): a query embedded beside a batch gets the cores first, and the batch
 keeps them all while no query runs.
+
+Queries also go first in time: a blocking embedder's document batch is embedded in
+sub-batches of :data:`DOCUMENT_SUB_BATCH` texts, and before each one it waits while any
+query embedding is queued or running in the process (at most :data:`DOCUMENT_HOLD`
+seconds per sub-batch, so documents are never held back for good while searches
+follow each other). A query thus shares the cores with at most the one sub-batch
+already in the engine, not with the rest of the batch. A batch whose caller stopped
+waiting (a memory closing) stops before its next sub-batch.
 """
 
 from __future__ import annotations
@@ -16,7 +24,8 @@ import contextlib
 import inspect
 import os
 import threading
-from collections.abc import Callable, Collection, Sequence
+import time
+from collections.abc import Callable, Collection, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar, cast
 
@@ -25,7 +34,17 @@ from numpy.typing import NDArray
 
 from ..models import AsyncEmbedder, Embedder
 
-__all__ = ["embed_documents", "embed_query", "is_async_embedder", "prepare"]
+__all__ = [
+    "DOCUMENT_HOLD",
+    "DOCUMENT_NICENESS",
+    "DOCUMENT_SUB_BATCH",
+    "QueryGate",
+    "embed_documents",
+    "embed_query",
+    "is_async_embedder",
+    "prepare",
+    "query_gate",
+]
 
 _ASYNC_METHODS = ("prepare", "aembed_documents", "aembed_query")
 #: Threads for query embeddings: a few searches at once, each one short.
@@ -34,11 +53,71 @@ _QUERY_THREADS = 4
 _DOCUMENT_THREADS = 2
 
 #: How much nicer than the rest of the process the document threads run (Unix).
-_DOCUMENT_NICENESS = 10
+DOCUMENT_NICENESS = 10
+#: Texts per engine call of a document batch: a query waits for at most one of them.
+DOCUMENT_SUB_BATCH = 8
+#: The longest a document sub-batch waits for the queries in flight, in seconds.
+DOCUMENT_HOLD = 1.0
+#: How often a held sub-batch looks whether its caller stopped waiting, in seconds.
+_HOLD_STEP = 0.05
 
 _T = TypeVar("_T")
 _POOLS_LOCK = threading.Lock()
 _pools: dict[str, ThreadPoolExecutor] = {}
+
+
+class QueryGate:
+    """Counts the query embeddings queued or running; document work waits while any is.
+
+    Thread-safe: queries are counted on the event loop, documents wait in their threads.
+    """
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._in_flight = 0
+
+    @property
+    def in_flight(self) -> int:
+        """Query embeddings queued or running now."""
+        with self._changed:
+            return self._in_flight
+
+    @contextlib.contextmanager
+    def query(self) -> Iterator[None]:
+        """Count one query embedding for the duration of the block."""
+        with self._changed:
+            self._in_flight += 1
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._in_flight -= 1
+                if not self._in_flight:
+                    self._changed.notify_all()
+
+    def wait_clear(self, timeout: float, abandoned: threading.Event | None = None) -> bool:
+        """Wait until no query is in flight, for at most ``timeout`` seconds (or until
+        ``abandoned`` is set); whether none is."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while self._in_flight:
+                left = deadline - time.monotonic()
+                if left <= 0 or (abandoned is not None and abandoned.is_set()):
+                    return False
+                self._changed.wait(min(left, _HOLD_STEP))
+            return True
+
+
+_GATE = QueryGate()
+
+
+def query_gate() -> QueryGate:
+    """The process-wide :class:`QueryGate` of blocking embedders."""
+    return _GATE
+
+
+class _Abandoned(Exception):
+    """The caller of a document batch stopped waiting for it."""
 
 
 def _yield_to_queries() -> None:
@@ -49,15 +128,16 @@ def _yield_to_queries() -> None:
         return
     thread = threading.get_native_id()
     with contextlib.suppress(OSError):  # not allowed: the batches keep the usual priority
-        niceness = os.getpriority(os.PRIO_PROCESS, thread) + _DOCUMENT_NICENESS
+        niceness = os.getpriority(os.PRIO_PROCESS, thread) + DOCUMENT_NICENESS
         setpriority(os.PRIO_PROCESS, thread, niceness)
 
 
 def _forget_pools() -> None:
     """In a forked child: the parent's pools have no threads here; make new ones."""
-    global _POOLS_LOCK
+    global _POOLS_LOCK, _GATE
     _POOLS_LOCK = threading.Lock()
     _pools.clear()
+    _GATE = QueryGate()  # the parent's queries are not the child's
 
 
 if hasattr(os, "register_at_fork"):
@@ -102,11 +182,35 @@ async def embed_documents(embedder: Embedder, texts: Sequence[str]) -> NDArray[n
     if is_async_embedder(embedder):
         return await cast(AsyncEmbedder, embedder).aembed_documents(texts)
     pool = _pool("embed", _DOCUMENT_THREADS, nicer=True)
-    return await _in_pool(pool, lambda: embedder.embed_documents(texts))
+    texts = list(texts)
+    gate = _GATE
+    abandoned = threading.Event()
+    try:
+        return await _in_pool(pool, lambda: _behind_queries(embedder, texts, gate, abandoned))
+    finally:
+        abandoned.set()  # cancelled: the thread stops before its next sub-batch
+
+
+def _behind_queries(
+    embedder: Embedder, texts: list[str], gate: QueryGate, abandoned: threading.Event
+) -> NDArray[np.float32]:
+    """``embedder.embed_documents(texts)`` in sub-batches, each one started when no
+    query is in flight (or after waiting :data:`DOCUMENT_HOLD` seconds for them)."""
+    parts = []
+    for start in range(0, max(len(texts), 1), DOCUMENT_SUB_BATCH):
+        gate.wait_clear(DOCUMENT_HOLD, abandoned)
+        if abandoned.is_set():
+            raise _Abandoned
+        parts.append(embedder.embed_documents(texts[start : start + DOCUMENT_SUB_BATCH]))
+    if len(parts) == 1:
+        return parts[0]  # the embedder's own array, as when called directly
+    return np.ascontiguousarray(np.concatenate(parts), dtype=np.float32)
 
 
 async def embed_query(embedder: Embedder, text: str) -> NDArray[np.float32]:
-    """``embedder``'s vector of a query, without blocking the event loop."""
+    """``embedder``'s vector of a query, without blocking the event loop; document
+    batches hold back their next sub-batch until it is embedded."""
     if is_async_embedder(embedder):
         return await cast(AsyncEmbedder, embedder).aembed_query(text)
-    return await _in_pool(_pool("query", _QUERY_THREADS), lambda: embedder.embed_query(text))
+    with _GATE.query():
+        return await _in_pool(_pool("query", _QUERY_THREADS), lambda: embedder.embed_query(text))
