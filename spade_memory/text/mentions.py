@@ -33,7 +33,7 @@ from .dates import find_dates
 from .graph import Entity
 from .names import canonical_key, english_names, make_entity
 from .tokenizer import cut_cjk, get_tokenizer
-from .topics import MAX_TOPICS, chinese_topics, english_topics
+from .topics import MAX_TOPICS, ZH_PLACE_ENDINGS, chinese_topics, english_topics
 
 __all__ = ["Mention", "MentionFinder", "canonical_key", "make_entity", "split_sentences"]
 
@@ -334,10 +334,14 @@ class MentionFinder:
             ):
                 end, word, kind = spans[index + 1][1], word + spans[index + 1][2], "person"
                 index += 1
-            elif kind == "person" and not (
-                word[0] in _ZH_SURNAMES
-                or word[:2] in _ZH_COMPOUND_SURNAMES
-                or word.startswith(_ZH_PREFIXES)
+            elif (
+                kind == "person"
+                and not (
+                    word[0] in _ZH_SURNAMES
+                    or word[:2] in _ZH_COMPOUND_SURNAMES
+                    or word.startswith(_ZH_PREFIXES)
+                )
+                and not (index + 1 < len(spans) and spans[index + 1][2] in _ZH_ORG_SUFFIXES)
             ):
                 index += 1
                 continue
@@ -458,6 +462,10 @@ def _tag_run(
             and (following in _ZH_SUBJECT_CUES or following[:1] in _ZH_GLUE)
         ):
             yield word, "nr"
+        elif tag.startswith("nr") and word[-1] in ZH_PLACE_ENDINGS:
+            # the dictionary's "names" ending with a place or group character are
+            # places and institutions (养老院, 幼儿园, 碧桂园, 雷达站), not people
+            yield word, "n"
         else:
             yield word, tag
         index += 1
