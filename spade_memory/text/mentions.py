@@ -4,7 +4,9 @@
   is cut into words by jieba and tagged from jieba's part-of-speech dictionary
   (``nr``, ``ns``, ``nt``, ``nz``, ...); a word the dictionary does not know that
   starts with a surname is a person's name. Organisation suffixes (公司, 大学,
-  科技, 项目, ...) join the name before them.
+  科技, 项目, ...) join the name before them (北斗 + 项目, though the dictionary
+  calls 北斗 a name). A dictionary "name" ending with a place or group character
+  (养老院, 幼儿园) is a common noun, hence a topic.
 - English (and other Latin-script text): capitalised spans ("Bank of America"),
   without words capitalised only because they open a sentence ("Yesterday",
   "Thanks"): a lone opening word counts when a verb, a colon or a comma follows it,
@@ -421,6 +423,9 @@ def _tag_run(
     - a rare dictionary word read as a name where a person stands: opening a
       clause (or after 和/跟/与/同) before a verb or a preposition ("方圆在乐队",
       "常乐打算"), and starting with a surname.
+
+    And a word the dictionary tags as a name that ends with a place or group
+    character (养老院, 碧桂园) is tagged a common noun (``n``).
     """
     count = len(words)
     index = 0
