@@ -105,7 +105,7 @@ class RetrievalTuning:
             that name the wrong person on purpose.
         graph_definition_gate: a question asking what something is, means or is
             like, or how it is done (definition intent), with no relational cue
-            (no "who", "friend", "with", 谁 ...), is answered by the document route
+            (no "who", "friend", "team", 谁 ...), is answered by the document route
             alone: the graph route does not run. On by measurement: on LoCoMo it
             raised recall@10 (categories 1-4) by 0.003 on conversations 0-2 and
             0.007 on 3-4 (BENCHMARKS.md, Graph route).
