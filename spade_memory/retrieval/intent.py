@@ -28,6 +28,7 @@ __all__ = [
     "TEMPORAL_SHIFT",
     "QueryIntent",
     "blend_routes",
+    "graph_asked",
     "query_intent",
     "route_shares",
     "route_weights",
@@ -233,6 +234,20 @@ def query_intent(query: str) -> QueryIntent:
     temporal = bool(_TEMPORAL_RE.search(query)) or any(p in query for p in _TEMPORAL_ZH)
     definition = bool(_DEFINITION_RE.search(query)) or any(p in query for p in _DEFINITION_ZH)
     return QueryIntent(relationship, temporal, definition, frozenset(relations))
+
+
+def graph_asked(intent: QueryIntent, config: RetrievalConfig) -> bool:
+    """Whether the graph route runs for a query of this intent.
+
+    Not for a question asking what something is or means, or how it is done, with
+    no relational cue (``RetrievalTuning.graph_definition_gate``): what it asks
+    is stated in the memories that share its words, and the graph route would
+    only lift what the people or things it names said or did besides (on LoCoMo
+    it cost such questions recall and helped none).
+    """
+    if config.tuning.graph_definition_gate and intent.definition:
+        return intent.relationship
+    return True
 
 
 def route_weights(intent: QueryIntent, config: RetrievalConfig) -> dict[str, float]:

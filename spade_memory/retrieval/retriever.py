@@ -44,6 +44,7 @@ from .graph import GraphHits, GraphRetriever
 from .intent import (
     QueryIntent,
     blend_routes,
+    graph_asked,
     query_intent,
     route_shares,
     route_weights,
@@ -285,7 +286,12 @@ class Retriever:
         query, intent = state.spelled or state.query, state.intent
         candidates, categories, timings = state.candidates, state.categories, state.timings
         assert intent is not None
-        if self._vectors is None and (self._graph is None or not self._config.graph_route):
+        graph_on = (
+            self._graph is not None
+            and self._config.graph_route
+            and graph_asked(intent, self._config)
+        )
+        if self._vectors is None and not graph_on:
             # keywords alone: nothing to run beside them, so no task either
             try:
                 async with asyncio.timeout(self._config.route_timeout_seconds):
@@ -298,7 +304,6 @@ class Retriever:
                 keyword = {}
             state.keyword = keyword
             return
-        graph_on = self._graph is not None and self._config.graph_route
         # One nearest-neighbour search serves the vector route and the graph
         # route's speaker step: as deep as the deeper of the two asks.
         k = min(candidates, self._config.vector_candidate_cap)

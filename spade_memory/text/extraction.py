@@ -53,7 +53,7 @@ __all__ = [
     "split_sentences",
 ]
 
-GRAPH_VERSION = 4
+GRAPH_VERSION = 5
 """Bumped whenever extraction changes, so stored graphs are rebuilt on open."""
 
 MAX_ENTITIES = 32

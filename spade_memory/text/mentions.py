@@ -4,7 +4,9 @@
   is cut into words by jieba and tagged from jieba's part-of-speech dictionary
   (``nr``, ``ns``, ``nt``, ``nz``, ...); a word the dictionary does not know that
   starts with a surname is a person's name. Organisation suffixes (公司, 大学,
-  科技, 项目, ...) join the name before them.
+  科技, 项目, ...) join the name before them (北斗 + 项目, though the dictionary
+  calls 北斗 a name). A dictionary "name" ending with a place or group character
+  (养老院, 幼儿园) is a common noun, hence a topic.
 - English (and other Latin-script text): capitalised spans ("Bank of America"),
   without words capitalised only because they open a sentence ("Yesterday",
   "Thanks"): a lone opening word counts when a verb, a colon or a comma follows it,
@@ -35,7 +37,7 @@ from .names import canonical_key, english_names, make_entity
 from .scripts import HAN as _CJK
 from .scripts import HAN_RUN as _CJK_RUN
 from .tokenizer import cut_cjk, get_tokenizer
-from .topics import MAX_TOPICS, chinese_topics, english_topics
+from .topics import MAX_TOPICS, ZH_PLACE_ENDINGS, chinese_topics, english_topics
 
 __all__ = ["Mention", "MentionFinder", "canonical_key", "make_entity", "split_sentences"]
 
@@ -334,10 +336,14 @@ class MentionFinder:
             ):
                 end, word, kind = spans[index + 1][1], word + spans[index + 1][2], "person"
                 index += 1
-            elif kind == "person" and not (
-                word[0] in _ZH_SURNAMES
-                or word[:2] in _ZH_COMPOUND_SURNAMES
-                or word.startswith(_ZH_PREFIXES)
+            elif (
+                kind == "person"
+                and not (
+                    word[0] in _ZH_SURNAMES
+                    or word[:2] in _ZH_COMPOUND_SURNAMES
+                    or word.startswith(_ZH_PREFIXES)
+                )
+                and not (index + 1 < len(spans) and spans[index + 1][2] in _ZH_ORG_SUFFIXES)
             ):
                 index += 1
                 continue
@@ -417,6 +423,9 @@ def _tag_run(
     - a rare dictionary word read as a name where a person stands: opening a
       clause (or after 和/跟/与/同) before a verb or a preposition ("方圆在乐队",
       "常乐打算"), and starting with a surname.
+
+    And a word the dictionary tags as a name that ends with a place or group
+    character (养老院, 碧桂园) is tagged a common noun (``n``).
     """
     count = len(words)
     index = 0
@@ -458,6 +467,10 @@ def _tag_run(
             and (following in _ZH_SUBJECT_CUES or following[:1] in _ZH_GLUE)
         ):
             yield word, "nr"
+        elif tag.startswith("nr") and word[-1] in ZH_PLACE_ENDINGS:
+            # the dictionary's "names" ending with a place or group character are
+            # places and institutions (养老院, 幼儿园, 碧桂园, 雷达站), not people
+            yield word, "n"
         else:
             yield word, tag
         index += 1

@@ -78,10 +78,16 @@ _PLACE_SUFFIXES_WORDS = """
     square
 """
 _PLACE_SUFFIXES = frozenset(_PLACE_SUFFIXES_WORDS.split())
+_IRREGULAR_PASTS_WORDS = """
+    broke fell began became built caught chose drove ate drank flew forgot grew heard lost meant
+    paid rode sang sat slept spent spoke stood swam taught threw won wore drew fought hid sold
+    struck woke bit blew dug fed held hung shook shot stole stuck swore tore wept understood
+"""
+_IRREGULAR_PASTS = "|".join(sorted(_IRREGULAR_PASTS_WORDS.split()))
 _VERB_AFTER = re.compile(
     r"(?:'s|’s)?\s+(?:is|was|has|had|will|would|can|could|should|may|might|must|did|does|"
     r"and|or|met|went|saw|got|made|took|gave|came|ran|wrote|sent|found|left|bought|"
-    r"brought|knew|thought|felt|kept|told|said|[a-z]+(?:s|ed))\b"
+    r"brought|knew|thought|felt|kept|told|said|" + _IRREGULAR_PASTS + r"|[a-z]+(?:s|ed))\b"
 )
 _POSSESSIVE_NAME = re.compile(r"\w(?:'s|’s)$")
 _COLON_OR_COMMA = re.compile(r"\s*[:,]")

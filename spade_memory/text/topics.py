@@ -36,6 +36,7 @@ __all__ = [
     "MAX_TOPICS",
     "TOPIC_PREFIX",
     "TOPIC_TYPE",
+    "ZH_PLACE_ENDINGS",
     "chinese_topics",
     "english_topics",
     "topic_entity",
@@ -78,7 +79,8 @@ _ZH_EMPTY_WORDS = """
 """
 _ZH_EMPTY = frozenset(_ZH_EMPTY_WORDS.split())
 # the last character of a place or group: a word ending with one is a noun (诊所 is tagged v)
-_ZH_PLACE_ENDINGS = frozenset("所馆站院队社团店厂园室场部局组楼校厅")
+ZH_PLACE_ENDINGS = frozenset("所馆站院队社团店厂园室场部局组楼校厅")
+"""Characters that end the name of a place or a group (诊所, 游泳馆, 养老院, 登山社)."""
 _ZH_NOUN_BEFORE = frozenset({"在", "去", "到", "的", "从"})
 
 
@@ -161,7 +163,7 @@ def _nominal(word: str, flag: str, spans: Sequence[tuple[int, int, str, str]], i
     """Whether a word not tagged ``n`` is a noun where it stands."""
     if flag.startswith(("nr", "ns", "nt", "m", "t", "r")):
         return False
-    if word[-1] in _ZH_PLACE_ENDINGS:
+    if word[-1] in ZH_PLACE_ENDINGS:
         return True
     if flag != "vn":
         return False

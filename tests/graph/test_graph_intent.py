@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from spade_memory.config import RetrievalConfig
 from spade_memory.retrieval.intent import (
     blend_routes,
+    graph_asked,
     query_intent,
     route_shares,
     route_weights,
@@ -95,3 +96,24 @@ def test_an_empty_route_gives_its_weight_to_the_other() -> None:
 def test_chinese_words_for_a_subordinate_and_an_employer(query: str, relations: set[str]) -> None:
     intent = query_intent(query)
     assert intent.relationship and relations <= intent.relations
+
+
+@pytest.mark.parametrize(
+    ("query", "asked"),
+    [
+        ("What is Jon's favorite style of dance?", False),  # a definition, no link asked
+        ("How do you make sourdough?", False),
+        ("三角函数是什么？", False),
+        ("What is the person Victor manages learning?", True),  # a definition about a link
+        ("张伟的同事每天怎么上班？", True),
+        ("Who does Alice work with?", True),
+        ("When did Melanie go camping?", True),  # no definition
+        ("pasta recipe", True),
+    ],
+)
+def test_the_graph_route_sits_out_a_definition_question_with_no_relational_cue(
+    query: str, asked: bool
+) -> None:
+    assert graph_asked(query_intent(query), DEFAULT) is asked
+    off = RetrievalConfig.from_knobs({"graph_definition_gate": False})
+    assert graph_asked(query_intent(query), off)

@@ -193,3 +193,19 @@ async def test_deleting_a_speakers_last_line_removes_the_speaker_node(
     # the speaker and the topic (ferry) only the forgotten line named are gone
     assert [row[0] for row in rows] == ["alice", "bob", "topic:harbour"]
     assert kept.id != said.id
+
+
+@pytest.mark.parametrize("gate", [True, False])
+async def test_a_definition_question_is_the_document_routes_with_the_gate(
+    gate: bool, open_memory: Opener
+) -> None:
+    memory = await open_memory(f"chat-def-{gate}@localhost", config(graph_definition_gate=gate))
+    chat = _chat()
+    await fill(memory, chat)
+    await memory.flush()
+    results = await memory.search("What is pottery to Melanie?", limit=5, explain=True)
+    graphed = [r for r in results if r.explanation is not None and r.explanation.graph_score]
+    assert bool(graphed) is not gate
+    # a question with a relational cue keeps the graph route, definition or not
+    results = await memory.search("What is Melanie's friend like?", limit=5, explain=True)
+    assert any(r.explanation is not None and r.explanation.graph_score for r in results)
