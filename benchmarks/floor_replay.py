@@ -39,7 +39,7 @@ import statistics
 import sys
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +58,6 @@ from .unrelated import TUNED, load_set, speakers
 
 __all__ = ["Rule", "Search", "capture", "decide", "load_capture", "main", "weigh"]
 
-PEOPLE = ("off", "names", "half", "min", "plain")
 CAPTURE = Path(__file__).with_name("results") / "floor_capture.jsonl"
 
 
@@ -88,8 +87,6 @@ def _evidence_json(evidence: QueryEvidence | None) -> dict[str, Any] | None:
         "total": evidence.total,
         "held": {str(key): sorted(terms) for key, terms in evidence.held.items()},
         "cosines": {str(key): round(value, 5) for key, value in evidence.cosines.items()},
-        "names": sorted(evidence.names),
-        "plain": {str(key): round(value, 5) for key, value in evidence.plain.items()},
     }
 
 
@@ -208,8 +205,6 @@ def load_capture(path: Path = CAPTURE) -> tuple[dict[str, float], list[Search]]:
                 total=raw["total"],
                 held={int(k): frozenset(v) for k, v in raw["held"].items()},
                 cosines={int(k): v for k, v in raw["cosines"].items()},
-                names=frozenset(raw.get("names", ())),
-                plain={int(k): v for k, v in raw.get("plain", {}).items()},
             )
         searches.append(
             Search(
@@ -229,19 +224,12 @@ def load_capture(path: Path = CAPTURE) -> tuple[dict[str, float], list[Search]]:
 
 @dataclass(frozen=True, slots=True)
 class Rule:
-    """A floor rule's knobs (see :class:`~spade_memory.retrieval.relevance.Floors`),
-    and how it weighs the people a query names (``people``): ``"off"`` not at all
-    (their names are content words, the query's cosines as embedded), ``"names"``
-    their names are not content words, ``"min"`` that and each cosine the lower of
-    the query's and the query's without them (the shipped rule), ``"half"`` half
-    way between the two, ``"plain"`` that and the cosine of the query without them
-    alone."""
+    """A floor rule's knobs (see :class:`~spade_memory.retrieval.relevance.Floors`)."""
 
     evidence: float
     similarity_weight: float
     query_margin: float
     keyword_share: float = 0.2
-    people: str = "min"
 
     def floors(self, chance: float | None) -> Floors:
         return Floors(
@@ -263,26 +251,7 @@ def decide(
     if evidence is None:
         return bool(search.open)
     level = None if chance is None else chance["all" if single else evidence.script]
-    return answered(_weighed(evidence, rule.people), rule.floors(level))
-
-
-def _weighed(evidence: QueryEvidence, people: str) -> QueryEvidence:
-    """``evidence`` as a rule weighing the named people by ``people`` sees it."""
-    if people == "off":
-        return replace(evidence, names=frozenset(), plain={})
-    if people == "names":
-        return replace(evidence, plain={})
-    if people == "half":
-        plain = {
-            key: (value + evidence.plain[key]) / 2
-            for key, value in evidence.cosines.items()
-            if key in evidence.plain
-        }
-        return replace(evidence, plain=plain)
-    if people == "plain":
-        cosines = {key: evidence.plain.get(key, value) for key, value in evidence.cosines.items()}
-        return replace(evidence, cosines=cosines, plain={})
-    return evidence
+    return answered(evidence, rule.floors(level))
 
 
 def weigh(
@@ -332,10 +301,10 @@ def weigh(
 
 def _grid() -> Iterator[Rule]:
     evidence = [round(0.3 + 0.025 * step, 3) for step in range(17)]
-    for value, weight, margin, people in itertools.product(
-        evidence, (0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0), (0.4, 0.5), PEOPLE
+    for value, weight, margin in itertools.product(
+        evidence, (0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0), (0.4, 0.5)
     ):
-        yield Rule(value, weight, margin, people=people)
+        yield Rule(value, weight, margin)
 
 
 def _row(name: str, figures: Mapping[str, float]) -> str:
@@ -377,14 +346,14 @@ def grid(searches: Sequence[Search], chance: Mapping[str, float], top: int) -> s
     fit = [(r, f) for r, f in weighed if f["cost 0-2"] <= 0.005 and f["cmrc hit@1"] >= 0.98]
     fit.sort(key=lambda item: (-_tuned(item[1]), item[1]["cost 0-2"]))
     for rule, figures in fit[:top]:
-        name = f"{rule.evidence} / {rule.similarity_weight} / {rule.query_margin} / {rule.people}"
+        name = f"{rule.evidence} / {rule.similarity_weight} / {rule.query_margin}"
         lines.append(_row(name, figures))
     lines += ["", "| cost 0-2 allowed | " + " | ".join(_COLUMNS) + " |"]
     lines.append("|" + " --- |" * (len(_COLUMNS) + 1))
     for allowed in (0.005, 0.01, 0.02, 0.05, 0.1):
         within = [(r, f) for r, f in weighed if f["cost 0-2"] <= allowed]
         rule, figures = max(within, key=lambda item: _tuned(item[1]))
-        name = f"{allowed} ({rule.evidence} / {rule.similarity_weight} / {rule.people})"
+        name = f"{allowed} ({rule.evidence} / {rule.similarity_weight})"
         lines.append(_row(name, figures))
     return "\n".join(lines)
 
@@ -417,9 +386,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("|" + " --- |" * (len(_COLUMNS) + 1))
     print(_row("floor off", weigh(searches, None, chance)))
     print(_row("default knobs", weigh(searches, rule, chance)))
-    for people in PEOPLE:
-        variant = replace(rule, people=people)
-        print(_row(f"default knobs, people {people}", weigh(searches, variant, chance)))
     print(_row("default knobs, one chance level", weigh(searches, rule, chance, single=True)))
     print(_row("keywords alone (no vector)", weigh(searches, rule, None)))
     print()

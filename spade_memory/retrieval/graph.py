@@ -100,10 +100,6 @@ class GraphHits:
     keyword: dict[int, float] = field(default_factory=dict)
     vector: dict[int, float] = field(default_factory=dict)
     nodes: tuple[str, ...] = ()
-    # the speakers the query names, as the memory writes them: the relevance
-    # floor weighs the query without them (a person the memory only speaks of is
-    # what the query asks about, and stays)
-    people: tuple[str, ...] = ()
     # memories found only through a link (a hop from what the query names): they
     # hold the answer to a question about whom someone is linked to, not its words
     linked: frozenset[int] = frozenset()
@@ -157,7 +153,7 @@ class GraphRetriever:
         without it there is no speaker step. With a ``viewer``, only memories it
         sees are found, and only through edges of memories it sees.
         """
-        raw, nodes, speakers, linked, people = await self._keyword(
+        raw, nodes, speakers, linked = await self._keyword(
             query, intent, candidates, categories, viewer
         )
         floor = self._config.tuning.graph_speaker_score
@@ -170,7 +166,6 @@ class GraphRetriever:
         else:
             hits = await self._anchored(raw, nodes, candidates, query_vector, intent)
         hits.linked = frozenset(linked.intersection(hits.scores))
-        hits.people = people
         for memory_id in spoken:
             if hits.scores.get(memory_id, 0.0) < floor:
                 hits.scores[memory_id] = floor
@@ -223,15 +218,14 @@ class GraphRetriever:
         candidates: int,
         categories: Sequence[str] | None,
         viewer: Viewer | None,
-    ) -> tuple[dict[int, float], tuple[str, ...], list[NodeHit], set[int], tuple[str, ...]]:
+    ) -> tuple[dict[int, float], tuple[str, ...], list[NodeHit], set[int]]:
         """Evidence per memory, summed: each match through an entity weighs its rarity.
 
         A match through a rare entity counts about 1, through an entity most
         memories name almost nothing. Such hubs find no memories by themselves,
         and are expanded through typed relations only ("Melanie likes pottery").
-        The speaker nodes the query names are returned apart (third), the
-        memories found only through a hop (fourth), and the names of those
-        speakers as the memory writes them (fifth).
+        The speaker nodes the query names are returned apart (third), and the
+        memories found only through a hop (fourth).
         """
         store = self._store
         # Queries of one step go to the connection together (one connection serves
@@ -245,7 +239,6 @@ class GraphRetriever:
         speakers = [n for n in matched if n.entries and n.type == SPEAKER_TYPE]
         nodes = [n for n in matched if n.entries and n.type != SPEAKER_TYPE]
         named = tuple(node.key for node in nodes)
-        people = tuple(dict.fromkeys(node.value for node in speakers))
         # How common a name is, is how many memories mention it, entity or not: a
         # common word that one memory happened to capitalise is not a rare entity.
         phrase_counts: dict[str, int] = {}  # phrase -> memories holding it, to cap
@@ -321,7 +314,7 @@ class GraphRetriever:
             # A hub still adds its (small) weight to the memories found otherwise.
             for memory_id, node_id in await store.entry_nodes(list(raw), hubs):
                 raw[memory_id] += weights[node_id]
-        return raw, named, speakers, linked, people
+        return raw, named, speakers, linked
 
     def nearest_wanted(self, candidates: int) -> int:
         """How many nearest memories the speaker step looks at (0: it is off)."""

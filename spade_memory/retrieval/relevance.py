@@ -20,15 +20,6 @@ margin fits both. Without a vector (keywords only, or a memory not embedded yet)
 the share alone decides, against ``relevance_keyword_share``. A candidate whose
 similarity is ``relevance_query_margin`` above chance answers by meaning alone.
 
-A speaker the query names (a conversation's participant, as the graph knows
-them) is no evidence of what it asks: the words of their name are not content
-words (:attr:`QueryEvidence.names`), and when the floor's answer hangs on the
-cosines, the query is embedded once more with each such name replaced by
-"someone" (:func:`without_people`) and each candidate's cosine counts as the
-lower of the two, but not below chance by that (:func:`similarities`): under a
-small embedder a turn of Joanna's is near any question naming Joanna, whatever
-it asks.
-
 A single common word ("year", "population", a Chinese word an encyclopedia
 paragraph shares) is then no longer enough. Content words are the query's terms
 that are not stopwords, and in Chinese or Japanese the words jieba cuts, not the
@@ -49,9 +40,8 @@ A turn next to a passing memory that received a share of its score (see
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..text.scripts import CJK_RUN, script_of
 from ..text.tokenizer import STOPWORDS, cut_cjk
@@ -65,10 +55,8 @@ __all__ = [
     "evidence_terms",
     "evidenced",
     "gather",
-    "similarities",
     "similarity_above",
     "vector_floor",
-    "without_people",
 ]
 
 
@@ -111,12 +99,6 @@ class QueryEvidence:
         held: the read candidates holding content words, and which.
         cosines: candidates' cosines with the query (empty without a query vector;
             a candidate not embedded yet has none).
-        names: the content words that name a person the memory knows (a speaker
-            or a person of its graph); they are not evidence of what is asked.
-        plain: candidates' cosines with the query with those people replaced by
-            "someone" (:func:`without_people`; empty when it names none): under a
-            small embedder a memory naming a person is near any question naming
-            them, whatever it asks.
     """
 
     script: str
@@ -124,18 +106,12 @@ class QueryEvidence:
     total: int
     held: Mapping[int, frozenset[str]]
     cosines: Mapping[int, float]
-    names: frozenset[str] = frozenset()
-    plain: Mapping[int, float] = field(default_factory=dict)
 
     def shares(self) -> dict[int, float]:
         """Each held candidate's share of the query's content words, weighted by
         IDF (a word no memory holds weighs most; a word most memories hold, such
         as a speaker's name in a conversation, next to nothing)."""
-        weights = {
-            term: idf(count, self.total)
-            for term, count in self.frequencies.items()
-            if term not in self.names
-        }
+        weights = {term: idf(count, self.total) for term, count in self.frequencies.items()}
         whole = sum(weights.values())
         if whole <= 0:
             return {}
@@ -165,24 +141,6 @@ class Floors:
     similarity_weight: float
     keyword_share: float
     query_margin: float
-
-
-_SOMEONE = "someone"
-_SOMEONE_CJK = "某人"
-
-
-def without_people(query: str, people: Sequence[str]) -> str:
-    """``query`` with each of ``people`` (names as written, whatever the case, also
-    before a possessive "s" typed without its apostrophe) replaced by "someone"
-    (a Chinese or Japanese name by 某人); ``query`` itself when it names none."""
-    out = query
-    for name in sorted({p.strip() for p in people if p.strip()}, key=len, reverse=True):
-        if CJK_RUN.search(name):
-            out = out.replace(name, _SOMEONE_CJK)
-            continue
-        pattern = re.compile(rf"(?<!\w){re.escape(name)}(?=s?(?!\w))", re.IGNORECASE)
-        out = pattern.sub(_SOMEONE, out)
-    return out
 
 
 def gather(
@@ -217,9 +175,8 @@ def gather(
 def answered(evidence: QueryEvidence, floors: Floors) -> bool:
     """Whether anything stored answers the query (see the module docstring)."""
     chance = floors.chance
-    cosines = similarities(evidence, chance)
     for key, share in evidence.shares().items():
-        cosine = cosines.get(key)
+        cosine = evidence.cosines.get(key)
         if chance is None or cosine is None:
             if share >= floors.keyword_share:
                 return True
@@ -228,21 +185,7 @@ def answered(evidence: QueryEvidence, floors: Floors) -> bool:
     if chance is None:
         return False
     margin = floors.query_margin
-    return any(similarity_above(cosine, chance) >= margin for cosine in cosines.values())
-
-
-def similarities(evidence: QueryEvidence, chance: float | None) -> dict[int, float]:
-    """Each candidate's cosine as the floor weighs it: its cosine with the query,
-    lowered to its cosine with the query without the people it names, but not
-    below ``chance`` by that (so the floor's answer is known whatever the second
-    cosines are when the shares alone give it)."""
-    plain = evidence.plain
-    if not plain or chance is None:
-        return dict(evidence.cosines)
-    return {
-        key: min(cosine, max(plain.get(key, cosine), chance))
-        for key, cosine in evidence.cosines.items()
-    }
+    return any(similarity_above(cosine, chance) >= margin for cosine in evidence.cosines.values())
 
 
 def evidenced(

@@ -57,7 +57,6 @@ from .relevance import (
     evidenced,
     gather,
     vector_floor,
-    without_people,
 )
 from .rerank import LexicalReranker
 from .search_state import SearchState, SearchTimings
@@ -625,8 +624,6 @@ class Retriever:
             keyword_share=tuning.relevance_keyword_share,
             query_margin=tuning.relevance_query_margin,
         )
-        if state.graph.people:
-            found = await self._without_people(state, found, floors)
         if not self.floor_rule(found, floors):
             state.scores = {}
             return False
@@ -635,41 +632,6 @@ class Retriever:
         )
         state.scores = {key: value for key, value in state.scores.items() if key in passing}
         return bool(state.scores)
-
-    async def _without_people(
-        self, state: SearchState, found: QueryEvidence, floors: Floors
-    ) -> QueryEvidence:
-        """``found`` with the words naming the people the query names set apart,
-        and the candidates' cosines with the query without them: the query is
-        embedded once more, and only when the floor's answer hangs on it (with
-        ``floor_rule`` replaced, always)."""
-        people = state.graph.people
-        names = frozenset(self._tokenizer.query_terms(" ".join(people))) & set(found.frequencies)
-        found = replace(found, names=names)
-        query = state.spelled or state.query
-        plain = without_people(query, people)
-        chance = floors.chance
-        if chance is None or plain == query or not found.cosines or self._vectors is None:
-            return found
-        if self._fingerprint is None or not self._dim:
-            return found
-        if self.floor_rule is answered:
-            # lower cosines can only take the answer away; it stands if the
-            # shares alone give it (every cosine at chance)
-            at_chance = dict.fromkeys(found.cosines, chance)
-            if not answered(found, floors) or answered(replace(found, plain=at_chance), floors):
-                return found
-        started = time.perf_counter()
-        try:
-            vector = await self._vectors.embed_query(plain)
-            stored = await self._base.vectors_for(self._fingerprint, self._dim, list(found.cosines))
-        except Exception:
-            logger.exception("the query without the people it names could not be weighed")
-            return found
-        finally:
-            state.timings.extra["floor embed"] = time.perf_counter() - started
-        cosines = {key: float(np.dot(row, vector)) for key, row in stored.items()}
-        return replace(found, plain=cosines)
 
     async def _chance_level(self, script: str) -> float | None:
         """The current embedder's chance level for ``script`` (asked once per

