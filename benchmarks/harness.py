@@ -24,7 +24,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -387,11 +387,13 @@ async def query_memory(
     limit: int,
     base_overrides: Mapping[str, Any] | None = None,
     viewer: Any = None,
+    prepare: Callable[[MemoryManager, str], None] | None = None,
 ) -> QueryRun:
     """Reopen the memory at ``root`` with ``system``'s config and run every query.
 
     Each ranking lists the ``metadata[key]`` of the results, best first; with a
     ``viewer`` (a :class:`~spade_memory.Viewer`) every search is that partner's.
+    ``prepare`` is called with the manager and the query before each search.
     """
     config = MemoryConfig(
         root=root,
@@ -401,6 +403,8 @@ async def query_memory(
     run = QueryRun()
     async with await MemoryManager.open(AGENT_JID, config) as manager:
         for query in queries:
+            if prepare is not None:
+                prepare(manager, query)
             started = time.perf_counter()
             results = await manager.search(query, limit=limit, viewer=viewer)
             run.seconds.append(time.perf_counter() - started)

@@ -50,7 +50,15 @@ from .intent import (
     route_weights,
 )
 from .ranking import diversify, explain_result
-from .relevance import Floors, answered, evidence_terms, evidenced, gather, vector_floor
+from .relevance import (
+    Floors,
+    QueryEvidence,
+    answered,
+    evidence_terms,
+    evidenced,
+    gather,
+    vector_floor,
+)
 from .rerank import LexicalReranker
 from .search_state import SearchState, SearchTimings
 
@@ -117,6 +125,9 @@ class Retriever:
         chance: Callable[[str], Awaitable[float]] | None = None,
     ) -> None:
         self._base = base
+        # the floor's question (does anything stored answer the query?); a
+        # measurement may replace it to record the evidence it is asked on
+        self.floor_rule: Callable[[QueryEvidence, Floors], bool] = answered
         self._chance = chance
         self._chance_levels: dict[str, float] = {}
         self._graph = graph
@@ -618,7 +629,7 @@ class Retriever:
             keyword_share=tuning.relevance_keyword_share,
             query_margin=tuning.relevance_query_margin,
         )
-        if not answered(found, floors):
+        if not self.floor_rule(found, floors):
             state.scores = {}
             return False
         passing = evidenced(

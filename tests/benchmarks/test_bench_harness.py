@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.data import parse_locomo
-from benchmarks.harness import System, parse_overrides, parse_variant
+from benchmarks.harness import System, build_memory, parse_overrides, parse_variant, query_memory
 from benchmarks.locomo import run_spade_memory, score_system
 from benchmarks.metrics import aggregate
 from benchmarks.report import command_line, replace_section, update_markdown, write_json
@@ -161,3 +161,18 @@ async def test_a_tiny_locomo_run_shares_one_index_per_embedder() -> None:
         scores = score_system(conversations, result)
         assert [s.group for s in scores] == ["4", "1", "5"]  # no gold left: not scored
         assert aggregate(scores).hit10 == 1.0
+
+
+async def test_query_memory_calls_prepare_before_each_search(tmp_path: Path) -> None:
+    batches = [[{"content": "Alice likes green tea.", "metadata": {"id": "a"}}]]
+    await build_memory(tmp_path, None, batches)
+    seen: list[tuple[bool, str]] = []
+
+    def prepare(manager: object, query: str) -> None:
+        seen.append((hasattr(manager, "search"), query))
+
+    system = System("kw", embedder=None)
+    queries = ["green tea", "coffee"]
+    run = await query_memory(tmp_path, system, queries, key="id", limit=3, prepare=prepare)
+    assert seen == [(True, "green tea"), (True, "coffee")]
+    assert run.rankings[0] == ["a"] and len(run.seconds) == 2

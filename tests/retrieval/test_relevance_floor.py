@@ -331,3 +331,19 @@ async def test_without_an_embedder_keyword_evidence_alone_decides(tmp_path: Path
         assert await _contents(memory, "量子隧穿效应的原理是什么？") == []
         assert (await _contents(memory, "What did Caroline research?"))[0] == TURNS[2]
         assert (await _contents(memory, "大熊猫吃什么？"))[0] == PARAGRAPHS[2]
+
+
+async def test_the_floors_question_is_asked_through_the_retrievers_rule(tmp_path: Path) -> None:
+    async with await MemoryManager.open("floor@localhost", _config(tmp_path)) as memory:
+        await memory.store_many([{"content": text} for text in TEXTS])
+        asked: list[QueryEvidence] = []
+
+        def refuse(evidence: QueryEvidence, floors: Floors) -> bool:
+            asked.append(evidence)
+            return False
+
+        assert await _contents(memory, "deploy pipeline") != []
+        memory._engine.retriever.floor_rule = refuse
+        assert await _contents(memory, "deploy pipeline") == []
+        assert len(asked) == 1 and asked[0].frequencies == {"deploi": 1, "pipelin": 1}
+        assert asked[0].held == {2: frozenset({"deploi", "pipelin"})}
