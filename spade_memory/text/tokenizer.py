@@ -99,7 +99,11 @@ _dictionary_cache: Path | None = None  # see use_dictionary_cache
 _SHARED_LOCK = threading.Lock()
 _shared: Tokenizer | None = None
 
-_CUT_CACHE = 1_024
+#: Chinese runs whose cut is kept. A stored text is cut for its keyword row, and cut
+#: again for its graph when derivation reaches it, up to a second of stores later
+#: (``engine.derivation``): a bulk ingest stores 1,000-2,500 Chinese lines a second,
+#: four to five runs each, so the cache holds that second's runs (a few MB).
+_CUT_CACHE = 16_384
 """Runs whose cut is kept: more than one long memory holds, so that cutting a text
 for its index terms and tagging its names (or the reverse) cut each run once."""
 

@@ -170,3 +170,38 @@ async def test_a_look_that_embeds_nothing_on_open_derives_nothing_either(root: P
         await memory.flush()
         assert await _pending(memory) == 0
         assert [a.text for a in await memory.atoms(stored.id)] == [stored.content]
+
+
+_DIGITS = "零一二三四五六七八九"
+
+
+def _chinese_line(number: int) -> str:
+    """A Chinese chat line of four runs, each different from every other line's."""
+    n = "".join(_DIGITS[int(d)] for d in f"{number:04d}")
+    return f"用户{n}号说，{n}号仓库在城东，明天{n}点开会，记得带{n}号文件。"
+
+
+async def test_a_bulk_of_chinese_lines_is_not_cut_again_when_derived() -> None:
+    """The pipeline finds the cuts of a second of bulk stores (1,500 lines, 6,000 runs)."""
+    from spade_memory.engine.derivation import Deriver
+    from spade_memory.text.tokenizer import cut_cjk
+
+    async with await MemoryManager.open("derive@localhost", _config()) as memory:
+        await memory.maintenance.wait()
+        engine = memory._engine
+        await engine.deriver.aclose()  # marks only; derived below, after every store
+        cut_cjk.cache_clear()
+        lines = [_chinese_line(number) for number in range(1_500)]
+        for start in range(0, len(lines), 100):
+            await memory.store_many({"content": line} for line in lines[start : start + 100])
+        stored = cut_cjk.cache_info()
+        assert stored.misses >= 4 * len(lines)  # every run cut once when stored
+        deriver = Deriver(engine.base, engine.input, batch_size=100, on_derived=lambda ids: None)
+        deriver.start(resume=True)
+        await deriver.flush()
+        await deriver.aclose()
+        engine.deriver = deriver
+        derived = cut_cjk.cache_info()
+        assert deriver.derived == len(lines)
+        assert derived.misses - stored.misses < len(lines) // 10  # found, not cut again
+        assert derived.hits - stored.hits >= 4 * len(lines)
