@@ -47,8 +47,11 @@ __all__ = [
 ]
 
 _ASYNC_METHODS = ("prepare", "aembed_documents", "aembed_query")
-#: Threads for query embeddings: a few searches at once, each one short.
-_QUERY_THREADS = 4
+#: Threads for query embeddings: a few searches at once, each one short; no more than
+#: the cores, since a local engine's call already spreads over them all, and more
+#: calls at once only take turns on the cores (five searchers on two cores: p95
+#: 364-403 ms with one or two threads, 481-623 ms with four; BENCHMARKS.md).
+_QUERY_THREADS = max(1, min(4, os.cpu_count() or 1))
 #: Threads for document batches: each batch is long, and a local engine runs one at a time.
 _DOCUMENT_THREADS = 2
 

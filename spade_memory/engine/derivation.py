@@ -5,6 +5,8 @@ keyword index and a durable mark (:mod:`spade_memory.storage.derivation`); this
 pipeline then reads the marked memories oldest first, extracts their entities,
 relations and atoms in a worker thread (the event loop keeps answering searches),
 and writes each batch's graphs in one short transaction that clears their marks.
+While a search of the process runs, each extraction waits for it, a bounded while
+(:mod:`spade_memory.retrieval.search_gate`): searches do not queue behind it.
 After each batch the vector indexer is woken to embed the new graph entries and
 searches are told the memory changed. A crash between an acknowledgement and its
 derivation leaves the mark, and the next open derives the memory. A memory whose
@@ -27,6 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..models import Memory
+from ..retrieval.search_gate import DERIVATION_HOLD, search_gate
 from ..storage.base import BaseMemoryStore
 from ..storage.derivation import PendingMemory
 from ..storage.scope_filter import told_in_one_scope
@@ -258,7 +261,9 @@ class Deriver(BackgroundWorker):
             else:
                 graphs[p.memory.id] = known
         if fresh:
-            extracted = await self._extract([(p.memory, p.entities, p.relations) for p in fresh])
+            extracted = await self._extract(
+                [(p.memory, p.entities, p.relations) for p in fresh], behind_searches=True
+            )
             graphs.update((p.memory.id, g) for p, g in zip(fresh, extracted, strict=True))
         items: list[tuple[int, MemoryGraph, float]] = []
         for p in batch:
@@ -297,12 +302,23 @@ class Deriver(BackgroundWorker):
             self._on_derived(written)
 
     async def _extract(
-        self, items: Sequence[tuple[Memory, Sequence[str], Sequence[object]]]
+        self,
+        items: Sequence[tuple[Memory, Sequence[str], Sequence[object]]],
+        *,
+        behind_searches: bool = False,
     ) -> list[MemoryGraph | None]:
         """The graphs of ``items``: a short text on the event loop, a yield after
-        each, a long one (or the first Chinese one) in a worker thread."""
+        each, a long one (or the first Chinese one) in a worker thread.
+
+        With ``behind_searches`` (the pipeline, not recall asking for pending claims
+        during its own search) each waits while a search of the process runs, at most
+        :data:`~spade_memory.retrieval.search_gate.DERIVATION_HOLD` seconds.
+        """
         graphs: list[MemoryGraph | None] = []
+        gate = search_gate()
         for item in items:
+            if behind_searches:
+                await gate.wait_clear(DERIVATION_HOLD)
             content = item[0].content
             chinese = needs_segmenter(content)
             if len(content) > _ON_LOOP_CHARS or (chinese and not self._segmenter_loaded):

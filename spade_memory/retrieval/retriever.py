@@ -60,6 +60,7 @@ from .relevance import (
     vector_floor,
 )
 from .rerank import LexicalReranker
+from .search_gate import search_gate
 from .search_state import SearchState, SearchTimings
 
 __all__ = ["HiddenFilter", "Retriever", "SearchState", "SearchTimings", "VectorSource"]
@@ -216,8 +217,9 @@ class Retriever:
         )
         bound = 2 * self._config.route_timeout_seconds + 1
         try:
-            async with asyncio.timeout(bound):
-                results = await self._run(state)
+            with search_gate().searching():  # background derivation steps aside meanwhile
+                async with asyncio.timeout(bound):
+                    results = await self._run(state)
         except TimeoutError:
             raise StorageError(
                 f"the search took longer than {bound:g} s and was stopped; try again, "
