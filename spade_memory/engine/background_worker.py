@@ -50,6 +50,8 @@ class BackgroundWorker:
         self._closed = False
         self._task: asyncio.Task[None] | None = None
         self._stopped_by: BaseException | None = None
+        # closed under it, or its database found damaged: the worker ended quietly
+        self._ended_by: StoreClosedError | StorageCorrupted | None = None
 
     def _start(self, name: str) -> None:
         self._task = asyncio.create_task(self._run(), name=f"{name}:{self._base.agent}")
@@ -68,7 +70,8 @@ class BackgroundWorker:
         """Wait until a pass begun after this call is done.
 
         Raises:
-            StoreClosedError: the worker is closed.
+            StoreClosedError: the worker is closed, or its store was closed under it.
+            StorageCorrupted: the worker ended because its database was found damaged.
             StorageError: the worker stopped on an unexpected error (logged).
         """
         if self._closed:
@@ -81,10 +84,13 @@ class BackgroundWorker:
                 lambda: (
                     self._completed >= target
                     or self._stopped_by is not None
+                    or self._ended_by is not None
                     or self._closed
                     or self._settled()
                 )
             )
+        if self._ended_by is not None and self._completed < target:
+            raise self._ended_by
         if self._stopped_by is not None:
             raise StorageError(
                 f"the background {self.work} of {self._base.agent} stopped on an unexpected "
@@ -127,8 +133,13 @@ class BackgroundWorker:
             target = self._requested
             try:
                 done = await self._pass()
-            except (StoreClosedError, StorageCorrupted):
-                return  # closed, or its database was found damaged and moved aside
+            except (StoreClosedError, StorageCorrupted) as exc:
+                # closed, or its database was found damaged and moved aside: the flushes
+                # waiting (and any later one) are told, not left waiting until close
+                self._ended_by = exc
+                async with self._progress:
+                    self._progress.notify_all()
+                return
             except StorageError as exc:
                 logger.warning(
                     "%s: a %s pass failed, will retry: %s", self._base.agent, self.work, exc

@@ -14,7 +14,7 @@ from spade_memory.config import MemoryConfig, RetrievalConfig, StorageConfig
 from spade_memory.engine import derivation
 from spade_memory.engine.derivation import Deriver
 from spade_memory.engine.memory_input import MemoryInput
-from spade_memory.errors import StorageError
+from spade_memory.errors import StorageCorrupted, StorageError
 from spade_memory.manager import MemoryManager
 from spade_memory.models import Memory
 
@@ -149,6 +149,28 @@ async def test_flush_raises_when_the_derivation_worker_dies(
     assert isinstance(memory._engine.deriver.stopped_by, RuntimeError)
     with pytest.raises(StorageError, match="a bug in the pipeline"):
         await asyncio.wait_for(memory.flush(), 1)  # at once, every time
+
+
+async def test_a_flush_waiting_is_told_when_the_database_is_found_damaged(
+    memory: MemoryManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker ends quietly on a damaged database; a flush waiting for it (and any
+    later one) raises the damage instead of waiting until the memory is closed."""
+    started = asyncio.Event()
+
+    async def damaged(self: Deriver) -> None:
+        started.set()
+        await asyncio.sleep(0.1)
+        raise StorageCorrupted("the database is damaged", path=Path("memory.db"))
+
+    monkeypatch.setattr(Deriver, "_derive_pending", damaged)
+    await memory.store("Kim lives in Seoul.")
+    waiting = asyncio.create_task(memory.flush())
+    await asyncio.wait_for(started.wait(), 5)
+    with pytest.raises(StorageCorrupted, match="damaged"):
+        await asyncio.wait_for(waiting, 5)
+    with pytest.raises(StorageCorrupted):
+        await asyncio.wait_for(memory._engine.deriver.flush(), 1)  # at once
 
 
 async def test_a_change_that_marks_nothing_does_not_wake_the_pipeline(
