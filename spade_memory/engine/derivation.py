@@ -27,6 +27,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..models import Memory
 from ..retrieval.search_gate import DERIVATION_HOLD, search_gate
@@ -46,6 +47,7 @@ __all__ = [
     "RETRY_FIRST_SECONDS",
     "RETRY_MAX_SECONDS",
     "Deriver",
+    "PendingClaim",
     "live_parts",
 ]
 
@@ -77,6 +79,15 @@ RETRY_MAX_SECONDS = 600.0
 _BATCHES_READ = 4  # batches of marks read at once
 
 _Key = tuple[int, float]  # a memory's id and updated_at: its text as extracted
+
+
+class PendingClaim(NamedTuple):
+    """A memory still to be derived, the graph it will be given, and the time its
+    atoms will start from (:func:`_graph_time`)."""
+
+    memory: Memory
+    graph: MemoryGraph
+    start: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,9 +152,10 @@ class Deriver(BackgroundWorker):
 
     async def pending_claims(
         self, memory_ids: Sequence[int], *, at_most: int = PENDING_CLAIMS_AT_MOST, wait: bool = True
-    ) -> list[tuple[Memory, MemoryGraph]]:
+    ) -> list[PendingClaim]:
         """The marked memories among and newer than the oldest of ``memory_ids``, with
-        their graphs (extracted here when the pipeline has not yet).
+        their graphs (extracted here when the pipeline has not yet) and the time their
+        atoms will start from.
 
         When more than ``at_most`` wait (a bulk import under way), the pipeline is
         waited for with ``wait`` (they are derived then; none is returned), else
@@ -160,11 +172,19 @@ class Deriver(BackgroundWorker):
             pending = pending[:at_most]  # stored faster than derived meanwhile
         if not pending:
             return []
-        missing = [m for m in pending if _key(m) not in self._graphs and m.id not in self._failed]
+        missing = [
+            p.memory
+            for p in pending
+            if _key(p.memory) not in self._graphs and p.memory.id not in self._failed
+        ]
         if missing:
             graphs = await self._extract([(m, (), ()) for m in missing])
             self._keep(missing, graphs)
-        return [(m, self._graphs[_key(m)]) for m in pending if _key(m) in self._graphs]
+        return [
+            PendingClaim(p.memory, self._graphs[_key(p.memory)], _graph_time(p))
+            for p in pending
+            if _key(p.memory) in self._graphs
+        ]
 
     async def aclose(self) -> None:
         """Stop the worker (a batch under way commits whole or not at all)."""
@@ -351,7 +371,7 @@ class Deriver(BackgroundWorker):
 def live_parts(
     memory: Memory,
     atoms: Sequence[Atom] | None,
-    claims: Sequence[tuple[Memory, MemoryGraph]],
+    claims: Sequence[PendingClaim],
     *,
     now: float,
 ) -> list[tuple[str, bool]] | None:
@@ -363,11 +383,12 @@ def live_parts(
     a newer one of the same scope that claims another object for the same subject
     and predicate supersedes an atom already, as its derivation will. A memory
     still to be derived itself is cut into the atoms its graph will hold, each
-    live until its lifetime from the memory's creation lapses by ``now``.
+    live until its lifetime lapses by ``now``, counted from when its atoms will start
+    (its creation; the import, or the telling again, when that came later).
     """
     newer = [
         graph
-        for pending, graph in claims
+        for pending, graph, _ in claims
         if pending.id > memory.id and told_in_one_scope(pending, memory)
     ]
     if atoms is not None:
@@ -375,13 +396,16 @@ def live_parts(
             (a.text, a.live and not _superseded(a.subject, a.predicate, a.object, newer))
             for a in atoms
         ]
-    own = next((graph for pending, graph in claims if pending.id == memory.id), None)
+    own, start = next(
+        ((graph, start) for pending, graph, start in claims if pending.id == memory.id),
+        (None, memory.created_at),
+    )
     if own is None or not own.atoms:
         return None
     return [
         (
             a.text,
-            memory.created_at + a.ttl_seconds > now
+            start + a.ttl_seconds > now
             and not _superseded(a.subject, a.predicate, a.object, newer),
         )
         for a in own.atoms

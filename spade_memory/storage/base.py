@@ -670,7 +670,7 @@ class BaseMemoryStore:
 
     async def pending_newer_than(
         self, memory_ids: Sequence[int], limit: int
-    ) -> builtins.list[Memory]:
+    ) -> builtins.list[derivation.PendingMemory]:
         """Memories still to be derived among and newer than the oldest of ``memory_ids``."""
         return await derivation.pending_after(self._fetchall, memory_ids, limit)
 

@@ -71,6 +71,7 @@ _READ = (
     "JOIN memories ON memories.id = p.memory_id WHERE p.memory_id > ? "
     "ORDER BY p.memory_id LIMIT ?"
 )
+_READ_FROM = _READ.replace("p.memory_id > ?", "p.memory_id >= ?")
 
 
 def mark_pending(
@@ -118,17 +119,15 @@ async def read_pending(fetch: Fetch, limit: int, *, after_id: int = 0) -> list[P
     return [_pending(row) for row in rows]
 
 
-async def pending_after(fetch: Fetch, memory_ids: Sequence[int], limit: int) -> list[Memory]:
+async def pending_after(
+    fetch: Fetch, memory_ids: Sequence[int], limit: int
+) -> list[PendingMemory]:
     """The marked memories among and newer than the oldest of ``memory_ids`` (at most
     ``limit``, the oldest first)."""
     if not memory_ids:
         return []
-    rows = await fetch(
-        f"SELECT {COLUMNS} FROM derive_pending AS p JOIN memories ON memories.id = p.memory_id "
-        "WHERE p.memory_id >= ? ORDER BY p.memory_id LIMIT ?",
-        (min(memory_ids), int(limit)),
-    )
-    return [row_to_memory(row) for row in rows]
+    rows = await fetch(_READ_FROM, (min(memory_ids), int(limit)))
+    return [_pending(row) for row in rows]
 
 
 async def count_pending(fetch: Fetch) -> int:

@@ -205,3 +205,23 @@ async def test_a_bulk_of_chinese_lines_is_not_cut_again_when_derived() -> None:
         assert deriver.derived == len(lines)
         assert derived.misses - stored.misses < len(lines) // 10  # found, not cut again
         assert derived.hits - stored.hits >= 4 * len(lines)
+
+
+async def test_an_imported_memory_is_found_before_it_is_derived() -> None:
+    """Imported atoms start from the import, so an old memory is not lapsed while
+    its derivation is pending: search and recall find it before and after."""
+    now = [1_750_000_000.0]
+    config = MemoryConfig(in_memory=True, embedder="hashing")
+    async with await MemoryManager.open("a@localhost", config, clock=lambda: now[0]) as first:
+        await first.store("I will visit the dentist tomorrow morning.", category="fact")
+        await first.flush()
+        exported = await first.export()
+    now[0] += 30 * 86_400  # a month later, the short-lived plan has lapsed there
+    async with await MemoryManager.open("b@localhost", config, clock=lambda: now[0]) as second:
+        await second.maintenance.wait()
+        await second._engine.deriver.aclose()  # marks stay: derivation is pending
+        await second.import_data(exported)
+        assert await _pending(second) == 1
+        texts = ["I will visit the dentist tomorrow morning."]
+        assert [r.memory.content for r in await second.search("dentist")] == texts
+        assert [r.memory.content for r in await second.recall("dentist")] == texts
