@@ -180,12 +180,23 @@ async def prepare(embedder: Embedder, stored_fingerprints: Collection[str]) -> N
         await cast(AsyncEmbedder, embedder).prepare(stored_fingerprints)
 
 
-async def embed_documents(embedder: Embedder, texts: Sequence[str]) -> NDArray[np.float32]:
-    """``embedder``'s vectors of stored ``texts``, without blocking the event loop."""
+async def embed_documents(
+    embedder: Embedder, texts: Sequence[str], *, behind_queries: bool = True
+) -> NDArray[np.float32]:
+    """``embedder``'s vectors of stored ``texts``, without blocking the event loop.
+
+    With ``behind_queries`` (stored texts, embedded in the background) each
+    sub-batch waits for the query embeddings in flight; without (texts a search
+    itself waits for) they are embedded at once, in the query threads.
+    """
     if is_async_embedder(embedder):
         return await cast(AsyncEmbedder, embedder).aembed_documents(texts)
-    pool = _pool("embed", _DOCUMENT_THREADS, nicer=True)
     texts = list(texts)
+    if not behind_queries:
+        return await _in_pool(
+            _pool("query", _QUERY_THREADS), lambda: embedder.embed_documents(texts)
+        )
+    pool = _pool("embed", _DOCUMENT_THREADS, nicer=True)
     gate = _GATE
     abandoned = threading.Event()
     try:

@@ -137,7 +137,8 @@ async def chance_by_script(embedder: Embedder, script: str) -> float:
     known = _known(key)
     if known is not None:
         return known
-    vectors = await embed_documents(embedder, list(SCRIPT_TEXTS[script]))
+    # measured inside the first search of each script: it does not wait for queries
+    vectors = await embed_documents(embedder, list(SCRIPT_TEXTS[script]), behind_queries=False)
     return _keep(key, _mean_similarity(vectors))
 
 

@@ -120,6 +120,31 @@ async def test_documents_are_not_held_back_for_good(monkeypatch: pytest.MonkeyPa
         await query
 
 
+async def test_texts_a_search_waits_for_are_not_held_behind_queries(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The chance level's sentences are embedded inside a search: they never wait for
+    other searches' query embeddings, as stored texts do."""
+    from spade_memory.embedding import chance
+
+    monkeypatch.setattr(calls, "DOCUMENT_HOLD", 5.0)
+    monkeypatch.setattr(chance, "_known", lambda key: None)  # measured, not remembered
+    monkeypatch.setattr(chance, "_keep", lambda key, value: value)
+    embedder = SlowEmbedder(document_seconds=0.0)
+    embedder.release.clear()  # another search's query, in flight throughout
+    query = asyncio.ensure_future(embed_query(embedder, "stuck?"))
+    await _until(lambda: query_gate().in_flight == 1)
+    try:
+        started = time.monotonic()
+        level = await asyncio.wait_for(chance.chance_by_script(embedder, "latin"), 10)
+        assert time.monotonic() - started < 1.0  # not held 5 s per sub-batch
+        assert -1.0 <= level <= 1.0
+        assert not query.done()
+    finally:
+        embedder.release.set()
+        await query
+
+
 async def test_without_queries_a_batch_does_not_wait() -> None:
     embedder = SlowEmbedder(document_seconds=0.0)
     started = time.monotonic()
