@@ -96,7 +96,7 @@ class RetrievalTuning:
             activities does Melanie partake in?", "Which cities has Jon visited?")
             is searched with its vector plus this many times the vector of the
             kind's name ("activities"), normalised, in the vector route and the
-            graph route's speaker step: the answers name instances of the kind
+            graph route (its speaker step and entry vectors): the answers name instances of the kind
             (swimming, pottery), rarely the question's other words. 1.0 by
             measurement: on LoCoMo recall@10 (categories 1-4) +0.004 on
             conversations 0-2 and +0.005 on 3-4, MRR@10 -0.001 and +0.007
