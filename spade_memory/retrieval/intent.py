@@ -29,6 +29,7 @@ __all__ = [
     "QueryIntent",
     "blend_routes",
     "graph_asked",
+    "list_head",
     "query_intent",
     "route_shares",
     "route_weights",
@@ -205,6 +206,16 @@ def _english(phrases: Mapping[str, object] | tuple[str, ...]) -> re.Pattern[str]
     return re.compile(rf"(?<![\w'])(?:{body})(?![\w'])", re.IGNORECASE)
 
 
+# A question asking for several things of a kind, named in plural between its
+# question word and its auxiliary: "What activities does Melanie partake in?",
+# "Which cities has Jon visited?", "What kinds of books does ... have?".
+_AUXILIARY = r"(?:do|does|did|has|have|had|is|are|was|were|would|will|can|could|might|should)"
+_LISTING_HEAD = re.compile(
+    r"^\W*(?:in\s+)?(?:what|which)\s+(?:(?:kinds?|types?|sorts?)\s+of\s+)?"
+    rf"((?:(?!{_AUXILIARY}\b)[\w+/-]+\s+){{0,3}}?){_AUXILIARY}\b",
+    re.IGNORECASE,
+)
+_SINGULAR_S = frozenset({"this", "his", "its", "us", "yes", "always", "as", "plus", "news"})
 _RELATIONSHIP_RE = _english(_RELATIONSHIP_EN)
 _TEMPORAL_RE = _english(_TEMPORAL_EN)
 _DEFINITION_RE = _english(_DEFINITION_EN)
@@ -234,6 +245,21 @@ def query_intent(query: str) -> QueryIntent:
     temporal = bool(_TEMPORAL_RE.search(query)) or any(p in query for p in _TEMPORAL_ZH)
     definition = bool(_DEFINITION_RE.search(query)) or any(p in query for p in _DEFINITION_ZH)
     return QueryIntent(relationship, temporal, definition, frozenset(relations))
+
+
+def list_head(query: str) -> str | None:
+    """The things a question asking for several of them names: "LGBTQ+ events" in
+    "What LGBTQ+ events has Caroline participated in?"; ``None`` for any other query."""
+    head = _LISTING_HEAD.match(query)
+    if head is None:
+        return None
+    words = head.group(1).split()
+    if not words:
+        return None
+    last = words[-1].casefold()
+    if not last.endswith("s") or last.endswith(("ss", "us")) or last in _SINGULAR_S:
+        return None
+    return " ".join(words)
 
 
 def graph_asked(intent: QueryIntent, config: RetrievalConfig) -> bool:

@@ -45,6 +45,7 @@ from .intent import (
     QueryIntent,
     blend_routes,
     graph_asked,
+    list_head,
     query_intent,
     route_shares,
     route_weights,
@@ -280,7 +281,7 @@ class Retriever:
         """
         embedding: asyncio.Task[np.ndarray] | None = None
         if self._vectors is not None:
-            embedding = asyncio.create_task(self._embed(state.query, state.timings))
+            embedding = asyncio.create_task(self._embed_query(state.query, state.timings))
         try:
             async with asyncio.timeout(self._config.route_timeout_seconds):
                 await self._respell(state)
@@ -295,7 +296,7 @@ class Retriever:
         if state.spelled and embedding is not None:
             as_typed = embedding
             as_typed.cancel()
-            embedding = asyncio.create_task(self._embed(state.spelled, state.timings))
+            embedding = asyncio.create_task(self._embed_query(state.spelled, state.timings))
         query, intent = state.spelled or state.query, state.intent
         candidates, categories, timings = state.candidates, state.categories, state.timings
         assert intent is not None
@@ -417,6 +418,21 @@ class Retriever:
             spelled = _replace_word(spelled, word, found[near[0]])
         if spelled != state.query:
             state.spelled = spelled
+
+    async def _embed_query(self, query: str, timings: SearchTimings) -> np.ndarray:
+        """The query's vector; for a question asking for several things of a kind
+        (:func:`~spade_memory.retrieval.intent.list_head`), moved towards the
+        vector of that kind's name by ``RetrievalTuning.list_head_weight``."""
+        weight = self._config.tuning.list_head_weight
+        head = list_head(query) if weight > 0 else None
+        if head is None:
+            return await self._embed(query, timings)
+        whole, kind = await asyncio.gather(self._embed(query, timings), self._embed(head, timings))
+        moved = whole + weight * kind
+        norm = float(np.linalg.norm(moved))
+        if norm <= 0:
+            return whole
+        return (moved / norm).astype(whole.dtype, copy=False)
 
     async def _embed(self, query: str, timings: SearchTimings) -> np.ndarray:
         assert self._vectors is not None
