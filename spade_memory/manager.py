@@ -800,9 +800,14 @@ class MemoryManager:
 
     async def atoms(self, memory_id: int, *, viewer: Viewer | None = None) -> builtins.list[Atom]:
         """Every atom of a memory with its status now (active, dormant, superseded, ...).
-        With a ``viewer``, MemoryNotFound unless it sees the memory."""
+        With a ``viewer``, MemoryNotFound unless it sees the memory.
+
+        Waits for the derivation of what was stored so far (atoms are derived behind
+        the acknowledgement), so a memory stored a moment ago shows its atoms.
+        """
         self._engine.check_open()
         memory_id = await self._seen_id(memory_id, viewer)
+        await self._engine.derived()
         found = await self._engine.atoms.atoms([memory_id], self._engine.now())
         return found.get(memory_id, [])
 

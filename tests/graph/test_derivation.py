@@ -15,6 +15,7 @@ from spade_memory.config import MaintenanceConfig, MemoryConfig, RetrievalConfig
 from spade_memory.engine.derivation import GATHER_AT_MOST_SECONDS
 from spade_memory.manager import MemoryManager
 from spade_memory.models import Scope
+from spade_memory.text.atoms import Atom
 
 
 def _config(root: Path | None = None, **storage: object) -> MemoryConfig:
@@ -50,11 +51,17 @@ async def _pending(memory: MemoryManager) -> int:
     return await memory._engine.base.count_pending_derivations()
 
 
+async def _stored_atoms(memory: MemoryManager, memory_id: int) -> list[Atom]:
+    """The atoms stored for a memory now, without waiting for the (stopped) pipeline."""
+    found = await memory._engine.atoms.atoms([memory_id], memory._engine.now())
+    return found.get(memory_id, [])
+
+
 async def test_a_store_is_derived_after_it_is_acknowledged(root: Path) -> None:
     async with await _paused(root) as memory:
         stored = await memory.store("Alice works at Acme in Berlin.", entities=["Zed"])
         assert await _pending(memory) == 1
-        assert await memory.atoms(stored.id) == []
+        assert await _stored_atoms(memory, stored.id) == []
         # found by its document route meanwhile, and recalled whole
         assert stored.id in {r.memory.id for r in await memory.search("Acme Berlin")}
         recalled = await memory.recall_memory(stored.id)
@@ -77,7 +84,7 @@ async def test_a_pending_claim_already_hides_the_older_one(root: Path) -> None:
         berlin = await memory.store("Alice lives in Berlin.")
         assert await _pending(memory) == 1
         # the older atom is still active in the database, but not injected as current
-        assert (await memory.atoms(paris.id))[0].status == "active"
+        assert (await _stored_atoms(memory, paris.id))[0].status == "active"
         recalled = await memory.recall("where does Alice live")
         assert [r.memory.id for r in recalled] == [berlin.id]
         assert await memory.recall_memory(paris.id) is None
@@ -117,7 +124,8 @@ async def test_bulk_forget_and_update_while_pending(root: Path) -> None:
         await memory.forget(gone.id)
         await memory.update(changed.id, content="Bob met Dave in Oslo.")
         assert await _pending(memory) == 298  # forgotten: no mark; updated: derived now
-        assert [a.text for a in await memory.atoms(changed.id)] == ["Bob met Dave in Oslo."]
+        changed_atoms = await _stored_atoms(memory, changed.id)
+        assert [a.text for a in changed_atoms] == ["Bob met Dave in Oslo."]
     async with await MemoryManager.open("derive@localhost", _config(root)) as memory:
         await memory.flush()
         assert await _pending(memory) == 0
@@ -225,3 +233,9 @@ async def test_an_imported_memory_is_found_before_it_is_derived() -> None:
         texts = ["I will visit the dentist tomorrow morning."]
         assert [r.memory.content for r in await second.search("dentist")] == texts
         assert [r.memory.content for r in await second.recall("dentist")] == texts
+
+
+async def test_atoms_of_a_memory_stored_a_moment_ago(memory: MemoryManager) -> None:
+    """atoms() waits for the derivation behind the acknowledgement, as the graph views do."""
+    stored = await memory.store("Alice works at Acme in Berlin.")
+    assert [a.text for a in await memory.atoms(stored.id)] == [stored.content]  # no flush()
