@@ -36,17 +36,6 @@ logger = logging.getLogger(__name__)
 Opener = Callable[[Path, str], Awaitable["MemoryManager"]]
 """Opens the memory of an agent (its JID) under a root."""
 
-_FileVersion = tuple[int, int, int, int]
-
-
-def _file_version(path: Path) -> _FileVersion | None:
-    try:
-        info = path.stat()
-    except OSError:
-        return None
-    return info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns
-
-
 class Fleet:
     """The pages of every agent of a memory root.
 
@@ -60,7 +49,6 @@ class Fleet:
     def __init__(self, root: Path, open_memory: Opener, *, host: str) -> None:
         self._root = root
         self._registry = Registry(root)
-        self._agents: tuple[_FileVersion, dict[str, str]] | None = None
         self._open_memory = open_memory
         self._guard = Guard(lambda: host)
         self._managers: dict[str, MemoryManager] = {}
@@ -69,19 +57,10 @@ class Fleet:
         self._pages = MemoryPages(self._resolve, self._guard)
 
     def agents(self) -> dict[str, str]:
-        """``{stem: JID}`` of the root's agents.
-
-        The registry is read again only when its file changed (another inode, size or
-        modification time: every registration replaces it), so an agent created
-        while the server runs is listed and served at once.
-        """
-        version = _file_version(self._registry.path)
-        if version is not None and self._agents is not None and self._agents[0] == version:
-            return dict(self._agents[1])
-        agents = self._registry.agents()
-        if version is not None and _file_version(self._registry.path) == version:
-            self._agents = (version, agents)  # unchanged while it was read
-        return dict(agents)
+        """``{stem: JID}`` of the root's agents, read as the registry is now, so an
+        agent created while the server runs is listed and served at once (the registry
+        decodes its file again only when it changed)."""
+        return self._registry.agents()
 
     async def manager(self, stem: str) -> MemoryManager:
         """The open memory of the agent ``stem`` (opened on first use).

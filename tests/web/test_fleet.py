@@ -16,7 +16,7 @@ from factories import REPO, child_env, hashing_config, run_cli_json
 
 from spade_memory.identity import AgentIdentity
 from spade_memory.manager import MemoryManager
-from spade_memory.storage.registry import Registry
+from spade_memory.storage import registry as registry_module
 from spade_memory.web.fleet import Fleet
 
 ALICE = "alice@localhost"
@@ -127,13 +127,13 @@ async def test_the_registry_is_read_again_only_when_it_changed(
     client: TestClient[Any, Any], memory_root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     reads: list[Path] = []
-    read = Registry.agents
+    decode = registry_module._decode
 
-    def counted(registry: Registry) -> dict[str, str]:
-        reads.append(registry.root)
-        return read(registry)
+    def counted(raw: bytes, path: Path) -> dict[str, Any]:
+        reads.append(path)
+        return decode(raw, path)
 
-    monkeypatch.setattr(Registry, "agents", counted)
+    monkeypatch.setattr(registry_module, "_decode", counted)
     alice = AgentIdentity.of(ALICE).stem
     for page in ("/", "/memories", "/search?q=bees", "/conversations", "/"):
         response = await client.get(f"/agents/{alice}{page}")
