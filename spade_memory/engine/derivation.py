@@ -24,11 +24,13 @@ once, kept for the pipeline to write).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from ..errors import StorageError
 from ..models import Memory
 from ..retrieval.search_gate import DERIVATION_HOLD, search_gate
 from ..storage.base import BaseMemoryStore
@@ -265,7 +267,13 @@ class Deriver(BackgroundWorker):
                     writing = asyncio.ensure_future(self._write(batch, items))
         finally:
             if writing is not None:
-                await writing
+                if self._closed:
+                    # closing (cancelled meanwhile): the batch commits whole or not at
+                    # all; its failure must not replace the cancellation
+                    with contextlib.suppress(StorageError):
+                        await writing
+                else:
+                    await writing
 
     async def _items(self, batch: Sequence[PendingMemory]) -> list[tuple[int, MemoryGraph, float]]:
         """What :meth:`BaseMemoryStore.write_derived` writes for ``batch``: the memories

@@ -173,6 +173,41 @@ async def test_a_flush_waiting_is_told_when_the_database_is_found_damaged(
         await asyncio.wait_for(memory._engine.deriver.flush(), 1)  # at once
 
 
+async def test_closing_during_a_failing_write_is_not_taken_for_a_retry(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Closed while one batch is extracted and the one before fails to be written:
+    the close is not delayed by a retry, and no retry is announced."""
+    extracting = asyncio.Event()
+    real_items = Deriver._items
+
+    async def failing_write(self: Deriver, batch: Any, items: Any) -> None:
+        await asyncio.sleep(0.2)
+        raise StorageError("the disk is full")
+
+    async def slow_items(self: Deriver, batch: Any) -> Any:
+        if batch[0].memory.id > 1 and not extracting.is_set():
+            extracting.set()  # the second batch: the first one is being written
+            await asyncio.sleep(5)
+        return await real_items(self, batch)
+
+    monkeypatch.setattr(Deriver, "_write", failing_write)
+    monkeypatch.setattr(Deriver, "_items", slow_items)
+    settings = StorageConfig(derive_in_background=True, derive_batch_size=1)
+    config = MemoryConfig(in_memory=True, embedder=None, storage=settings)
+    memory = await MemoryManager.open("faults@localhost", config)
+    await memory.maintenance.wait()
+    await memory.store_many({"content": f"{name} lives in Seoul."} for name in ("Kim", "Lee"))
+    memory._engine.deriver.notify()
+    await asyncio.wait_for(extracting.wait(), 5)
+    started = asyncio.get_running_loop().time()
+    with caplog.at_level(logging.WARNING):
+        await memory._engine.deriver.aclose()
+    assert asyncio.get_running_loop().time() - started < 0.9  # no retry wait (1 s)
+    assert "will retry" not in caplog.text
+    await memory.aclose()
+
+
 async def test_a_change_that_marks_nothing_does_not_wake_the_pipeline(
     memory: MemoryManager,
 ) -> None:
