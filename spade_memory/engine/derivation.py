@@ -165,12 +165,13 @@ class Deriver(BackgroundWorker):
         """
         if not memory_ids or not self.maybe_pending:
             return []
-        pending = await self._base.pending_newer_than(memory_ids, at_most + 1)
+        oldest = min(memory_ids) - 1  # the marks from the oldest of them on
+        pending = await self._base.pending_derivations(at_most + 1, after_id=oldest)
         if len(pending) > at_most:
             if not wait:
                 return []
             await self.flush()
-            pending = await self._base.pending_newer_than(memory_ids, at_most + 1)
+            pending = await self._base.pending_derivations(at_most + 1, after_id=oldest)
             pending = pending[:at_most]  # stored faster than derived meanwhile
         if not pending:
             return []

@@ -668,12 +668,6 @@ class BaseMemoryStore:
         """Memories whose graph is still to be derived, oldest first, past ``after_id``."""
         return await derivation.read_pending(self._fetchall, limit, after_id=after_id)
 
-    async def pending_newer_than(
-        self, memory_ids: Sequence[int], limit: int
-    ) -> builtins.list[derivation.PendingMemory]:
-        """Memories still to be derived among and newer than the oldest of ``memory_ids``."""
-        return await derivation.pending_after(self._fetchall, memory_ids, limit)
-
     async def count_pending_derivations(self) -> int:
         """How many memories wait for their graph."""
         return await derivation.count_pending(self._fetchall)

@@ -29,7 +29,6 @@ __all__ = [
     "clear_pending",
     "count_pending",
     "mark_pending",
-    "pending_after",
     "read_pending",
     "renew_pending",
     "write_derived",
@@ -71,7 +70,6 @@ _READ = (
     "JOIN memories ON memories.id = p.memory_id WHERE p.memory_id > ? "
     "ORDER BY p.memory_id LIMIT ?"
 )
-_READ_FROM = _READ.replace("p.memory_id > ?", "p.memory_id >= ?")
 
 
 def mark_pending(
@@ -116,17 +114,6 @@ def _pending(row: Sequence[Any]) -> PendingMemory:
 async def read_pending(fetch: Fetch, limit: int, *, after_id: int = 0) -> list[PendingMemory]:
     """Up to ``limit`` marked memories past ``after_id``, oldest first."""
     rows = await fetch(_READ, (int(after_id), int(limit)))
-    return [_pending(row) for row in rows]
-
-
-async def pending_after(
-    fetch: Fetch, memory_ids: Sequence[int], limit: int
-) -> list[PendingMemory]:
-    """The marked memories among and newer than the oldest of ``memory_ids`` (at most
-    ``limit``, the oldest first)."""
-    if not memory_ids:
-        return []
-    rows = await fetch(_READ_FROM, (min(memory_ids), int(limit)))
     return [_pending(row) for row in rows]
 
 
