@@ -19,7 +19,8 @@ pairs in ``SAME_ROW``)::
     doubles     llm, testing           (testing may import llm)
     ground      config
                 identity, models, validation, documents, field_checks
-                limits, errors, _moved (re-exports a moved module by name),
+                limits, errors, in_flight (work others wait for),
+                _moved (re-exports a moved module by name),
                 _lazy (a package's names imported on first use)
 
 The package's ``__init__`` re-exports the public API and stands above every row;
@@ -49,7 +50,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("doubles", ("llm", "testing")),
     ("ground", ("config",)),
     ("ground", ("identity", "models", "validation", "documents", "field_checks")),
-    ("ground", ("limits", "errors", "_moved", "_lazy")),
+    ("ground", ("limits", "errors", "_moved", "_lazy", "in_flight")),
 )
 
 # (importer, imported) packages of one row, the first allowed to import the second.

@@ -24,21 +24,20 @@ import contextlib
 import inspect
 import os
 import threading
-import time
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar, cast
 
 import numpy as np
 from numpy.typing import NDArray
 
+from ..in_flight import InFlight
 from ..models import AsyncEmbedder, Embedder
 
 __all__ = [
     "DOCUMENT_HOLD",
     "DOCUMENT_NICENESS",
     "DOCUMENT_SUB_BATCH",
-    "QueryGate",
     "embed_documents",
     "embed_query",
     "is_async_embedder",
@@ -61,61 +60,18 @@ DOCUMENT_NICENESS = 10
 DOCUMENT_SUB_BATCH = 8
 #: The longest a document sub-batch waits for the queries in flight, in seconds.
 DOCUMENT_HOLD = 1.0
-#: How often a held sub-batch looks whether its caller stopped waiting, in seconds.
-_HOLD_STEP = 0.05
 
 _T = TypeVar("_T")
 _POOLS_LOCK = threading.Lock()
 _pools: dict[str, ThreadPoolExecutor] = {}
 
 
-class QueryGate:
-    """Counts the query embeddings queued or running; document work waits while any is.
-
-    Thread-safe: queries are counted on the event loop, documents wait in their threads.
-    """
-
-    def __init__(self) -> None:
-        self._changed = threading.Condition()
-        self._in_flight = 0
-
-    @property
-    def in_flight(self) -> int:
-        """Query embeddings queued or running now."""
-        with self._changed:
-            return self._in_flight
-
-    @contextlib.contextmanager
-    def query(self) -> Iterator[None]:
-        """Count one query embedding for the duration of the block."""
-        with self._changed:
-            self._in_flight += 1
-        try:
-            yield
-        finally:
-            with self._changed:
-                self._in_flight -= 1
-                if not self._in_flight:
-                    self._changed.notify_all()
-
-    def wait_clear(self, timeout: float, abandoned: threading.Event | None = None) -> bool:
-        """Wait until no query is in flight, for at most ``timeout`` seconds (or until
-        ``abandoned`` is set); whether none is."""
-        deadline = time.monotonic() + timeout
-        with self._changed:
-            while self._in_flight:
-                left = deadline - time.monotonic()
-                if left <= 0 or (abandoned is not None and abandoned.is_set()):
-                    return False
-                self._changed.wait(min(left, _HOLD_STEP))
-            return True
+_GATE = InFlight()
 
 
-_GATE = QueryGate()
-
-
-def query_gate() -> QueryGate:
-    """The process-wide :class:`QueryGate` of blocking embedders."""
+def query_gate() -> InFlight:
+    """The query embeddings of blocking embedders queued or running in the process;
+    document work waits while any is."""
     return _GATE
 
 
@@ -137,10 +93,9 @@ def _yield_to_queries() -> None:
 
 def _forget_pools() -> None:
     """In a forked child: the parent's pools have no threads here; make new ones."""
-    global _POOLS_LOCK, _GATE
+    global _POOLS_LOCK
     _POOLS_LOCK = threading.Lock()
     _pools.clear()
-    _GATE = QueryGate()  # the parent's queries are not the child's
 
 
 if hasattr(os, "register_at_fork"):
@@ -193,9 +148,10 @@ async def embed_documents(
         return await cast(AsyncEmbedder, embedder).aembed_documents(texts)
     texts = list(texts)
     if not behind_queries:
-        return await _in_pool(
-            _pool("query", _QUERY_THREADS), lambda: embedder.embed_documents(texts)
-        )
+        with _GATE.counting():  # as a query: document batches wait for these too
+            return await _in_pool(
+                _pool("query", _QUERY_THREADS), lambda: embedder.embed_documents(texts)
+            )
     pool = _pool("embed", _DOCUMENT_THREADS, nicer=True)
     gate = _GATE
     abandoned = threading.Event()
@@ -206,7 +162,7 @@ async def embed_documents(
 
 
 def _behind_queries(
-    embedder: Embedder, texts: list[str], gate: QueryGate, abandoned: threading.Event
+    embedder: Embedder, texts: list[str], gate: InFlight, abandoned: threading.Event
 ) -> NDArray[np.float32]:
     """``embedder.embed_documents(texts)`` in sub-batches, each one started when no
     query is in flight (or after waiting :data:`DOCUMENT_HOLD` seconds for them)."""
@@ -226,5 +182,5 @@ async def embed_query(embedder: Embedder, text: str) -> NDArray[np.float32]:
     batches hold back their next sub-batch until it is embedded."""
     if is_async_embedder(embedder):
         return await cast(AsyncEmbedder, embedder).aembed_query(text)
-    with _GATE.query():
+    with _GATE.counting():
         return await _in_pool(_pool("query", _QUERY_THREADS), lambda: embedder.embed_query(text))

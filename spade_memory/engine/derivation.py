@@ -347,7 +347,7 @@ class Deriver(BackgroundWorker):
         gate = search_gate()
         for item in items:
             if behind_searches:
-                await gate.wait_clear(DERIVATION_HOLD)
+                await gate.wait_clear_async(DERIVATION_HOLD)
             content = item[0].content
             chinese = needs_segmenter(content)
             if len(content) > _ON_LOOP_CHARS or (chinese and not self._segmenter_loaded):

@@ -218,7 +218,7 @@ class Retriever:
         )
         bound = 2 * self._config.route_timeout_seconds + 1
         try:
-            with search_gate().searching():  # background derivation steps aside meanwhile
+            with search_gate().counting():  # background derivation steps aside meanwhile
                 async with asyncio.timeout(bound):
                     results = await self._run(state)
         except TimeoutError:

@@ -80,7 +80,7 @@ async def test_a_query_is_answered_before_the_rest_of_a_batch() -> None:
 
     embedder.release.clear()  # the query now takes as long as the test says
     query = asyncio.ensure_future(embed_query(embedder, "where?"))
-    await _until(lambda: query_gate().in_flight == 1)
+    await _until(lambda: query_gate().count == 1)
     await asyncio.sleep(0.6)  # four sub-batches' time: the batch would be nearly done
     held_at = embedder.calls_started()
     assert held_at <= 2  # at most the sub-batch already in the engine went on
@@ -97,7 +97,7 @@ async def test_a_query_is_answered_before_the_rest_of_a_batch() -> None:
     np.testing.assert_allclose(matrix[:, 0], np.cos(numbers), atol=1e-6)  # in order
     np.testing.assert_allclose(matrix[:, 1], np.sin(numbers), atol=1e-6)
     assert [size for _, size in embedder.document_calls] == [DOCUMENT_SUB_BATCH] * 5
-    assert query_gate().in_flight == 0
+    assert query_gate().count == 0
 
 
 async def test_documents_are_not_held_back_for_good(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -105,7 +105,7 @@ async def test_documents_are_not_held_back_for_good(monkeypatch: pytest.MonkeyPa
     embedder = SlowEmbedder(document_seconds=0.01)
     embedder.release.clear()  # a query that does not end while the batch runs
     query = asyncio.ensure_future(embed_query(embedder, "stuck?"))
-    await _until(lambda: query_gate().in_flight == 1)
+    await _until(lambda: query_gate().count == 1)
     try:
         started = time.monotonic()
         matrix = await asyncio.wait_for(
@@ -133,7 +133,7 @@ async def test_texts_a_search_waits_for_are_not_held_behind_queries(
     embedder = SlowEmbedder(document_seconds=0.0)
     embedder.release.clear()  # another search's query, in flight throughout
     query = asyncio.ensure_future(embed_query(embedder, "stuck?"))
-    await _until(lambda: query_gate().in_flight == 1)
+    await _until(lambda: query_gate().count == 1)
     try:
         started = time.monotonic()
         level = await asyncio.wait_for(chance.chance_by_script(embedder, "latin"), 10)
@@ -162,7 +162,7 @@ async def test_a_failed_query_is_no_longer_counted() -> None:
 
     with pytest.raises(RuntimeError, match="engine down"):
         await embed_query(Failing(), "x")
-    assert query_gate().in_flight == 0
+    assert query_gate().count == 0
 
 
 async def test_an_abandoned_batch_stops_before_its_next_sub_batch() -> None:

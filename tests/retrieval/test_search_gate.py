@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import AsyncIterator
 
@@ -10,37 +11,38 @@ import pytest
 
 import spade_memory.engine.derivation as derivation
 from spade_memory.config import MemoryConfig, RetrievalConfig, StorageConfig
+from spade_memory.in_flight import InFlight
 from spade_memory.manager import MemoryManager
-from spade_memory.retrieval.search_gate import SearchGate, search_gate
+from spade_memory.retrieval.search_gate import search_gate
 
 
 async def test_the_gate_counts_searches_and_waits_for_them() -> None:
-    gate = SearchGate()
-    assert gate.in_flight == 0
-    assert await gate.wait_clear(0.0)  # none in flight: at once
-    with gate.searching():
-        assert gate.in_flight == 1
+    gate = InFlight()
+    assert gate.count == 0
+    assert await gate.wait_clear_async(0.0)  # none in flight: at once
+    with gate.counting():
+        assert gate.count == 1
         started = time.monotonic()
-        assert not await gate.wait_clear(0.05)  # still searching when the wait ends
+        assert not await gate.wait_clear_async(0.05)  # still searching when the wait ends
         assert time.monotonic() - started >= 0.05
-    assert gate.in_flight == 0
+    assert gate.count == 0
 
     async def search_for(seconds: float) -> None:
-        with gate.searching():
+        with gate.counting():
             await asyncio.sleep(seconds)
 
     searching = asyncio.create_task(search_for(0.05))
     await asyncio.sleep(0)
-    assert gate.in_flight == 1
-    assert await gate.wait_clear(5.0)  # returns when the search ends, not at the timeout
+    assert gate.count == 1
+    assert await gate.wait_clear_async(5.0)  # returns when the search ends, not at the timeout
     assert searching.done()
 
 
 async def test_a_failing_search_is_no_longer_counted() -> None:
-    gate = SearchGate()
-    with pytest.raises(RuntimeError), gate.searching():
+    gate = InFlight()
+    with pytest.raises(RuntimeError), gate.counting():
         raise RuntimeError("the search failed")
-    assert gate.in_flight == 0
+    assert gate.count == 0
 
 
 def _config() -> MemoryConfig:
@@ -67,7 +69,7 @@ async def test_derivation_waits_while_a_search_runs(
     memory: MemoryManager, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(derivation, "DERIVATION_HOLD", 30.0)
-    with search_gate().searching():  # a search of another memory of the process
+    with search_gate().counting():  # a search of another memory of the process
         stored = await memory.store("Alice works at Acme in Berlin.")
         flushing = asyncio.create_task(memory.flush())
         await asyncio.sleep(0.5)
@@ -80,7 +82,7 @@ async def test_derivation_waits_while_a_search_runs(
 
 async def test_derivation_advances_while_searches_never_pause(memory: MemoryManager) -> None:
     """Held at most DERIVATION_HOLD per memory: a search that never ends starves nothing."""
-    with search_gate().searching():
+    with search_gate().counting():
         await memory.store_many({"content": f"Bob met Carol in town {n}."} for n in range(10))
         started = time.monotonic()
         await asyncio.wait_for(memory.flush(), 10)
@@ -98,7 +100,21 @@ async def test_recall_does_not_wait_behind_its_own_search(
     await memory._engine.deriver.aclose()  # marks stay: recall reads the claim itself
     berlin = await memory.store("Alice lives in Berlin.")
     monkeypatch.setattr(derivation, "DERIVATION_HOLD", 30.0)
-    with search_gate().searching():
+    with search_gate().counting():
         recalled = await asyncio.wait_for(memory.recall("where does Alice live"), 5)
     assert [r.memory.id for r in recalled] == [berlin.id]
     assert await memory.recall_memory(paris.id) is None
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork here")
+def test_a_forked_child_counts_nothing_of_its_parent() -> None:
+    """A search (or query) counted in the parent when it forks never ends in the child:
+    there, every count starts at zero, or the child's background work would wait on it."""
+    gate = InFlight()
+    with gate.counting(), search_gate().counting():
+        pid = os.fork()
+        if pid == 0:  # the child: 0 when nothing is counted there
+            os._exit(0 if gate.count == 0 and search_gate().count == 0 else 1)
+        _, status = os.waitpid(pid, 0)
+        assert gate.count == 1  # the parent's own count is kept
+    assert os.waitstatus_to_exitcode(status) == 0
