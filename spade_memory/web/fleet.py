@@ -36,6 +36,7 @@ logger = logging.getLogger(__name__)
 Opener = Callable[[Path, str], Awaitable["MemoryManager"]]
 """Opens the memory of an agent (its JID) under a root."""
 
+
 class Fleet:
     """The pages of every agent of a memory root.
 
