@@ -24,6 +24,8 @@ from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any
 
+from .scripts import HAN_RANGES
+
 __all__ = [
     "CHINESE_STOPWORDS",
     "ENGLISH_STOPWORDS",
@@ -84,7 +86,9 @@ STOPWORDS: frozenset[str] = ENGLISH_STOPWORDS | CHINESE_STOPWORDS
 
 # --- scripts --------------------------------------------------------------------
 
-_HAN = "\u3005\u3007\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f"
+# the ideographs of text.scripts, with 々 and 〇 and the supplementary planes'
+# ideographs (extensions B and on), which the index cuts as Chinese too
+_HAN = f"\u3005\u3007{HAN_RANGES}\U00020000-\U0003134f"
 _KANA = "\u3041-\u3096\u309d-\u309f\u30a1-\u30fa\u30fc-\u30ff\u31f0-\u31ff"
 _HANGUL = "\u1100-\u11ff\u3131-\u318e\uac00-\ud7a3"
 _SEGMENT = re.compile(f"([{_HAN}{_KANA}]+)|([{_HANGUL}]+)")
