@@ -24,7 +24,6 @@ once, kept for the pipeline to write).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -271,8 +270,15 @@ class Deriver(BackgroundWorker):
                 if self._closed:
                     # closing (cancelled meanwhile): the batch commits whole or not at
                     # all; its failure must not replace the cancellation
-                    with contextlib.suppress(StorageError):
+                    try:
                         await writing
+                    except StorageError as exc:
+                        logger.info(
+                            "%s: a derived batch was not written while closing (%s); its "
+                            "memories keep their marks and are derived on the next open",
+                            self._base.agent,
+                            exc,
+                        )
                 else:
                     await writing
 
