@@ -35,6 +35,7 @@ from ..embedding.fingerprints import outnumbering
 from ..errors import EmbeddingError, EmbeddingUnavailable, StorageError
 from ..models import Embedder
 from ..storage.base import BaseMemoryStore
+from ..storage.embeddings import PendingVector
 from ..storage.graph_store import GraphStore
 from ..storage.vectors import IndexKind, VectorIndex
 from .background_worker import BackgroundWorker
@@ -410,7 +411,7 @@ class VectorIndexer(BackgroundWorker):
         ahead = 2 if is_async_embedder(self._embedder) else 1
         cursor = 0
         exhausted = False
-        embedding: list[tuple[list[tuple[int, str, float]], asyncio.Future[np.ndarray | None]]] = []
+        embedding: list[tuple[list[PendingVector], asyncio.Future[np.ndarray | None]]] = []
         writing: asyncio.Task[None] | None = None
 
         async def hand_over(up_to: int) -> None:
@@ -446,7 +447,7 @@ class VectorIndexer(BackgroundWorker):
 
     async def _next_pending(
         self, fingerprint: str, cursor: int
-    ) -> tuple[list[tuple[int, str, float]] | None, int]:
+    ) -> tuple[list[PendingVector] | None, int]:
         """The next batch to embed after ``cursor`` (``None`` when none is left), and the
         cursor past it."""
         batch_size = self._storage.embed_batch_size
@@ -454,19 +455,24 @@ class VectorIndexer(BackgroundWorker):
             fetched = await self._base.pending_embeddings(fingerprint, batch_size, after_id=cursor)
             if not fetched:
                 return None, cursor
-            cursor = fetched[-1][0]  # past the failed ones too, or they would stall the rest
-            batch = [item for item in fetched if item[0] not in self._failed]
+            cursor = fetched[-1].memory_id  # past the failed ones too, or they would stall the rest
+            # A memory waits here with its vector in FAISS when the turn that vector
+            # was made with changed or went (storage.embeddings): out of searches
+            # until it is embedded again.
+            dropped = self._index.remove([item.memory_id for item in fetched])
+            self._dirty += dropped
+            batch = [item for item in fetched if item.memory_id not in self._failed]
             if batch:
                 return batch, cursor
 
-    async def _vectors_of(self, batch: list[tuple[int, str, float]]) -> np.ndarray | None:
+    async def _vectors_of(self, batch: list[PendingVector]) -> np.ndarray | None:
         """The vectors of a batch, or ``None`` when the embedder refused it (skipped).
 
         Raises:
             EmbeddingUnavailable: the embedder did not answer; try again later.
         """
         try:
-            return await embed_documents(self._embedder, [content for _, content, _ in batch])
+            return await embed_documents(self._embedder, [item.text for item in batch])
         except EmbeddingUnavailable:
             raise
         except EmbeddingError as exc:
@@ -479,21 +485,19 @@ class VectorIndexer(BackgroundWorker):
             )
         except Exception:
             logger.exception("%s: embedder failed on a batch; skipped", self._base.agent)
-        self._failed.update(item[0] for item in batch)
+        self._failed.update(item.memory_id for item in batch)
         return None
 
     async def _keep(
-        self, fingerprint: str, batch: list[tuple[int, str, float]], vectors: np.ndarray
+        self, fingerprint: str, batch: list[PendingVector], vectors: np.ndarray
     ) -> None:
         """Write a batch's vectors into SQLite, then into FAISS."""
-        items = [
-            (memory_id, updated_at, vectors[row])
-            for row, (memory_id, _, updated_at) in enumerate(batch)
-        ]
-        stored, seq = await self._base.put_embeddings(fingerprint, items)
+        items = [(item.memory_id, item.updated_at, vectors[row]) for row, item in enumerate(batch)]
+        contexts = {item.memory_id: item.context_at for item in batch}
+        stored, seq = await self._base.put_embeddings(fingerprint, items, contexts=contexts)
         if stored:
             kept = set(stored)
-            rows = [row for row, item in enumerate(batch) if item[0] in kept]
+            rows = [row for row, item in enumerate(batch) if item.memory_id in kept]
             ids = np.asarray(stored, dtype=np.int64)
             self._index.add(ids, np.ascontiguousarray(vectors[rows], dtype=np.float32))
             self._dirty += len(stored)

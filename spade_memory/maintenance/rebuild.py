@@ -240,7 +240,10 @@ class Rebuilder:
             return await asyncio.to_thread(tokens)
         if not memories:
             return []
-        matrix = await embed_documents(self._embedder(), [m.content for m in memories])
+        texts = await self._base.vector_texts([m.id for m in memories])
+        matrix = await embed_documents(
+            self._embedder(), [texts.get(m.id, m.content) for m in memories]
+        )
         return list(np.asarray(matrix, dtype=np.float32))
 
     async def _apply(

@@ -41,7 +41,7 @@ def rrf(ranked: Sequence[int], k: int) -> dict[int, float]:
 
 
 def _ranks(scores: Mapping[int, float]) -> dict[int, int]:
-    ordered = sorted(scores, key=lambda key: -scores[key])
+    ordered = sorted(scores, key=lambda key: (-scores[key], key))
     return {key: rank for rank, key in enumerate(ordered, start=1)}
 
 
@@ -69,8 +69,9 @@ def fuse_subroutes(
     Scores returned are in [0, 1 + bonus] before the final blend rescales them.
     """
     if config.fusion_mode == "rrf":
-        a = rrf(sorted(first, key=lambda key: -first[key]), config.rrf_k)
-        b = rrf(sorted(second, key=lambda key: -second[key]), config.rrf_k)
+        # equal scores rank by id: the same ranks whatever order a sub-route found them in
+        a = rrf(sorted(first, key=lambda key: (-first[key], key)), config.rrf_k)
+        b = rrf(sorted(second, key=lambda key: (-second[key], key)), config.rrf_k)
     else:
         a = minmax(first)
         b = minmax(second)

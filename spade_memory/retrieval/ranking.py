@@ -1,27 +1,20 @@
 """The last stage of a search: MMR over the ranked pool, and each result's explanation.
 
 :func:`diversify` picks the results from the pool by maximal marginal relevance,
-comparing memories by their stored vectors (word overlap where a vector is
-missing); :func:`explain_result` says how a result's score was made.
+comparing memories by the words they hold; :func:`explain_result` says how a
+result's score was made.
 """
 
 from __future__ import annotations
 
-import logging
-
-import numpy as np
-
 from ..config import RetrievalConfig
 from ..models import Memory, ScoreExplanation
-from ..storage.base import BaseMemoryStore
 from ..text.tokenizer import Tokenizer
 from .fusion import FusedScore, mmr
 from .graph import GraphHits
 from .rerank import IndexedTokens
 
 __all__ = ["diversify", "explain_result"]
-
-logger = logging.getLogger(__name__)
 
 
 def _jaccard(a: set[str], b: set[str]) -> float:
@@ -31,27 +24,24 @@ def _jaccard(a: set[str], b: set[str]) -> float:
     return shared / (len(a) + len(b) - shared)
 
 
-async def diversify(
-    base: BaseMemoryStore,
+def diversify(
     tokenizer: Tokenizer,
     config: RetrievalConfig,
-    fingerprint: str | None,
-    dim: int,
     pool: list[Memory],
     final: dict[int, float],
     limit: int,
     indexed: IndexedTokens,
 ) -> list[int]:
-    """The ids of the ``limit`` results chosen from ``pool`` by MMR, in order."""
+    """The ids of the ``limit`` results chosen from ``pool`` by MMR, in order.
+
+    Memories are compared by the words they hold (Jaccard overlap of their
+    indexed tokens), not by their vectors: a turn's vector holds the turn before
+    it (:mod:`spade_memory.storage.embeddings`), so by vector an answer looks like
+    a copy of its question and the turns around a hit like each other.
+    """
     ids = [memory.id for memory in pool]
     if (config.mmr_lambda >= 1.0 and config.tuning.mmr_duplicate_threshold >= 1.0) or len(ids) <= 1:
         return sorted(ids, key=lambda key: -final[key])[:limit]
-    vectors: dict[int, np.ndarray] = {}
-    if fingerprint is not None and dim:
-        try:
-            vectors = await base.vectors_for(fingerprint, dim, ids)
-        except Exception:
-            logger.exception("could not load vectors for MMR; using word overlap")
     by_id = {memory.id: memory for memory in pool}
     token_sets: dict[int, set[str]] = {}
 
@@ -65,10 +55,6 @@ async def diversify(
         return found
 
     def similarity(a: int, b: int) -> float:
-        va = vectors.get(a)
-        vb = vectors.get(b)
-        if va is not None and vb is not None:
-            return max(0.0, float(np.dot(va, vb)))
         return _jaccard(tokens(a), tokens(b))
 
     top = max(final.values())

@@ -749,12 +749,9 @@ class Retriever:
     async def _mmr(self, state: SearchState) -> None:
         """Choose the results from the pool by MMR (near-duplicates give way)."""
         started = time.perf_counter()
-        state.chosen = await diversify(
-            self._base,
+        state.chosen = diversify(
             self._tokenizer,
             self._config,
-            self._fingerprint,
-            self._dim,
             state.pool,
             state.final,
             state.limit,

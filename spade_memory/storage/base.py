@@ -689,12 +689,17 @@ class BaseMemoryStore:
 
     async def pending_embeddings(
         self, fingerprint: str, limit: int, *, after_id: int = 0
-    ) -> builtins.list[tuple[int, str, float]]:
-        """Memories without a vector of ``fingerprint``: ``(id, content, updated_at)``.
+    ) -> builtins.list[embeddings.PendingVector]:
+        """Memories without a vector of ``fingerprint``, each with the text to embed
+        (:func:`~spade_memory.storage.embeddings.vector_text`).
 
         Ordered by id, starting after ``after_id`` (a cursor for one pass).
         """
         return await embeddings.pending_embeddings(self._fetchall, fingerprint, limit, after_id)
+
+    async def vector_texts(self, memory_ids: Sequence[int]) -> dict[int, str]:
+        """The text each of these memories' vector is made of (those that exist)."""
+        return await embeddings.vector_texts(self._fetchall, memory_ids)
 
     async def count_pending_embeddings(self, fingerprint: str) -> int:
         return await embeddings.count_pending_embeddings(self._fetchall, fingerprint)
@@ -703,14 +708,18 @@ class BaseMemoryStore:
         self,
         fingerprint: str,
         items: Sequence[tuple[int, float, np.ndarray]],
+        *,
+        contexts: Mapping[int, float] | None = None,
     ) -> tuple[builtins.list[int], int]:
         """Store vectors for ``(id, updated_at, vector)``; return the ids stored and last seq.
 
         A memory deleted or changed since it was read for embedding is skipped
-        (its ``updated_at`` no longer matches), so a stale vector is never kept.
+        (its ``updated_at`` no longer matches), so a stale vector is never kept;
+        with ``contexts`` (:attr:`~spade_memory.storage.embeddings.PendingVector.context_at`
+        by id), so is one whose vector's context turn changed since.
         """
         return await embeddings.put_embeddings(
-            self._transaction, self.max_embedding_seq, fingerprint, items
+            self._transaction, self.max_embedding_seq, fingerprint, items, contexts
         )
 
     async def load_vectors(

@@ -6,12 +6,20 @@ snapshot. A vector is kept only while its memory is unchanged: it is written
 only if the memory's ``updated_at`` still matches the one read for embedding.
 The fingerprint of the embedder that wrote vectors last is kept in ``meta`` as
 ``embedder`` too, so a memory whose vectors were all lost still names it.
+
+A turn of a conversation is embedded with the turn before it (:func:`vector_text`):
+an answer ("Sweden, where my grandma lives") rarely repeats the question it
+answers ("where did you move from?"). The turn before is the memory's
+``previous_id`` when whoever sees the memory sees it too (:data:`CONTEXT_JOIN`).
+Its vector then also depends on that turn, so a change of that turn (its text,
+category or scope, or its deletion) deletes the vector (:data:`DEPENDENTS_SQL`),
+and a vector is written only if the turn read for it is unchanged too.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from ..errors import StorageError
 from .memory_rows import Fetch, Transaction
@@ -21,9 +29,13 @@ if TYPE_CHECKING:  # imported where vectors are read or written: counting loads 
     import numpy as np
 
 __all__ = [
+    "CONTEXT_CHARS",
+    "CONTEXT_JOIN",
+    "DEPENDENTS_SQL",
     "EMBEDDER_KEY",
     "LAST_EMBEDDER_SQL",
     "MAIN_FINGERPRINT_SQL",
+    "PendingVector",
     "count_embedded",
     "count_pending_embeddings",
     "counts_by_fingerprint",
@@ -33,6 +45,8 @@ __all__ = [
     "main_fingerprint",
     "pending_embeddings",
     "put_embeddings",
+    "vector_text",
+    "vector_texts",
     "vectors_for",
 ]
 
@@ -49,6 +63,64 @@ LAST_EMBEDDER_SQL: Final = f"SELECT value FROM meta WHERE key = '{EMBEDDER_KEY}'
 """The fingerprint of the embedder that wrote vectors last (no row: none ever did)."""
 
 
+CONTEXT_JOIN: Final = (
+    "p.id = m.previous_id AND p.category = m.category AND p.owner IS m.owner "
+    "AND p.visibility = m.visibility AND m.visibility != 'shared'"
+)
+"""When memory ``p`` is the context of memory ``m``'s vector: ``m``'s previous turn
+(same conversation, see ``memories.previous_id``), of the same category, owner and
+visibility, so that whoever sees ``m`` sees ``p`` too (a shared memory's readers
+are a set of their own: never)."""
+
+CONTEXT_CHARS: Final = 400
+"""At most this many characters of the turn before make a memory's vector context
+(its end: what was said last before the memory)."""
+
+DEPENDENTS_SQL: Final = (
+    "DELETE FROM embeddings WHERE memory_id IN (SELECT id FROM memories WHERE previous_id = ?)"
+)
+"""Delete the vectors made with a memory as their context (one parameter: its id):
+run when its text, category or scope changes or it is deleted; they are made again."""
+
+
+class PendingVector(NamedTuple):
+    """A memory to embed: its id, the text its vector is made of
+    (:func:`vector_text`), its ``updated_at``, and the ``updated_at`` of the turn
+    in that text (0.0: none)."""
+
+    memory_id: int
+    text: str
+    updated_at: float
+    context_at: float
+
+
+def vector_text(content: str, previous: str | None) -> str:
+    """The text a memory's vector is made of: its content, after the end of the turn
+    before it (at most :data:`CONTEXT_CHARS` characters, from a word's start) when
+    it has one (:data:`CONTEXT_JOIN`)."""
+    if not previous:
+        return content
+    tail = previous[-CONTEXT_CHARS:]
+    if len(previous) > CONTEXT_CHARS:
+        cut = tail.find(" ")
+        if 0 <= cut < len(tail) - 1:
+            tail = tail[cut + 1 :]
+    return f"{tail}\n{content}"
+
+
+_PENDING_COLUMNS: Final = "m.id, m.content, m.updated_at, p.content, p.updated_at"
+
+
+def _pending(row: Sequence[Any]) -> PendingVector:
+    context = None if row[3] is None else str(row[3])
+    return PendingVector(
+        int(row[0]),
+        vector_text(str(row[1]), context),
+        float(row[2]),
+        0.0 if row[4] is None else float(row[4]),
+    )
+
+
 async def main_fingerprint(fetch: Fetch) -> str | None:
     """The embedder fingerprint of most stored vectors, else the one that wrote
     vectors last; ``None`` when the memory never had a vector."""
@@ -61,18 +133,35 @@ async def main_fingerprint(fetch: Fetch) -> str | None:
 
 async def pending_embeddings(
     fetch: Fetch, fingerprint: str, limit: int, after_id: int
-) -> list[tuple[int, str, float]]:
-    """Memories without a vector of ``fingerprint``: ``(id, content, updated_at)``.
+) -> list[PendingVector]:
+    """Memories without a vector of ``fingerprint``, with the text to embed.
 
     Ordered by id, starting after ``after_id`` (a cursor for one pass).
     """
     rows = await fetch(
-        "SELECT m.id, m.content, m.updated_at FROM memories AS m "
+        f"SELECT {_PENDING_COLUMNS} FROM memories AS m "
         "LEFT JOIN embeddings AS e ON e.memory_id = m.id AND e.fingerprint = ? "
+        f"LEFT JOIN memories AS p ON {CONTEXT_JOIN} "
         "WHERE e.memory_id IS NULL AND m.id > ? ORDER BY m.id LIMIT ?",
         (fingerprint, int(after_id), int(limit)),
     )
-    return [(int(r[0]), str(r[1]), float(r[2])) for r in rows]
+    return [_pending(row) for row in rows]
+
+
+async def vector_texts(fetch: Fetch, memory_ids: Sequence[int]) -> dict[int, str]:
+    """The text each of these memories' vector is made of (:func:`vector_text`)."""
+    wanted = list(dict.fromkeys(int(i) for i in memory_ids))
+    found: dict[int, str] = {}
+    for start in range(0, len(wanted), SQL_CHUNK):
+        chunk = wanted[start : start + SQL_CHUNK]
+        rows = await fetch(
+            f"SELECT {_PENDING_COLUMNS} FROM memories AS m "
+            f"LEFT JOIN memories AS p ON {CONTEXT_JOIN} "
+            f"WHERE m.id IN ({placeholders(len(chunk))})",
+            chunk,
+        )
+        found.update((item.memory_id, item.text) for item in map(_pending, rows))
+    return found
 
 
 async def count_pending_embeddings(fetch: Fetch, fingerprint: str) -> int:
@@ -86,17 +175,26 @@ async def count_pending_embeddings(fetch: Fetch, fingerprint: str) -> int:
     return int(rows[0][0])
 
 
+_UPSERT: Final = (
+    "ON CONFLICT (memory_id) DO UPDATE SET fingerprint = excluded.fingerprint, "
+    "dim = excluded.dim, vector = excluded.vector, seq = excluded.seq"
+)
+
+
 async def put_embeddings(
     transaction: Transaction,
     max_seq: Callable[[], Awaitable[int]],
     fingerprint: str,
     items: Sequence[tuple[int, float, np.ndarray]],
+    contexts: Mapping[int, float] | None = None,
 ) -> tuple[list[int], int]:
     """Store vectors for ``(id, updated_at, vector)``; return the ids stored and last seq.
 
     A memory deleted or changed since it was read for embedding is skipped
     (its ``updated_at`` no longer matches), so a stale vector is never kept.
-    ``max_seq`` gives the last seq when there is nothing to store.
+    With ``contexts`` (each memory's :attr:`PendingVector.context_at`), so is one
+    whose context turn changed, went or came since. ``max_seq`` gives the last seq
+    when there is nothing to store.
     """
     import numpy as np
 
@@ -113,16 +211,35 @@ async def put_embeddings(
         first = int(next(iter(rows))[0]) if rows else 0
         # One executemany and one check, not two round trips per vector: the
         # write lock (which stores wait for) is held for a few round trips only.
-        await db.executemany(
-            "INSERT INTO embeddings (memory_id, fingerprint, dim, vector, seq) "
-            "SELECT id, ?, ?, ?, ? FROM memories WHERE id = ? AND updated_at = ? "
-            "ON CONFLICT (memory_id) DO UPDATE SET fingerprint = excluded.fingerprint, "
-            "dim = excluded.dim, vector = excluded.vector, seq = excluded.seq",
-            [
-                (fingerprint, int(array.shape[0]), array.tobytes(), first + n, memory_id, at)
-                for n, (memory_id, at, array) in enumerate(checked, start=1)
-            ],
-        )
+        if contexts is None:
+            await db.executemany(
+                "INSERT INTO embeddings (memory_id, fingerprint, dim, vector, seq) "
+                "SELECT id, ?, ?, ?, ? FROM memories WHERE id = ? AND updated_at = ? "
+                f"{_UPSERT}",
+                [
+                    (fingerprint, int(array.shape[0]), array.tobytes(), first + n, memory_id, at)
+                    for n, (memory_id, at, array) in enumerate(checked, start=1)
+                ],
+            )
+        else:
+            await db.executemany(
+                "INSERT INTO embeddings (memory_id, fingerprint, dim, vector, seq) "
+                "SELECT m.id, ?, ?, ?, ? FROM memories AS m WHERE m.id = ? AND m.updated_at = ? "
+                f"AND coalesce((SELECT p.updated_at FROM memories AS p WHERE {CONTEXT_JOIN}), "
+                f"0.0) = ? {_UPSERT}",
+                [
+                    (
+                        fingerprint,
+                        int(array.shape[0]),
+                        array.tobytes(),
+                        first + n,
+                        memory_id,
+                        at,
+                        float(contexts.get(memory_id, 0.0)),
+                    )
+                    for n, (memory_id, at, array) in enumerate(checked, start=1)
+                ],
+            )
         seq = first + len(checked)
         written: set[int] = set()
         wanted = list(dict.fromkeys(memory_id for memory_id, _, _ in checked))

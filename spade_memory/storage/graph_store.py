@@ -345,7 +345,8 @@ class GraphStore:
         """Entries without a vector of ``fingerprint``: ``(id, summary, updated_at, reuse)``.
 
         ``reuse`` is the memory's document vector when the summary is its content
-        word for word (so it need not be embedded twice), else ``None``.
+        word for word (so it need not be embedded twice; a turn's vector holds the
+        turn before it too, :mod:`spade_memory.storage.embeddings`), else ``None``.
         """
         rows = await self._base.fetchall(
             "SELECT g.memory_id, g.summary, g.updated_at, "

@@ -22,6 +22,7 @@ from ..models import Memory, Scope
 from ..text.content_key import content_key
 from ..text.graph import MemoryGraph
 from .derivation import Deferred, clear_pending, mark_pending, renew_pending
+from .embeddings import DEPENDENTS_SQL
 from .graph import (
     delete_graph,
     delete_graph_rows,
@@ -330,6 +331,15 @@ async def update_memory(
                 )
             if "content" in changes:
                 await db.execute("DELETE FROM embeddings WHERE memory_id = ?", (memory_id,))
+            elif "category" in changes or "scope" in changes:
+                # its turn before may no longer be its vector's context, or become it
+                await db.execute(
+                    "DELETE FROM embeddings WHERE memory_id = ? AND EXISTS "
+                    "(SELECT 1 FROM memories WHERE id = ? AND previous_id IS NOT NULL)",
+                    (memory_id, memory_id),
+                )
+            if changes.keys() & {"content", "category", "scope"}:
+                await db.execute(DEPENDENTS_SQL, (memory_id,))
             if graph is not None:
                 await delete_graph(db, memory_id)
                 await write_graph(db, memory_id, graph, now=now)
@@ -350,6 +360,7 @@ def delete_rows(memory_id: int, agent: str, db: sqlite3.Connection) -> bool:
     if removed:
         db.execute("DELETE FROM memories_fts WHERE rowid = ?", (memory_id,))
         db.execute("DELETE FROM embeddings WHERE memory_id = ?", (memory_id,))
+        db.execute(DEPENDENTS_SQL, (memory_id,))
         clear_pending(memory_id, db)
         db.execute("UPDATE agent_stats SET forgets = forgets + 1 WHERE agent = ?", (agent,))
     return bool(removed)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..text.graph import MemoryGraph
+from .embeddings import DEPENDENTS_SQL
 from .graph import delete_graph, write_graph
 from .sql import placeholders
 
@@ -102,6 +103,7 @@ async def merge_memories(
                 (survivor, content_tokens, context_tokens),
             )
             await db.execute("DELETE FROM embeddings WHERE memory_id = ?", (survivor,))
+            await db.execute(DEPENDENTS_SQL, (survivor,))
             await delete_graph(db, survivor)
             await write_graph(db, survivor, graph, now=fields.updated_at)
             await db.execute("DELETE FROM derive_pending WHERE memory_id = ?", (survivor,))
@@ -120,4 +122,5 @@ async def merge_memories(
             await db.execute("DELETE FROM memories WHERE id = ?", (other,))
             await db.execute("DELETE FROM memories_fts WHERE rowid = ?", (other,))
             await db.execute("DELETE FROM embeddings WHERE memory_id = ?", (other,))
+            await db.execute(DEPENDENTS_SQL, (other,))
     return True

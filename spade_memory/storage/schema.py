@@ -317,6 +317,15 @@ _V10 = (
     )""",
 )
 
+_V11 = (
+    # A turn of a conversation is embedded with the turn before it when whoever
+    # sees it sees that turn too (storage/embeddings.py, CONTEXT_JOIN as it was
+    # here): the vectors of such turns are dropped and made again in the background.
+    "DELETE FROM embeddings WHERE memory_id IN (SELECT m.id FROM memories AS m "
+    "JOIN memories AS p ON p.id = m.previous_id AND p.category = m.category "
+    "AND p.owner IS m.owner AND p.visibility = m.visibility AND m.visibility != 'shared')",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _V1),
     Migration(2, "graph nodes, edges, entries and memory atoms", _V2),
@@ -328,6 +337,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(8, "a checksum of each memory's row", _V8),
     Migration(9, "the conversation store and the sources of formed memories", _V9),
     Migration(10, "memories whose graph and atoms are still to be derived", _V10),
+    Migration(11, "turns of a conversation embedded with the turn before them", _V11),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

@@ -57,18 +57,29 @@ async def bump_generation(db: aiosqlite.Connection, what: str) -> int:
     return generation
 
 
-def change_log_statements(table: str, columns: str) -> list[str]:
+def change_log_statements(table: str, columns: str, *, next_turns: bool = False) -> list[str]:
     """A change log ``table`` of the memories inserted, deleted, or updated in
-    ``columns`` (comma-separated), kept by triggers while a rebuild runs."""
+    ``columns`` (comma-separated), kept by triggers while a rebuild runs; with
+    ``next_turns``, an updated or deleted memory's next turns are logged too (their
+    vectors are made with it: :mod:`spade_memory.storage.embeddings`)."""
+
+    def logged(row: str) -> str:
+        also = ""
+        if next_turns:
+            also = (
+                f" INSERT INTO {table} (memory_id) "
+                f"SELECT id FROM memories WHERE previous_id = {row}.id;"
+            )
+        return f"BEGIN INSERT INTO {table} (memory_id) VALUES ({row}.id);{also} END"
+
     return [
         f"CREATE TABLE IF NOT EXISTS {table} "
         "(seq INTEGER PRIMARY KEY AUTOINCREMENT, memory_id INTEGER NOT NULL)",
         f"CREATE TRIGGER IF NOT EXISTS {table}_insert AFTER INSERT ON memories "
         f"BEGIN INSERT INTO {table} (memory_id) VALUES (new.id); END",
         f"CREATE TRIGGER IF NOT EXISTS {table}_update AFTER UPDATE OF {columns} "
-        f"ON memories BEGIN INSERT INTO {table} (memory_id) VALUES (new.id); END",
-        f"CREATE TRIGGER IF NOT EXISTS {table}_delete AFTER DELETE ON memories "
-        f"BEGIN INSERT INTO {table} (memory_id) VALUES (old.id); END",
+        f"ON memories {logged('new')}",
+        f"CREATE TRIGGER IF NOT EXISTS {table}_delete AFTER DELETE ON memories {logged('old')}",
     ]
 
 
@@ -169,7 +180,15 @@ class ShadowWriter:
             )
             sql = str(next(iter(found))[0])
             await self._db.execute(sql.replace(_LIVE[what], _SHADOW[what], 1))
-            for statement in change_log_statements(_log_table(what), "content, context"):
+            if what == "vectors":  # a vector is made of its memory and the turn before it
+                log = change_log_statements(
+                    _log_table(what),
+                    "content, context, category, owner, visibility",
+                    next_turns=True,
+                )
+            else:
+                log = change_log_statements(_log_table(what), "content, context")
+            for statement in log:
                 await self._db.execute(statement)
         await meta_put(self._db, checkpoint_key, checkpoint)
 

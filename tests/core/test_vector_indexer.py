@@ -259,3 +259,71 @@ async def test_a_batch_unavailable_with_the_next_in_flight_loses_nothing(
         # the second batch was asked for again; the first was kept, not asked twice
         assert embedder.calls.count(embedder.calls[0]) == 1
         assert embedder.calls.count(embedder.calls[1]) == 2
+
+
+async def test_a_turn_is_searched_with_the_turn_before_it_until_that_turn_is_forgotten(
+    tmp_path: Path,
+) -> None:
+    embedder = HashingEmbedder()
+    async with await MemoryManager.open("v@x", hashing_config(tmp_path)) as memory:
+        question, answer = await memory.store_many(
+            [
+                {"content": "Where did you move from?", "source_conversation": "c1"},
+                {"content": "Sweden, four years ago.", "source_conversation": "c1"},
+            ]
+        )
+        await memory.flush()
+        fingerprint, dim = embedder.fingerprint, embedder.dim
+        stored = await memory.base_store.vectors_for(fingerprint, dim, [answer.id])
+        wanted = embedder.embed_documents(["Where did you move from?\nSweden, four years ago."])
+        np.testing.assert_allclose(stored[answer.id], wanted[0], atol=1e-6)
+        await memory.forget(question.id)
+        await memory.flush()
+        stored = await memory.base_store.vectors_for(fingerprint, dim, [answer.id])
+        alone = embedder.embed_documents(["Sweden, four years ago."])[0]
+        np.testing.assert_allclose(stored[answer.id], alone, atol=1e-6)
+        assert await index_ids(memory) == {answer.id}
+        # the vector searched is the one made without the forgotten turn
+        assert memory.indexer is not None
+        ids, scores = await memory.indexer.search(alone, 1)
+        assert ids.tolist() == [answer.id] and scores[0] > 0.999
+
+
+class GoesDown(HashingEmbedder):
+    """Embeds documents until ``down`` is set, then is unavailable."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.down = False
+
+    def embed_documents(self, texts):  # type: ignore[no-untyped-def]
+        if self.down:
+            raise EmbeddingUnavailable("endpoint down")
+        return super().embed_documents(texts)
+
+
+async def test_a_turn_leaves_the_index_when_its_turn_before_is_forgotten_even_unembedded(
+    tmp_path: Path,
+) -> None:
+    embedder = GoesDown()
+    settings = dataclasses.replace(hashing_config(tmp_path), embedder=embedder, root=tmp_path)
+    async with await MemoryManager.open("v@x", settings) as memory:
+        secret, reply = await memory.store_many(
+            [
+                {"content": "My locker code is 4711.", "source_conversation": "c1"},
+                {"content": "Noted, thanks.", "source_conversation": "c1"},
+            ]
+        )
+        await memory.flush()
+        assert await index_ids(memory) == {secret.id, reply.id}
+        embedder.down = True
+        await memory.forget(secret.id)
+        await memory.flush()  # returns once an attempt found the embedder down
+        assert memory.indexer is not None and memory.indexer.unavailable is not None
+        # the reply's vector held the forgotten turn: it is searched no more
+        assert await index_ids(memory) == set()
+        assert await stored_ids(memory) == set()
+        embedder.down = False
+    async with await MemoryManager.open("v@x", settings) as memory:
+        await memory.flush()
+        assert await index_ids(memory) == {reply.id}

@@ -225,3 +225,37 @@ async def test_vectors_cannot_be_rebuilt_without_an_embedder(open_memory: Opener
         await memory.maintenance.rebuild("vectors")
     results = await memory.maintenance.rebuild("all")
     assert [r.what for r in results] == ["fts", "graph"]
+
+
+async def test_a_rebuild_remakes_a_turn_whose_turn_before_changed_meanwhile(
+    open_memory: Opener,
+) -> None:
+    memory = await open_memory("turns@localhost")
+    turns = await memory.store_many(
+        [
+            {
+                "content": f"Turn {n}: the {TOPICS[n % len(TOPICS)]} again",
+                "source_conversation": "c",
+            }
+            for n in range(14)
+        ]
+    )
+    await memory.flush()
+    with pytest.raises(Interrupted):  # the first turns' vectors are in the shadow already
+        await memory.maintenance.rebuild("vectors", batch=BATCH, progress=stop_after(2))
+    await memory.forget(turns[3].id)  # turn 4's vector was made with it
+    await memory.update(turns[6].id, content="Turn 6 now speaks of tea")  # and turn 7's
+    [result] = await memory.maintenance.rebuild("vectors", batch=BATCH)
+    assert result.resumed
+    await memory.flush()
+    ids = [m.id async for m in memory.base_store.iter_all()]
+    texts = await memory.base_store.vector_texts(ids)
+    assert texts[turns[4].id] == turns[4].content  # its turn before is gone
+    assert texts[turns[7].id] == f"Turn 6 now speaks of tea\n{turns[7].content}"
+    embedder = shared_hashing()
+    wanted = embedder.embed_documents([texts[i] for i in ids])
+    stored = await memory.base_store.vectors_for(embedder.fingerprint, embedder.dim, ids)
+    for row, memory_id in enumerate(ids):
+        np.testing.assert_allclose(stored[memory_id], wanted[row], atol=1e-6)
+    assert (await memory.check(deep=True)).clean
+    await memory.aclose()

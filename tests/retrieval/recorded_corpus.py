@@ -174,6 +174,7 @@ async def record_migrated(root: Path, variant: str) -> list[dict[str, Any]]:
     async with await MemoryManager.open(
         "recorder@localhost", config, clock=lambda: clock[0]
     ) as memory:
+        await memory.flush()  # the turns the migration embeds again (schema v11)
         return await run_queries(memory)
 
 

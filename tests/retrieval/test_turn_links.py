@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from factories import hashing_config
 
 from spade_memory import MemoryConfig, MemoryManager, RetrievalConfig
 from tests.retrieval.recorded_corpus import (
@@ -144,3 +145,39 @@ async def test_turns_grouped_into_one_commit_chain_in_their_order(tmp_path: Path
         for talk in ("music", "garden"):
             ids = sorted(item.id for item in stored if item.source_conversation == talk)
             assert _chained(ids, links)
+
+
+async def test_an_answer_is_no_copy_of_the_question_before_it(tmp_path: Path) -> None:
+    # The reply's vector is made with the long question before it (nearly the
+    # question's own vector): compared by their words, the two are no duplicates.
+    question = (
+        "Ann: Which city did Bob's sister move to after the wedding in the spring, when the "
+        "whole family came together by the lake, the weather was kind, the cousins sang old "
+        "songs, the band from the harbour played until late and everybody talked about new "
+        "jobs, new homes and the long summer ahead of them?"
+    )
+    async with await MemoryManager.open("turns@localhost", hashing_config(tmp_path)) as memory:
+        asked, reply = await memory.store_many(
+            [
+                {"content": question, "source_conversation": "c1"},
+                {"content": "Bob: Oslo.", "source_conversation": "c1"},
+            ]
+        )
+        await memory.store_many(
+            [
+                {
+                    "content": f"Ann: Which city did Carla's friend {n} visit?",
+                    "source_conversation": f"o{n}",
+                }
+                for n in range(6)
+            ]
+        )
+        await memory.flush()
+        assert memory.indexer is not None
+        embedder = memory.indexer.embedder
+        vectors = await memory.base_store.vectors_for(
+            embedder.fingerprint, embedder.dim, [asked.id, reply.id]
+        )
+        assert float(vectors[asked.id] @ vectors[reply.id]) >= 0.95  # a near-copy by vector
+        found = await memory.search("Which city did Bob's sister move to?", limit=3)
+        assert [result.memory.id for result in found[:2]] == [asked.id, reply.id]

@@ -132,9 +132,9 @@ async def test_vectors_round_trip_and_load_after_seq(tmp_path: Path) -> None:
         memories = await store.insert_many([(new(f"m{i}"), text(f"m{i}")) for i in range(5)])
         pending = await store.pending_embeddings("fp", 100)
         vectors = {m.id: np.full(4, float(m.id), np.float32) for m in memories}
-        await store.put_embeddings("fp", [(i, u, vectors[i]) for i, _, u in pending[:3]])
+        await store.put_embeddings("fp", [(i, u, vectors[i]) for i, _, u, _ in pending[:3]])
         _, _, first_seq = await store.load_vectors("fp", 4)
-        await store.put_embeddings("fp", [(i, u, vectors[i]) for i, _, u in pending[3:]])
+        await store.put_embeddings("fp", [(i, u, vectors[i]) for i, _, u, _ in pending[3:]])
         ids, matrix, seq = await store.load_vectors("fp", 4, after_seq=first_seq)
         assert ids.tolist() == [m.id for m in memories[3:]]
         assert seq == 5
