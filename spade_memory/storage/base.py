@@ -716,7 +716,7 @@ class BaseMemoryStore:
         A memory deleted or changed since it was read for embedding is skipped
         (its ``updated_at`` no longer matches), so a stale vector is never kept;
         with ``contexts`` (:attr:`~spade_memory.storage.embeddings.PendingVector.context_at`
-        by id), so is one whose vector's context turn changed since.
+        by id; missing: no context), so is one whose vector's context turn changed since.
         """
         return await embeddings.put_embeddings(
             self._transaction, self.max_embedding_seq, fingerprint, items, contexts

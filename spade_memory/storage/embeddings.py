@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from ..errors import StorageError
 from .memory_rows import Fetch, Transaction
-from .sql import SQL_CHUNK, placeholders
+from .sql import SQL_CHUNK, chunks, placeholders
 
 if TYPE_CHECKING:  # imported where vectors are read or written: counting loads no numpy
     import numpy as np
@@ -150,10 +150,8 @@ async def pending_embeddings(
 
 async def vector_texts(fetch: Fetch, memory_ids: Sequence[int]) -> dict[int, str]:
     """The text each of these memories' vector is made of (:func:`vector_text`)."""
-    wanted = list(dict.fromkeys(int(i) for i in memory_ids))
     found: dict[int, str] = {}
-    for start in range(0, len(wanted), SQL_CHUNK):
-        chunk = wanted[start : start + SQL_CHUNK]
+    for chunk in chunks(list(dict.fromkeys(int(i) for i in memory_ids))):
         rows = await fetch(
             f"SELECT {_PENDING_COLUMNS} FROM memories AS m "
             f"LEFT JOIN memories AS p ON {CONTEXT_JOIN} "
@@ -175,12 +173,6 @@ async def count_pending_embeddings(fetch: Fetch, fingerprint: str) -> int:
     return int(rows[0][0])
 
 
-_UPSERT: Final = (
-    "ON CONFLICT (memory_id) DO UPDATE SET fingerprint = excluded.fingerprint, "
-    "dim = excluded.dim, vector = excluded.vector, seq = excluded.seq"
-)
-
-
 async def put_embeddings(
     transaction: Transaction,
     max_seq: Callable[[], Awaitable[int]],
@@ -191,10 +183,11 @@ async def put_embeddings(
     """Store vectors for ``(id, updated_at, vector)``; return the ids stored and last seq.
 
     A memory deleted or changed since it was read for embedding is skipped
-    (its ``updated_at`` no longer matches), so a stale vector is never kept.
-    With ``contexts`` (each memory's :attr:`PendingVector.context_at`), so is one
-    whose context turn changed, went or came since. ``max_seq`` gives the last seq
-    when there is nothing to store.
+    (its ``updated_at`` no longer matches), so a stale vector is never kept; so
+    is one whose context turn changed, went or came since: ``contexts`` gives each
+    memory's :attr:`PendingVector.context_at` as read (missing: 0.0, no context,
+    so a caller that read no context cannot write a vector for a memory that has
+    one). ``max_seq`` gives the last seq when there is nothing to store.
     """
     import numpy as np
 
@@ -211,35 +204,28 @@ async def put_embeddings(
         first = int(next(iter(rows))[0]) if rows else 0
         # One executemany and one check, not two round trips per vector: the
         # write lock (which stores wait for) is held for a few round trips only.
-        if contexts is None:
-            await db.executemany(
-                "INSERT INTO embeddings (memory_id, fingerprint, dim, vector, seq) "
-                "SELECT id, ?, ?, ?, ? FROM memories WHERE id = ? AND updated_at = ? "
-                f"{_UPSERT}",
-                [
-                    (fingerprint, int(array.shape[0]), array.tobytes(), first + n, memory_id, at)
-                    for n, (memory_id, at, array) in enumerate(checked, start=1)
-                ],
-            )
-        else:
-            await db.executemany(
-                "INSERT INTO embeddings (memory_id, fingerprint, dim, vector, seq) "
-                "SELECT m.id, ?, ?, ?, ? FROM memories AS m WHERE m.id = ? AND m.updated_at = ? "
-                f"AND coalesce((SELECT p.updated_at FROM memories AS p WHERE {CONTEXT_JOIN}), "
-                f"0.0) = ? {_UPSERT}",
-                [
-                    (
-                        fingerprint,
-                        int(array.shape[0]),
-                        array.tobytes(),
-                        first + n,
-                        memory_id,
-                        at,
-                        float(contexts.get(memory_id, 0.0)),
-                    )
-                    for n, (memory_id, at, array) in enumerate(checked, start=1)
-                ],
-            )
+        # A memory whose vector context (PendingVector.context_at, 0.0: none) is not
+        # the one read for embedding any more is skipped like a changed memory.
+        known = contexts or {}
+        await db.executemany(
+            "INSERT INTO embeddings (memory_id, fingerprint, dim, vector, seq) "
+            "SELECT m.id, ?, ?, ?, ? FROM memories AS m WHERE m.id = ? AND m.updated_at = ? "
+            f"AND coalesce((SELECT p.updated_at FROM memories AS p WHERE {CONTEXT_JOIN}), "
+            "0.0) = ? ON CONFLICT (memory_id) DO UPDATE SET fingerprint = excluded.fingerprint, "
+            "dim = excluded.dim, vector = excluded.vector, seq = excluded.seq",
+            [
+                (
+                    fingerprint,
+                    int(array.shape[0]),
+                    array.tobytes(),
+                    first + n,
+                    memory_id,
+                    at,
+                    float(known.get(memory_id, 0.0)),
+                )
+                for n, (memory_id, at, array) in enumerate(checked, start=1)
+            ],
+        )
         seq = first + len(checked)
         written: set[int] = set()
         wanted = list(dict.fromkeys(memory_id for memory_id, _, _ in checked))

@@ -202,3 +202,15 @@ async def test_opening_an_older_database_embeds_its_turns_again(tmp_path: Path) 
         assert sorted((await store.embedding_ids("fp")).tolist()) == [first, third]
     finally:
         await store.aclose()
+
+
+async def test_a_vector_written_without_its_context_is_refused(tmp_path: Path) -> None:
+    store = await open_store(tmp_path / "a.db")
+    try:
+        first, second = await insert(store, turn("question"), turn("answer"))
+        read = {item.memory_id: item for item in await store.pending_embeddings("fp", 10)}
+        items = [(i, read[i].updated_at, np.ones(3, np.float32)) for i in (first, second)]
+        stored, _ = await store.put_embeddings("fp", items)  # no context read
+        assert stored == [first]  # the answer's vector must hold its question
+    finally:
+        await store.aclose()
