@@ -126,6 +126,9 @@ class VectorIndex:
         self._save_lock = threading.Lock()
         self._deleted: set[int] = set()
         self._index: Any = self._new_index()
+        # No id above this was ever added: an id above it is not stored, which
+        # spares new memories' ids (SQLite rowids grow) a scan of every stored id.
+        self._top = -1
 
     def _new_index(self) -> Any:
         if self._kind == "flat":
@@ -161,6 +164,14 @@ class VectorIndex:
 
     def _stored_ids(self) -> NDArray[np.int64]:
         return np.asarray(faiss.vector_to_array(self._index.id_map), dtype=np.int64)
+
+    def _stored_among(self, keys: NDArray[np.int64]) -> NDArray[np.int64]:
+        """The ``keys`` the index holds (deleted HNSW ids included); no scan of the
+        stored ids when every key is above the highest ever added."""
+        keys = keys[keys <= self._top]
+        if not keys.size:
+            return keys
+        return keys[np.isin(keys, self._stored_ids())]
 
     def _deleted_array(self) -> NDArray[np.int64]:
         return np.fromiter(self._deleted, dtype=np.int64, count=len(self._deleted))
@@ -207,12 +218,13 @@ class VectorIndex:
         matrix = np.ascontiguousarray(matrix)
         keys = np.ascontiguousarray(keys)
         with self._lock:
-            clash = keys[np.isin(keys, self._stored_ids())]
+            clash = self._stored_among(keys)
             if clash.size and self._kind == "hnsw":
                 self._rebuild(drop=clash)
             elif clash.size:
                 self._index.remove_ids(faiss.IDSelectorBatch(clash))
             self._index.add_with_ids(matrix, keys)
+            self._top = max(self._top, int(keys.max()))
 
     def remove(self, ids: Iterable[int]) -> int:
         """Remove ids; unknown ones are ignored.
@@ -227,7 +239,7 @@ class VectorIndex:
         if keys.size == 0:
             return 0
         with self._lock:
-            present = keys[np.isin(keys, self._stored_ids())]
+            present = self._stored_among(keys)
             if self._kind == "flat":
                 if not present.size:
                     return 0
@@ -512,6 +524,8 @@ class VectorIndex:
         if saved_kind == "hnsw":
             inner.hnsw.efSearch = ef_search
         vector_index._index = index
+        stored = vector_index._stored_ids()
+        vector_index._top = int(stored.max()) if stored.size else -1
         info = SnapshotInfo(
             generation=generation, seq=seq, fingerprint=saved_fingerprint, dim=dim, count=count
         )

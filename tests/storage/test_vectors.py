@@ -311,6 +311,30 @@ def test_snapshot_round_trip(tmp_path: Path, kind: IndexKind) -> None:
     assert list(tmp_path.iterdir()) == [path]  # no temporary files left
 
 
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_loaded_snapshot_replaces_and_removes_the_ids_it_holds(
+    tmp_path: Path, kind: IndexKind
+) -> None:
+    """Ids are checked against what the index holds only up to the highest ever
+    added: a loaded index knows its highest, so its ids are replaced, not doubled."""
+    index, truth = _filled(kind, n=50)
+    path = tmp_path / "agent_vectors.faiss"
+    index.save_snapshot(path, generation=1, seq=1, fingerprint="f")
+    loaded = VectorIndex.load_snapshot(path, dim=DIM, fingerprint="f")
+    assert loaded is not None
+    copy = loaded[0]
+    highest = max(truth)
+    rng = np.random.default_rng(3)
+    replacement = _unit(rng, 1)
+    copy.add(np.array([highest]), replacement)
+    assert copy.ntotal == 50
+    ids, scores = copy.search(replacement[0], 1)
+    assert ids.tolist() == [highest] and scores[0] == pytest.approx(1.0, abs=1e-5)
+    assert copy.remove([highest + 1, highest + 2]) == 0  # above everything: nothing
+    assert copy.remove([min(truth)]) == 1
+    assert copy.ntotal == 49
+
+
 def test_snapshot_overwrite_is_whole(tmp_path: Path) -> None:
     path = tmp_path / "v.faiss"
     first, _ = _filled("flat", n=50, seed=1)
