@@ -125,13 +125,15 @@ def insert_rows(
     confidence) and its id stands in for it.
 
     Returns:
-        The id of each row, and the ids that were reinforced rather than inserted.
+        The id of each row, and the positions of the rows that reinforced a copy
+        rather than being inserted (a copy inserted earlier in the same call is
+        not one of them: it was inserted).
     """
     ids: list[int] = []
     reinforced: set[int] = set()
     made: dict[tuple[Any, ...], int] = {}
     last_turn: dict[str, int] = {}
-    for new, text, metadata in rows:
+    for position, (new, text, metadata) in enumerate(rows):
         key = content_key(new.content, new.context)
         copy = _copy_of(new, key, made, db) if new.dedupe else None
         if copy is not None:
@@ -140,7 +142,7 @@ def insert_rows(
                 (new.created_at, new.created_at, new.importance, new.confidence, copy),
             )
             ids.append(copy)
-            reinforced.add(copy)
+            reinforced.add(position)
             continue
         previous: int | None = None
         conversation = new.source_conversation
@@ -242,11 +244,12 @@ class InsertTransaction:
         """
         ids, reinforced = insert_rows(self.rows, self.agent, self.last, db)
         if self.graphs is not None:
-            for (new, _, _), memory_id, graph in zip(self.rows, ids, self.graphs, strict=True):
+            rows = zip(self.rows, ids, self.graphs, strict=True)
+            for position, ((new, _, _), memory_id, graph) in enumerate(rows):
                 if graph is None:
                     continue
                 when = new.created_at if self.graph_time is None else self.graph_time
-                if memory_id in reinforced:
+                if position in reinforced:
                     reinforce_atoms(memory_id, graph.reinforcement_factor, when, db)
                     renew_pending(memory_id, when, db)  # not derived yet: no atoms
                 elif isinstance(graph, Deferred):
@@ -254,9 +257,10 @@ class InsertTransaction:
                 else:
                     write_graph_rows(memory_id, graph, when, db)
         if reinforced:
+            told_again = sorted({ids[position] for position in reinforced})
             found = db.execute(
-                f"SELECT {COLUMNS} FROM memories WHERE id IN ({', '.join('?' * len(reinforced))})",
-                sorted(reinforced),
+                f"SELECT {COLUMNS} FROM memories WHERE id IN ({', '.join('?' * len(told_again))})",
+                told_again,
             ).fetchall()
             self.reinforced = {int(row[0]): row_to_memory(row) for row in found}
         return ids

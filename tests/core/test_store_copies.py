@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from factories import UNDO_CONTENT_KEYS, hashing_config
 
-from spade_memory import MemoryManager, Scope
+from spade_memory import MaintenanceConfig, MemoryManager, Scope
 from spade_memory.errors import InvalidToolInput
 from spade_memory.text.content_key import content_key, normalized_text
 
@@ -132,6 +133,30 @@ async def test_copies_in_one_batch_and_at_once_become_one_memory(
     memory = await fresh_memory.get(together[0].id)
     assert memory.access_count == 19
     assert len(await fresh_memory.list(limit=50)) == 4
+
+
+@pytest.mark.parametrize("background", [True, False], ids=["derived-behind", "derived-at-ack"])
+async def test_a_memory_told_twice_in_one_batch_gets_its_graph(background: bool) -> None:
+    """The first of two copies in one batch is inserted, so it is derived: only the
+    second is a reinforcement (each was once taken for one, and no graph was made)."""
+    config = hashing_config(derive_in_background=background)
+    config = replace(config, maintenance=MaintenanceConfig(check_on_open=False))  # no mending
+    async with await MemoryManager.open(AGENT, config) as memory:
+        stored = await memory.store_many(
+            [
+                {"content": "Greta Holm repairs violins in Uppsala"},
+                {"content": "The canteen closes at 3"},
+                {"content": "greta holm repairs violins in uppsala."},
+            ]
+        )
+        await memory.flush()
+        assert stored[0].id == stored[2].id and stored[2].access_count == 1
+        atoms = await memory.atoms(stored[0].id)
+        assert atoms and all(atom.reinforcements == (0 if background else 1) for atom in atoms)
+        report = await memory.check()
+        assert report.clean, report.found
+        hits = await memory.search("Who repairs violins?", limit=1)
+        assert [hit.memory.id for hit in hits] == [stored[0].id]
 
 
 async def test_a_copy_lengthens_the_lives_of_its_atoms(fresh_memory: MemoryManager) -> None:
