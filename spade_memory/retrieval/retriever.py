@@ -30,7 +30,7 @@ from ..models import SearchResult, Viewer
 from ..storage.base import BaseMemoryStore
 from ..text.relative_dates import query_date_terms
 from ..text.scripts import script_of
-from ..text.spelling import closest, respellable, respellings
+from ..text.spelling import closest, english_words, respellable, respellings
 from ..text.tokenizer import Tokenizer, stem
 from .candidates import (
     HiddenFilter,
@@ -385,7 +385,8 @@ class Retriever:
         return dict(hits)
 
     async def _respell(self, state: SearchState) -> None:
-        """Respell the query's words no memory holds (:mod:`spade_memory.text.spelling`):
+        """Respell the query's words that no memory holds and the English dictionary
+        lacks (:mod:`spade_memory.text.spelling`):
         ``state.respelt`` gets each with the held terms one typo away, the most
         frequent first, and ``state.spelled`` the query with each such word
         replaced by the word of its first respelling (the text the query's vector
@@ -403,14 +404,18 @@ class Retriever:
         frequencies, _ = await self._base.document_frequencies(list(set(words.values())))
         if not frequencies:
             return
-        unseen = {word: respellings(word) for word, term in words.items() if not frequencies[term]}
+        unseen = [word for word, term in words.items() if not frequencies[term]]
+        if unseen:  # a word of the dictionary is meant as typed: the memory lacks it
+            english = await asyncio.to_thread(english_words)
+            unseen = [word for word in unseen if word not in english]
         if not unseen:
             return
+        found_for = {word: respellings(word) for word in unseen}
         held = await self._base.held_terms(
-            sorted({term for found in unseen.values() for term in found})
+            sorted({term for found in found_for.values() for term in found})
         )
         spelled = state.query
-        for word, found in unseen.items():
+        for word, found in found_for.items():
             near = closest({term: held.get(term, 0) for term in found}, tuning.typo_respellings)
             if not near:
                 continue
@@ -596,8 +601,13 @@ class Retriever:
             self._base, self._hidden, head, config.neighbour_weight > 0, state.loaded
         )
         started = time.perf_counter()
+        # A typo counts as the word it was respelt to: as typed it matches nothing,
+        # and a query term no memory holds would only dilute every candidate's cover.
+        query, terms = state.query, state.terms
+        if state.spelled:
+            query, terms = state.spelled, self._tokenizer.query_terms(state.spelled)
         state.signals = await self._reranker.apply(
-            state.query, state.terms, scores, config, indexed=state.indexed, kept=state.linked
+            query, terms, scores, config, indexed=state.indexed, kept=state.linked
         )
         state.timings.extra["rerank"] = time.perf_counter() - started
 

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from spade_memory import MemoryConfig, MemoryManager, RetrievalConfig, RetrievalTuning
-from spade_memory.text.spelling import closest, respellable, respellings
+from spade_memory.text.spelling import closest, english_words, respellable, respellings
 from spade_memory.text.tokenizer import get_tokenizer
 
 TEXTS = (
@@ -119,13 +119,38 @@ async def test_a_held_or_unrelated_term_is_not_respelt(tmp_path: Path) -> None:
         assert await _found(memory, "tan") == []
 
 
+async def test_a_word_of_the_dictionary_is_meant_as_typed(tmp_path: Path) -> None:
+    """A real word the memory lacks is no typo of a held one: "cart" is one edit
+    from the held "card" but is searched as typed; "cadr" is respelt."""
+    assert {"cart", "travel", "joanna"} <= english_words()
+    assert not {"cadr", "recieve", "paitned"} & english_words()
+    async with await MemoryManager.open("typos@x.example", _keyword_config(tmp_path)) as memory:
+        await memory.store_many([{"content": text} for text in TEXTS])
+        assert await _found(memory, "cart") == []
+        assert await _found(memory, "cadr") == [TEXTS[3]]
+
+
+async def test_the_second_stage_reads_the_respelt_words(tmp_path: Path) -> None:
+    """The lexical second stage scores a typo as the word it was respelt to, as the
+    other routes read it, not as a word no memory holds."""
+    async with await MemoryManager.open("typos@x.example", _keyword_config(tmp_path)) as memory:
+        await memory.store_many([{"content": text} for text in TEXTS])
+
+        async def signals(query: str) -> dict[str, float]:
+            (hit, *_) = await memory.search(query, limit=10, explain=True)
+            assert hit.memory.content == TEXTS[1] and hit.explanation is not None
+            return {key: hit.explanation.rerank[key] for key in ("coverage", "lexical")}
+
+        assert await signals("Who paitned a sunrise?") == await signals("Who painted a sunrise?")
+
+
 async def test_the_shortest_word_respelt_is_a_knob(tmp_path: Path) -> None:
     config = _keyword_config(tmp_path, typo_min_chars=3)
     assert RetrievalConfig.from_knobs({"typo_min_chars": 3}).tuning.typo_min_chars == 3
     async with await MemoryManager.open("typos@x.example", config) as memory:
         await memory.store_many([{"content": text} for text in TEXTS])
-        assert await _found(memory, "tan") == [TEXTS[4]]  # "tank", one edit away
-        assert await _found(memory, "ta") == []  # shorter still
+        assert await _found(memory, "tnk") == [TEXTS[4]]  # "tank", one edit away
+        assert await _found(memory, "tk") == []  # shorter still
 
 
 async def test_a_term_stored_later_is_found_as_typed(tmp_path: Path) -> None:
