@@ -99,6 +99,7 @@ async def test_a_write_half_done_is_never_reported_as_a_problem(open_memory: Ope
                 await memory.forget(result.id)  # the next try stores it afresh
             elif kind == "forget":
                 ids.append(await fill_one(memory))  # something to forget next time
+                written.add(ids[-1])  # it waits for the embedder too
             assert false_problems(report, written) == {}, (kind, after, report.to_dict())
             after += 1
     assert confirmed > 0  # the unlocked reads did see writes half done
