@@ -42,7 +42,7 @@ def test_serve_shows_every_agent_of_a_root(tmp_path: Path) -> None:
     with subprocess.Popen(
         [sys.executable, "-m", "spade_memory.cli", "serve", "--root", str(root), "--port", "0"],
         cwd=REPO,
-        env=child_env(),
+        env={**child_env(), "PYTHONFAULTHANDLER": "1"},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -80,8 +80,13 @@ def _look(server: subprocess.Popen[str], root: Path) -> None:
         try:
             server.wait(timeout=30)
         except subprocess.TimeoutExpired:
-            server.kill()
-            raise
+            server.send_signal(signal.SIGABRT)  # faulthandler prints every thread's stack
+            try:
+                _, said = server.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                _, said = server.communicate()
+            raise AssertionError(f"the server did not stop on SIGINT; it said:\n{said}") from None
 
 
 @pytest.mark.parametrize("args", [["--root", "nowhere"]])
