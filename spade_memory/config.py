@@ -175,8 +175,8 @@ class RetrievalTuning:
     rerank_phrase_weight: float = knob(0.5, ge=0, le=1)
     rerank_lead_weight: float = knob(0.5, ge=0, le=1)
     relevance_vector_margin: float = knob(0.3, ge=0, le=1)
-    relevance_evidence: float = knob(0.425, ge=0, le=4)
-    relevance_similarity_weight: float = knob(1.25, ge=0, le=4)
+    relevance_evidence: float = knob(0.475, ge=0, le=4)
+    relevance_similarity_weight: float = knob(1.75, ge=0, le=4)
     relevance_keyword_share: float = knob(0.2, ge=0, le=1)
     relevance_query_margin: float = knob(0.5, ge=0, le=1)
     typo_respellings: int = knob(2, ge=0)
@@ -242,7 +242,7 @@ class RetrievalConfig:
             (``tuning.relevance_vector_margin``), an entity of the query in the
             graph, or a turn next to such a memory. ``False`` by default: on the
             benchmark of questions about nothing stored it returns nothing for
-            0.95 of Chinese but only 0.74 of English ones (BENCHMARKS.md), short of
+            0.97 of Chinese but only 0.75 of English ones (BENCHMARKS.md), short of
             the 0.9 it is meant to reach in both; every candidate may be returned,
             ranked.
         tuning: the knobs fitted on benchmarks (:class:`RetrievalTuning`).
