@@ -23,7 +23,8 @@ similarity is ``relevance_query_margin`` above chance answers by meaning alone.
 A single common word ("year", "population", a Chinese word an encyclopedia
 paragraph shares) is then no longer enough. Content words are the query's terms
 that are not stopwords, and in Chinese or Japanese the words jieba cuts, not the
-character bigrams between them (:func:`evidence_terms`).
+character bigrams between them (:func:`evidence_terms`); a typo counts as the word
+it was respelt to (:mod:`spade_memory.text.spelling`), as the routes read it.
 
 Once answered, a candidate passes with evidence of its own:
 

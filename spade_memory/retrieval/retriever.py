@@ -603,13 +603,18 @@ class Retriever:
         started = time.perf_counter()
         # A typo counts as the word it was respelt to: as typed it matches nothing,
         # and a query term no memory holds would only dilute every candidate's cover.
-        query, terms = state.query, state.terms
-        if state.spelled:
-            query, terms = state.spelled, self._tokenizer.query_terms(state.spelled)
+        query, terms = self._as_meant(state)
         state.signals = await self._reranker.apply(
             query, terms, scores, config, indexed=state.indexed, kept=state.linked
         )
         state.timings.extra["rerank"] = time.perf_counter() - started
+
+    def _as_meant(self, state: SearchState) -> tuple[str, list[str]]:
+        """The query and its terms as the routes read them: with each typo replaced
+        by its first respelling (:meth:`_respell`), else as typed."""
+        if state.spelled:
+            return state.spelled, self._tokenizer.query_terms(state.spelled)
+        return state.query, list(state.terms)
 
     async def _floor(self, state: SearchState) -> bool:
         """Keep only the candidates with evidence of matching the query
@@ -627,7 +632,8 @@ class Retriever:
         chance = await self._chance_level(script) if state.query_vector is not None else None
         if chance is not None:
             state.cosine_floor = vector_floor(chance, tuning.relevance_vector_margin)
-        terms = evidence_terms(state.query, state.terms)
+        query, query_terms = self._as_meant(state)  # a typo weighs as the word meant
+        terms = evidence_terms(query, query_terms)
         frequencies: dict[str, int] = {}
         total = 0
         if state.keyword and terms:
@@ -637,7 +643,7 @@ class Retriever:
                 logger.exception("term frequencies could not be read; no keyword evidence")
                 terms = []
         found = gather(
-            state.query,
+            query,
             terms,
             frequencies,
             total,

@@ -144,6 +144,25 @@ async def test_the_second_stage_reads_the_respelt_words(tmp_path: Path) -> None:
         assert await signals("Who paitned a sunrise?") == await signals("Who painted a sunrise?")
 
 
+async def test_the_relevance_floor_weighs_a_typo_as_the_word_meant(tmp_path: Path) -> None:
+    """With the floor on, a question whose telling word is misspelt is still answered:
+    as typed, the typo is a word no memory holds, and the question would hold nothing."""
+    for respelt, answered in ((2, True), (0, False)):
+        config = MemoryConfig(
+            root=tmp_path / str(respelt),
+            embedder=None,
+            retrieval=RetrievalConfig(
+                cache_ttl_seconds=0.0,
+                relevance_floor=True,
+                tuning=RetrievalTuning(typo_respellings=respelt),
+            ),
+        )
+        async with await MemoryManager.open("typos@x.example", config) as memory:
+            await memory.store_many([{"content": text} for text in TEXTS])
+            assert await _found(memory, "Who painted it?") == [TEXTS[1]]
+            assert await _found(memory, "Who paitned it?") == ([TEXTS[1]] if answered else [])
+
+
 async def test_the_shortest_word_respelt_is_a_knob(tmp_path: Path) -> None:
     config = _keyword_config(tmp_path, typo_min_chars=3)
     assert RetrievalConfig.from_knobs({"typo_min_chars": 3}).tuning.typo_min_chars == 3
