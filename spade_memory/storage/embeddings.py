@@ -108,7 +108,11 @@ def vector_text(content: str, previous: str | None) -> str:
     return f"{tail}\n{content}"
 
 
-_PENDING_COLUMNS: Final = "m.id, m.content, m.updated_at, p.content, p.updated_at"
+_WITH_CONTEXT: Final = (
+    "SELECT m.id, m.content, m.updated_at, p.content, p.updated_at FROM memories AS m "
+    f"LEFT JOIN memories AS p ON {CONTEXT_JOIN} "
+)
+"""Memories ``m`` with the turn their vector is made with, if any (:func:`_pending`)."""
 
 
 def _pending(row: Sequence[Any]) -> PendingVector:
@@ -139,9 +143,7 @@ async def pending_embeddings(
     Ordered by id, starting after ``after_id`` (a cursor for one pass).
     """
     rows = await fetch(
-        f"SELECT {_PENDING_COLUMNS} FROM memories AS m "
-        "LEFT JOIN embeddings AS e ON e.memory_id = m.id AND e.fingerprint = ? "
-        f"LEFT JOIN memories AS p ON {CONTEXT_JOIN} "
+        f"{_WITH_CONTEXT}LEFT JOIN embeddings AS e ON e.memory_id = m.id AND e.fingerprint = ? "
         "WHERE e.memory_id IS NULL AND m.id > ? ORDER BY m.id LIMIT ?",
         (fingerprint, int(after_id), int(limit)),
     )
@@ -153,9 +155,7 @@ async def vector_texts(fetch: Fetch, memory_ids: Sequence[int]) -> dict[int, str
     found: dict[int, str] = {}
     for chunk in chunks(list(dict.fromkeys(int(i) for i in memory_ids))):
         rows = await fetch(
-            f"SELECT {_PENDING_COLUMNS} FROM memories AS m "
-            f"LEFT JOIN memories AS p ON {CONTEXT_JOIN} "
-            f"WHERE m.id IN ({placeholders(len(chunk))})",
+            f"{_WITH_CONTEXT}WHERE m.id IN ({placeholders(len(chunk))})",
             chunk,
         )
         found.update((item.memory_id, item.text) for item in map(_pending, rows))
