@@ -132,6 +132,7 @@ class Retriever:
         self.floor_rule: Callable[[QueryEvidence, Floors], bool] = answered
         self._chance = chance
         self._chance_levels: dict[str, float] = {}
+        self._english: frozenset[str] | None = None  # the dictionary, once loaded
         self._graph = graph
         self._hidden = hidden
         self._tokenizer = tokenizer
@@ -406,8 +407,9 @@ class Retriever:
             return
         unseen = [word for word, term in words.items() if not frequencies[term]]
         if unseen:  # a word of the dictionary is meant as typed: the memory lacks it
-            english = await asyncio.to_thread(english_words)
-            unseen = [word for word in unseen if word not in english]
+            if self._english is None:  # loaded once per process, in a thread
+                self._english = await asyncio.to_thread(english_words)
+            unseen = [word for word in unseen if word not in self._english]
         if not unseen:
             return
         found_for = {word: respellings(word) for word in unseen}
