@@ -192,13 +192,21 @@ class Pending:
     messages: tuple[ConversationMessage, ...]
 
 
+# The window's last message is still kept, in that conversation at that revision.
+# Message ids are never reused (AUTOINCREMENT), but a forgotten conversation's row id
+# is: the next new conversation takes it at revision 1, cursor 0, as it was.
+_WINDOW_KEPT = (
+    "SELECT 1 FROM conversation_messages WHERE id = ? AND session_id = ? AND revision = ?"
+)
+
+
 @dataclass(slots=True)
 class FormedWindow:
     """The transaction that commits a window formed into memories.
 
     Inside one transaction: the conversation must still be at ``revision`` with its
-    cursor at ``formed_through`` (else nothing is written and the call returns
-    ``None``); then the memories (``insert``, may be ``None`` for a window that gave
+    cursor at ``formed_through`` and still hold the message ``through`` (else nothing
+    is written and the call returns ``None``); then the memories (``insert``, may be ``None`` for a window that gave
     none), a source row per memory and message (``sources``: one tuple of message
     ids per item of ``insert``), the cursor moved to ``through``, and the oldest
     formed messages past ``keep`` dropped.
@@ -218,6 +226,8 @@ class FormedWindow:
         ).fetchone()
         if row is None or int(row[0]) != self.revision or int(row[1]) != self.formed_through:
             return None  # reset, forgotten or formed by another writer meanwhile
+        if db.execute(_WINDOW_KEPT, (self.through, self.session_id, self.revision)).fetchone() is None:
+            return None  # forgotten, its row id since given to a new conversation
         ids: list[int] = []
         if self.insert is not None:
             (before,) = db.execute(

@@ -214,6 +214,36 @@ async def test_a_window_read_before_a_reset_is_discarded(memory: MemoryManager) 
     assert [m.text for m in await memory.history.messages(CID)] == ["I like green tea"]
 
 
+@pytest.mark.parametrize("next_peer", [BOB, CAROL], ids=["same-partner", "another-partner"])
+async def test_a_window_of_a_forgotten_conversation_is_discarded_when_its_row_is_reused(
+    memory: MemoryManager, next_peer: str
+) -> None:
+    # SQLite gives a deleted conversation's row id to the next new conversation, at
+    # revision 1 and cursor 0 again: a window read before the forget still names it.
+    await chat(memory, [("user", "My locker code is 4711"), ("assistant", "Noted")])
+    store = memory.engine.conversations
+    pending = await store.pending(CID)
+    assert pending is not None
+    assert await memory.history.forget(CID) == 2
+    cid = CID if next_peer == BOB else "conv-carol"
+    await chat(memory, [("user", "Are you there?")], cid=cid, peer=next_peer, start=DAY + 600)
+    reused = await store.pending(cid)
+    assert reused is not None and reused.session_id == pending.session_id
+    stale = FormedWindow(
+        session_id=pending.session_id,
+        revision=pending.revision,
+        formed_through=pending.formed_through,
+        through=pending.messages[-1].id,
+        insert=None,
+        sources=[],
+        keep=1000,
+    )
+    assert await store.commit_window(stale) is None
+    assert (await store.pending(cid)) == reused  # its cursor did not move
+    await memory.form_memories()
+    assert not [m for m in await memory.list(limit=50) if "4711" in m.content]
+
+
 async def test_a_window_formed_twice_commits_once(memory: MemoryManager) -> None:
     await chat(memory, [("user", "I like green tea")])
     store = memory.engine.conversations
