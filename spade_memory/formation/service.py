@@ -22,15 +22,17 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..config import FormationConfig
 from ..engine.engine import Engine
-from ..errors import SpadeMemoryError
+from ..errors import InvalidToolInput, SpadeMemoryError
 from ..models import ConversationMessage, Scope
 from ..storage.conversations import FormedWindow, Pending
+from ..storage.memory_rows import IndexedText, NewMemory
 from ..storage.memory_writes import InsertTransaction
+from ..text.quoting import CUT_MARK
 from .formed import FormedMemory
 from .llm_formation import form_window
 from .windows import closed_windows, next_closing
@@ -56,8 +58,8 @@ class FormationReport:
         by_llm: windows the LLM formed (the others by rules).
         discarded: windows formed but not committed (the conversation was reset or
             forgotten meanwhile, or another process formed them first).
-        memory_ids: the memories written or told again (of windows formed in the
-            background since the last report, the newest 10,000).
+        memory_ids: the memories written or told again, each once (of windows
+            formed in the background since the last report, the newest 10,000).
     """
 
     windows: int = 0
@@ -73,7 +75,8 @@ class FormationReport:
         self.reinforced += other.reinforced
         self.by_llm += other.by_llm
         self.discarded += other.discarded
-        self.memory_ids.extend(other.memory_ids)
+        seen = set(self.memory_ids)  # a memory told again in a later window: once
+        self.memory_ids.extend(i for i in other.memory_ids if i not in seen)
 
 
 class Formation:
@@ -217,14 +220,9 @@ class Formation:
             window, config=self._config, categories=engine.config.categories
         )
         conversation_id = window[0].conversation_id
-        senders = {message.id: message.sender for message in window}
         scope = self._scope_for(pending.peer, conversation_id)
-        items = [
-            _item(memory, conversation_id, senders.get(memory.sources[0], pending.peer), scope)
-            for memory in formed
-        ]
         now = engine.now()
-        prepared, explicit = engine.input.items(items, now)
+        formed, prepared, explicit = self._storable(formed, window, pending.peer, scope, now)
         insert: InsertTransaction | None = None
         if prepared:
             graphs = await engine.input.graphs_for([new for new, _ in prepared], explicit)
@@ -252,6 +250,46 @@ class Formation:
             by_llm=int(path == "llm"),
             memory_ids=sorted(set(ids)),
         )
+
+    def _storable(
+        self,
+        formed: Sequence[FormedMemory],
+        window: Sequence[ConversationMessage],
+        peer: str,
+        scope: Scope,
+        now: float,
+    ) -> tuple[list[FormedMemory], list[tuple[NewMemory, IndexedText]], list[tuple[Any, Any]]]:
+        """The formed memories the agent's memory takes, checked as ``store_many``
+        checks its items, with their checked rows and graph input.
+
+        A text over the memory's ``max_content_chars`` is cut (with ``…``); a memory
+        still refused (a model's fact holding a control character, say) is left out
+        with a warning, so one bad memory never holds the window, and every later
+        one of its conversation, back.
+        """
+        limit = self._engine.config.max_content_chars
+        by_id = {message.id: message for message in window}
+        kept: list[FormedMemory] = []
+        prepared: list[tuple[NewMemory, IndexedText]] = []
+        explicit: list[tuple[Any, Any]] = []
+        for memory in formed:
+            if len(memory.content) > limit:
+                memory = replace(memory, content=memory.content[: limit - 1] + CUT_MARK)
+            item = _item(memory, window[0].conversation_id, _teller(memory, by_id, peer), scope)
+            try:
+                checked, graph_input = self._engine.input.items([item], now)
+            except InvalidToolInput as exc:
+                logger.warning(
+                    "%s: a memory formed from %s was left out: %s",
+                    self._engine.jid,
+                    window[0].conversation_id,
+                    exc,
+                )
+                continue
+            kept.append(memory)
+            prepared.extend(checked)
+            explicit.extend(graph_input)
+        return kept, prepared, explicit
 
     async def form_pending(self) -> FormationReport:
         """Form every message not yet formed, in every conversation, now.
@@ -309,11 +347,22 @@ class Formation:
         self._tasks.clear()
 
 
+def _teller(memory: FormedMemory, window: Mapping[int, ConversationMessage], peer: str) -> str:
+    """Who told a formed memory: the sender of its first source message the partner
+    wrote (a fact from the agent's question and the partner's answer is the
+    partner's), else of its first source message, else the partner."""
+    sources = [window[i] for i in memory.sources if i in window]
+    told = next((message for message in sources if message.role == "user"), None)
+    if told is not None:
+        return told.sender
+    return sources[0].sender if sources else peer
+
+
 def _item(
     memory: FormedMemory, conversation_id: str, sender: str, scope: Scope
 ) -> Mapping[str, Any]:
-    """The ``store_many`` item of a formed memory: told by the sender of its first
-    source message, in the scope of what the partner tells."""
+    """The ``store_many`` item of a formed memory: told by ``sender``, in the scope
+    of what the partner tells."""
     item: dict[str, Any] = {
         "content": memory.content,
         "category": memory.category,

@@ -13,6 +13,7 @@ import pytest
 
 from spade_memory import ConversationMessage, FormationConfig, MemoryConfig, MemoryManager
 from spade_memory.errors import InvalidToolInput, LLMError
+from spade_memory.formation.service import FormationReport
 from spade_memory.llm import LLMResponse
 from spade_memory.storage.conversations import FormedWindow
 
@@ -406,3 +407,70 @@ async def test_a_request_to_remember_and_the_tool_call_it_led_to_make_one_memory
     assert [m.id for m in await memory.list()] == [stored.id]
     [source] = await memory.history.sources(stored.id)
     assert source.text == "remember that the Lisbon office opens on 3 March"
+
+
+class FactModel:
+    """A formation model answering with the facts it is given, sources included."""
+
+    def __init__(self, facts: list[dict[str, object]]) -> None:
+        self.facts = facts
+
+    async def complete(self, messages: object, tools: object = ()) -> LLMResponse:
+        facts = [{"importance": 0.6, **fact} for fact in self.facts]
+        answer = {"summary": "Bob and Alice talked", "importance": 0.5, "facts": facts}
+        return LLMResponse(text=json.dumps(answer))
+
+
+async def test_a_message_longer_than_a_memory_may_be_is_formed_cut(tmp_path: Path) -> None:
+    limits = dataclasses.replace(config(tmp_path, window_rounds=1), max_content_chars=200)
+    async with await MemoryManager.open(ALICE, limits, clock=clock) as memory:
+        await chat(memory, [("user", "The long story of my trip. " * 20), ("assistant", "Wow")])
+        await chat(memory, [("user", "I prefer green tea"), ("assistant", "Ok")], start=DAY + 600)
+        report = await memory.form_memories()
+        assert report.windows == 2
+        assert (await memory.history.info(CID)).pending == 0  # type: ignore[union-attr]
+        contents = [m.content for m in await memory.list(limit=50)]
+        cut = [c for c in contents if c.startswith("Bob: The long story")]
+        assert len(cut) == 1 and len(cut[0]) == 200 and cut[0].endswith("…")
+        assert "Bob: I prefer green tea" in contents
+
+
+async def test_a_formed_memory_the_store_refuses_is_left_out_and_the_window_formed(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    model = FactModel(
+        [
+            {"content": "Bob's code is \u0000 4711", "category": "fact", "sources": [1]},
+            {"content": "Bob works at Acme", "category": "fact", "sources": [1]},
+        ]
+    )
+    async with await MemoryManager.open(ALICE, config(tmp_path, llm=model), clock=clock) as memory:
+        await chat(memory, [("user", "I work at Acme"), ("assistant", "Nice")])
+        with caplog.at_level("WARNING"):
+            report = await memory.form_memories()
+        assert report.windows == 1 and report.by_llm == 1
+        assert (await memory.history.info(CID)).pending == 0  # type: ignore[union-attr]
+        contents = [m.content for m in await memory.list(limit=50)]
+        assert "Bob works at Acme" in contents
+        assert not any("4711" in c for c in contents)
+        assert "was left out" in caplog.text and "NUL" in caplog.text
+
+
+async def test_a_fact_from_the_agents_question_and_the_answer_is_the_partners(
+    tmp_path: Path,
+) -> None:
+    model = FactModel(
+        [{"content": "Bob prefers green tea", "category": "preference", "sources": [1, 2]}]
+    )
+    async with await MemoryManager.open(ALICE, config(tmp_path, llm=model), clock=clock) as memory:
+        await chat(memory, [("assistant", "Tea or coffee?"), ("user", "Green tea, always")])
+        await memory.form_memories()
+        (fact,) = [m for m in await memory.list(limit=50) if m.content == "Bob prefers green tea"]
+        assert fact.source_sender == BOB
+        assert fact.scope.owner == BOB
+
+
+def test_a_report_names_a_memory_told_again_in_a_later_window_once() -> None:
+    report = FormationReport(windows=1, memories=2, memory_ids=[1, 2])
+    report.add(FormationReport(windows=1, memories=1, reinforced=1, memory_ids=[2, 3]))
+    assert report.memory_ids == [1, 2, 3] and report.windows == 2 and report.reinforced == 1
