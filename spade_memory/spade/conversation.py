@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import uuid
 from collections import OrderedDict, deque
 from collections.abc import Mapping, Sequence
@@ -89,6 +90,9 @@ TIMEOUT_ANSWER = (
 RATE_LIMITED_ANSWER = "Too many messages: please wait {seconds:.0f} s before writing again."
 NOT_LISTENING_ANSWER = "This agent does not take messages from {sender}."
 _MAX_QUERY_CHARS = LIMITS.query_chars
+# Characters no XML stanza may carry (controls but tab and newlines, lone surrogates,
+# U+FFFE and U+FFFF): left out of an answer, which is sent and kept.
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are {name}, an agent in a multi-agent system, with a long-term memory. "
@@ -207,7 +211,7 @@ class ConversationBehaviour(CyclicBehaviour):  # type: ignore[misc]
             return
         if self._resolve_answer(msg):
             return
-        if not msg.body:
+        if not msg.body or not msg.body.strip():
             logger.debug(
                 "%s: ignoring a message without a body from %s", self.agent.jid, msg.sender
             )
@@ -445,7 +449,7 @@ class ConversationBehaviour(CyclicBehaviour):  # type: ignore[misc]
             offered = schemas if rounds < self.max_tool_rounds else []
             response = await self.llm.complete(messages, tools=offered)
             if not response.tool_calls or not offered:
-                text = (response.text or "").strip()
+                text = _NOT_XML.sub("", response.text or "").strip()[: LIMITS.message_chars]
                 return text or FALLBACK_ANSWER
             rounds += 1
             calls = tuple(

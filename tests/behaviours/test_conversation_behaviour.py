@@ -18,6 +18,7 @@ from spade.message import Message
 from spade_memory.config import ContextBudget, MemoryConfig, ToolBudget
 from spade_memory.errors import LLMError
 from spade_memory.identity import conversation_id_for, thread_conversation_id
+from spade_memory.limits import LIMITS
 from spade_memory.llm import ChatMessage, LLMResponse, ToolCall
 from spade_memory.manager import MemoryManager
 from spade_memory.spade.conversation import IN_REPLY_TO, REPLY_WITH, ConversationBehaviour
@@ -322,12 +323,32 @@ async def test_empty_answer_falls_back_to_a_short_text(manager: MemoryManager) -
     assert reply is not None and reply.body == "I have nothing to add."
 
 
+@pytest.mark.parametrize(
+    ("answer", "sent"),
+    [
+        ("fine \x00thanks\ud800\x1b!", "fine thanks!"),
+        ("x" * (LIMITS.message_chars + 5), "x" * LIMITS.message_chars),
+    ],
+    ids=["control-characters", "too-long"],
+)
+async def test_an_answer_no_stanza_or_conversation_can_hold_is_cleaned_not_lost(
+    manager: MemoryManager, answer: str, sent: str
+) -> None:
+    behaviour = await make(manager, llm=FakeLLM(LLMResponse(text=answer)))
+    reply = await turn(behaviour, incoming("how are you?"))
+    assert reply is not None and reply.get_metadata("performative") == "inform"
+    assert reply.body == sent
+    kept = await manager.history.messages(conversation_id_for(ME, PEER))
+    assert [(m.role, m.text) for m in kept] == [("user", "how are you?"), ("assistant", sent)]
+
+
 async def test_messages_without_body_and_answers_are_not_answered(
     manager: MemoryManager,
 ) -> None:
     llm = FakeLLM()
     behaviour = await make(manager, llm=llm)
     assert await turn(behaviour, incoming(None)) is None
+    assert await turn(behaviour, incoming("  \n ")) is None  # only whitespace: no body
     answer = incoming("thanks")
     answer.set_metadata(IN_REPLY_TO, "whatever")
     assert await turn(behaviour, answer) is None
