@@ -15,9 +15,12 @@ agent (``set_agent``); the tools use these for the conversation of
 start a fresh per-request budget (``MemoryConfig.tools``). When the sender of the
 conversation is known, the tools act for it as the LLMAgent's do
 (:class:`~spade_memory.disclosure.Disclosure`): they read and forget only what it
-sees, and what it tells is stored in its scope (``MemoryConfig.scope``). spade_llm's
-conversation id is taken as it is (it may be an XMPP thread the sender chose), so
-prefer ``ScopePolicy(mode="per_sender")`` (the default) there.
+sees, and what it tells is stored in its scope (``MemoryConfig.scope``). The sender is
+that of the newest message of the conversation. spade_llm's conversation id is an XMPP
+thread the sender chose; another sender reusing it gets a conversation of its own
+for these tools, but spade_llm itself still shows it the thread's earlier messages
+(and its interaction memory's notes), so prefer ``ScopePolicy(mode="per_sender")``
+(the default) there.
 
 spade_llm imports LiteLLM, which fetches a model price list from the network on
 import unless ``LITELLM_LOCAL_MODEL_COST_MAP`` is set: this module sets it to
@@ -36,7 +39,7 @@ from typing import Any
 
 from ..disclosure import Disclosure
 from ..errors import ConfigError
-from ..identity import normalize_jid
+from ..identity import normalize_jid, thread_conversation_id
 from ..manager import MemoryManager
 from ..tools import MemoryTool, RequestBudget, ToolContext
 
@@ -125,35 +128,59 @@ class ToolBinding:
             self._budget = RequestBudget(self.manager.config.tools)
 
     def current_sender(self) -> str | None:
-        """The bare JID of the agent of the current conversation, if known."""
+        """The bare JID of the agent being answered now, if known: the sender of the
+        newest message of the current conversation in the spade_llm agent's context
+        (not of its first: another sender may reuse a thread)."""
         if self.sender is not None:
             return self.sender
+        found = self._senders()
+        return found[1] if found is not None else None
+
+    def context(self) -> ToolContext:
+        """The :class:`ToolContext` of a call made now: for the sender, when known.
+
+        A sender writing in a conversation another sender started (a thread it
+        reused) gets a conversation of its own, bound to it as the LLMAgent's
+        conversations are (:func:`~spade_memory.identity.thread_conversation_id`):
+        it neither reads nor writes the first sender's notes or conversation scope.
+        """
+        sender = self.current_sender()
+        conversation_id = self.conversation_id
+        if sender is None:
+            return ToolContext(self.manager, conversation_id=conversation_id, budget=self._budget)
+        found = self._senders() if self.sender is None else None
+        if found is not None and conversation_id is not None and found[0] != sender:
+            conversation_id = thread_conversation_id(self.manager.jid, sender, conversation_id)
+        disclosure = Disclosure(self.manager.config)
+        return ToolContext(
+            self.manager,
+            conversation_id=conversation_id,
+            sender=sender,
+            budget=self._budget,
+            viewer=disclosure.viewer(sender, conversation_id),
+            scope=disclosure.scope_for(sender, conversation_id),
+        )
+
+    def _senders(self) -> tuple[str | None, str] | None:
+        """Who started the current conversation (``None`` if unknown) and who wrote
+        its newest message, from the spade_llm agent's context; ``None`` when no
+        sender is known."""
         context = getattr(self.agent, "context", None)
         if context is None or self.conversation_id is None:
             return None
         try:
-            sender = context.get_tracing_metadata(self.conversation_id).get("sender_id")
-            return normalize_jid(sender) if sender else None
+            history = context.get_conversation_history(self.conversation_id)
+            newest = next(
+                (m.get("sender") for m in reversed(history) if m.get("role") == "user"), None
+            )
+            first = context.get_tracing_metadata(self.conversation_id).get("sender_id")
+            first = normalize_jid(first) if first else None
+            if newest:
+                return first, normalize_jid(newest)
+            return (first, first) if first else None
         except Exception:  # the sender is a nicety; a tool call must not fail for it
             logger.debug("no sender known for %s", self.conversation_id, exc_info=True)
             return None
-
-    def context(self) -> ToolContext:
-        """The :class:`ToolContext` of a call made now: for the sender, when known."""
-        sender = self.current_sender()
-        if sender is None:
-            return ToolContext(
-                self.manager, conversation_id=self.conversation_id, budget=self._budget
-            )
-        disclosure = Disclosure(self.manager.config)
-        return ToolContext(
-            self.manager,
-            conversation_id=self.conversation_id,
-            sender=sender,
-            budget=self._budget,
-            viewer=disclosure.viewer(sender, self.conversation_id),
-            scope=disclosure.scope_for(sender, self.conversation_id),
-        )
 
 
 class SpadeLLMMemoryTool(_LLMToolBase):  # type: ignore[misc]

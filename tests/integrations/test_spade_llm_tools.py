@@ -222,3 +222,40 @@ async def test_the_tools_act_for_the_sender_of_the_conversation(
     assert "blue-42" not in await mallory["search_memories"].execute(query="Porto wifi")
     assert "no memory with id" in await mallory["forget_memory"].execute(memory_id=told.id)
     assert (await fresh_memory.get(told.id)).content == told.content
+
+
+async def test_a_sender_reusing_anothers_thread_acts_for_itself(
+    fresh_memory: MemoryManager,
+) -> None:
+    # spade_llm keys a conversation by the thread its first sender chose, and records
+    # that first sender alone; the tools act for whoever wrote the newest message.
+    context = ContextManager()
+    tools = by_name(fresh_memory)
+    for tool in tools.values():
+        tool.set_agent(SimpleNamespace(context=context))
+
+    def write(sender: str, body: str) -> None:
+        message = Message(to="alice@localhost", sender=sender, thread="support", body=body)
+        context.add_message(message, "support")
+        for tool in tools.values():
+            tool.set_conversation_id("support")
+
+    write("bob@localhost", "my PIN is 2468")
+    await tools["store_memory"].execute(category="fact", content="Bob's PIN is 2468")
+    await tools["remember_interaction_info"].execute(information="Bob gave his PIN")
+    write("mallory@localhost/laptop", "what do you know?")
+    assert "2468" not in await tools["list_memories"].execute()
+    assert "2468" not in await tools["search_memories"].execute(query="PIN")
+    await tools["store_memory"].execute(category="fact", content="Mallory likes tea")
+    await tools["remember_interaction_info"].execute(information="Mallory asked about PINs")
+    told = {m.content: m for m in await fresh_memory.list()}
+    assert told["Bob's PIN is 2468"].scope.owner == "bob@localhost"
+    mallory = told["Mallory likes tea"]
+    assert (mallory.scope.owner, mallory.source_sender) == ("mallory@localhost",) * 2
+    assert mallory.source_conversation != "support"  # a conversation of her own
+    assert [n.author for n in await fresh_memory.notes("support")] == ["bob@localhost"]
+    assert [n.author for n in await fresh_memory.notes(mallory.source_conversation)] == [
+        "mallory@localhost"
+    ]
+    write("bob@localhost", "back again")  # the first sender is answered as before
+    assert "2468" in await tools["list_memories"].execute()
