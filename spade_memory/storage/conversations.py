@@ -206,10 +206,10 @@ class FormedWindow:
 
     Inside one transaction: the conversation must still be at ``revision`` with its
     cursor at ``formed_through`` and still hold the message ``through`` (else nothing
-    is written and the call returns ``None``); then the memories (``insert``, may be ``None`` for a window that gave
-    none), a source row per memory and message (``sources``: one tuple of message
-    ids per item of ``insert``), the cursor moved to ``through``, and the oldest
-    formed messages past ``keep`` dropped.
+    is written and the call returns ``None``); then the memories (``insert``, may be
+    ``None`` for a window that gave none), a source row per memory and message
+    (``sources``: one tuple of message ids per item of ``insert``), the cursor moved
+    to ``through``, and the oldest formed messages past ``keep`` dropped.
     """
 
     session_id: int
@@ -226,7 +226,8 @@ class FormedWindow:
         ).fetchone()
         if row is None or int(row[0]) != self.revision or int(row[1]) != self.formed_through:
             return None  # reset, forgotten or formed by another writer meanwhile
-        if db.execute(_WINDOW_KEPT, (self.through, self.session_id, self.revision)).fetchone() is None:
+        kept = db.execute(_WINDOW_KEPT, (self.through, self.session_id, self.revision))
+        if kept.fetchone() is None:
             return None  # forgotten, its row id since given to a new conversation
         ids: list[int] = []
         if self.insert is not None:
