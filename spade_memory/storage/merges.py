@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from ..text.graph import MemoryGraph
 from .embeddings import DEPENDENTS_SQL
 from .graph import delete_graph, write_graph
+from .scope_filter import readers_key
 from .sql import placeholders
 
 if TYPE_CHECKING:
@@ -43,8 +44,7 @@ async def active_vectors(base: BaseMemoryStore, fingerprint: str, dim: int) -> l
     return await base.fetchall(
         "SELECT m.id, m.category, m.metadata, e.vector, e.seq, json_array(m.owner, "
         "m.visibility, CASE WHEN m.visibility = 'conversation' THEN m.source_conversation END, "
-        "CASE WHEN m.visibility = 'shared' THEN (SELECT json_group_array(reader) FROM "
-        "(SELECT reader FROM memory_readers WHERE memory_id = m.id ORDER BY reader)) END) "
+        f"CASE WHEN m.visibility = 'shared' THEN {readers_key('m')} END) "
         "FROM memories AS m "
         "JOIN embeddings AS e ON e.memory_id = m.id WHERE m.status = 'active' "
         "AND e.fingerprint = ? AND e.dim = ? AND length(e.vector) = e.dim * 4 ORDER BY m.id",

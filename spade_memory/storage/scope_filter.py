@@ -14,7 +14,13 @@ from typing import Any
 
 from ..models import Memory, Viewer
 
-__all__ = ["memories_joined", "same_scope", "told_in_one_scope", "visible_clause"]
+__all__ = [
+    "memories_joined",
+    "readers_key",
+    "same_scope",
+    "told_in_one_scope",
+    "visible_clause",
+]
 
 
 def memories_joined(viewer: Viewer | None) -> str:
@@ -63,14 +69,25 @@ def visible_clause(viewer: Viewer | None, alias: str = "") -> tuple[str, list[An
     return f"({within} AND ({alias}owner IS ? OR ({others})))", params
 
 
+def readers_key(alias: str) -> str:
+    """The readers of memory ``alias`` (an alias of ``memories``) as one JSON array,
+    sorted: equal for two memories exactly when their readers are."""
+    return (
+        "(SELECT json_group_array(reader) FROM (SELECT reader FROM memory_readers "
+        f"WHERE memory_id = {alias}.id ORDER BY reader))"
+    )
+
+
 def same_scope(a: str, b: str) -> str:
     """A term true when memories ``a`` and ``b`` (aliases of ``memories``) are told in
     one scope: the same owner and visibility and, for conversation memories, the same
-    conversation. A newer claim supersedes older atoms only within one scope."""
+    conversation, for shared ones the same readers. A newer claim supersedes older
+    atoms only within one scope."""
     return (
         f"({a}.owner IS {b}.owner AND {a}.visibility = {b}.visibility "
         f"AND ({b}.visibility != 'conversation' "
-        f"OR {a}.source_conversation IS {b}.source_conversation))"
+        f"OR {a}.source_conversation IS {b}.source_conversation) "
+        f"AND ({b}.visibility != 'shared' OR {readers_key(a)} = {readers_key(b)}))"
     )
 
 
@@ -80,4 +97,5 @@ def told_in_one_scope(a: Memory, b: Memory) -> bool:
         a.scope.owner == b.scope.owner
         and a.scope.visibility == b.scope.visibility
         and (b.scope.visibility != "conversation" or a.source_conversation == b.source_conversation)
+        and (b.scope.visibility != "shared" or a.scope.shared_with == b.scope.shared_with)
     )

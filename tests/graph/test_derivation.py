@@ -115,6 +115,18 @@ async def test_a_pending_claim_never_hides_across_scopes(root: Path) -> None:
         assert recalled is not None and recalled.content == lisbon.content
 
 
+async def test_a_pending_claim_shared_with_other_readers_hides_nothing(root: Path) -> None:
+    alice = "alice@x.org"
+    async with await MemoryManager.open("derive@localhost", _config(root)) as memory:
+        to_bob = await memory.store("Dana lives in Paris.", scope=Scope.shared(alice, ["b@x.org"]))
+        await memory.flush()
+    async with await _paused(root) as memory:
+        await memory.store("Dana lives in Oslo.", scope=Scope.shared(alice, ["c@x.org"]))
+        assert await _pending(memory) == 1
+        recalled = await memory.recall_memory(to_bob.id)
+        assert recalled is not None and recalled.content == to_bob.content
+
+
 async def test_bulk_forget_and_update_while_pending(root: Path) -> None:
     async with await _paused(root) as memory:
         stored = await memory.store_many(

@@ -187,6 +187,27 @@ async def test_a_claim_never_supersedes_across_scopes(memory: MemoryManager, clo
     assert [r.memory.id for r in recalled] == [berlin.id]
 
 
+async def test_memories_shared_with_other_readers_are_two_scopes(
+    memory: MemoryManager, clock: Clock
+) -> None:
+    alice, bob, carol = "alice@x.org", "bob@x.org", "carol@x.org"
+    to_bob = await memory.store("Dana lives in Paris.", scope=Scope.shared(alice, [bob]))
+    clock.advance(1)
+    to_carol = await memory.store("Dana lives in London.", scope=Scope.shared(alice, [carol]))
+    await memory.flush()
+    assert [a.live for a in await memory.atoms(to_bob.id)] == [True]
+    recalled = await memory.recall("where does Dana live", viewer=Viewer(jid=bob))
+    assert [r.memory.id for r in recalled] == [to_bob.id]
+    # the same readers, in another order, are one scope: the newer claim wins
+    clock.advance(1)
+    again = await memory.store("Dana lives in Rome.", scope=Scope.shared(alice, [carol]))
+    await memory.flush()
+    assert (await memory.atoms(to_carol.id))[0].status == "superseded"
+    assert [a.live for a in await memory.atoms(to_bob.id)] == [True]
+    recalled = await memory.recall("where does Dana live", viewer=Viewer(jid=carol))
+    assert [r.memory.id for r in recalled] == [again.id]
+
+
 async def test_forgetting_one_atom_keeps_the_rest(memory: MemoryManager) -> None:
     stored = await memory.store("Alice lives in Paris. Alice likes jazz.")
     await memory.flush()  # graph and atoms are derived right after the store
