@@ -184,7 +184,14 @@ class MemoryManager:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Finish pending work and close every store; idempotent."""
+        """Finish what is pending and close every store; idempotent.
+
+        Conversation windows are formed (``FormationConfig.form_on_close``, within
+        ``llm_timeout``), and the graphs and atoms of memories stored a moment ago are
+        derived (within two seconds); memories not embedded yet are embedded after the
+        next open (the keyword route finds them meanwhile). Nothing acknowledged is
+        lost either way: what is left is marked and done on the next open.
+        """
         if self._engine.closed:
             return
         try:

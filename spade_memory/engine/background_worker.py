@@ -50,6 +50,8 @@ class BackgroundWorker:
         self._closed = False
         self._task: asyncio.Task[None] | None = None
         self._stopped_by: BaseException | None = None
+        self._finishing = False  # closing: a failed pass is not tried again
+        self._gave_up = False
         # closed under it, or its database found damaged: the worker ended quietly
         self._ended_by: StoreClosedError | StorageCorrupted | None = None
 
@@ -98,6 +100,31 @@ class BackgroundWorker:
                 "left is done on the next open"
             ) from self._stopped_by
 
+    async def finish(self, within: float) -> bool:
+        """Before closing: do the work waiting, for at most ``within`` seconds; a pass
+        that fails is not tried again. Whether it was all done (what is left is done
+        on the next open)."""
+        if self._closed or self._task is None or self._task.done():
+            return False
+        self._finishing = True
+        self._hurry()
+        self.notify()
+        target = self._requested
+        try:
+            async with asyncio.timeout(within), self._progress:
+                await self._progress.wait_for(
+                    lambda: (
+                        self._completed >= target
+                        or self._gave_up
+                        or self._stopped_by is not None
+                        or self._ended_by is not None
+                        or self._settled()
+                    )
+                )
+        except TimeoutError:
+            return False
+        return self._completed >= target
+
     async def aclose(self) -> None:
         """Stop the worker (work under way is dropped and done on the next open)."""
         if self._closed:
@@ -141,6 +168,18 @@ class BackgroundWorker:
                     self._progress.notify_all()
                 return
             except StorageError as exc:
+                if self._finishing:  # closing: not tried again here
+                    logger.info(
+                        "%s: a %s pass failed while closing (%s); what it left is done "
+                        "on the next open",
+                        self._base.agent,
+                        self.work,
+                        exc,
+                    )
+                    self._gave_up = True
+                    async with self._progress:
+                        self._progress.notify_all()
+                    return
                 logger.warning(
                     "%s: a %s pass failed, will retry: %s", self._base.agent, self.work, exc
                 )

@@ -42,6 +42,7 @@ from .background_worker import BackgroundWorker
 from .memory_input import MemoryInput
 
 __all__ = [
+    "CLOSE_DERIVE_SECONDS",
     "GATHER_AT_MOST_SECONDS",
     "GATHER_SECONDS",
     "PENDING_CLAIMS_AT_MOST",
@@ -66,6 +67,9 @@ _CACHE_AT_MOST = 4 * PENDING_CLAIMS_AT_MOST
 #: derived together in batches when they pause.
 GATHER_SECONDS = 0.05
 GATHER_AT_MOST_SECONDS = 1.0
+
+#: On close, the pipeline goes on deriving what is marked for at most this long.
+CLOSE_DERIVE_SECONDS = 2.0
 
 #: Texts longer than this are extracted in a worker thread; shorter ones on the
 #: event loop, one at a time with a yield in between (a thread holding the GIL
@@ -189,7 +193,16 @@ class Deriver(BackgroundWorker):
         ]
 
     async def aclose(self) -> None:
-        """Stop the worker (a batch under way commits whole or not at all)."""
+        """Derive what is marked, within :data:`CLOSE_DERIVE_SECONDS`, then stop the
+        worker (a batch under way commits whole or not at all; what is left stays
+        marked and is derived after the next open). A program that stores and closes
+        at once still leaves its memories with their graphs and atoms."""
+        if self.maybe_pending and not await self.finish(CLOSE_DERIVE_SECONDS):
+            logger.info(
+                "%s: derivation did not finish on closing; what is left is derived after "
+                "the next open",
+                self._base.agent,
+            )
         if self._retry is not None:
             self._retry.cancel()
         await super().aclose()

@@ -251,3 +251,15 @@ async def test_atoms_of_a_memory_stored_a_moment_ago(memory: MemoryManager) -> N
     """atoms() waits for the derivation behind the acknowledgement, as the graph views do."""
     stored = await memory.store("Alice works at Acme in Berlin.")
     assert [a.text for a in await memory.atoms(stored.id)] == [stored.content]  # no flush()
+
+
+async def test_a_memory_closed_right_after_storing_is_derived_by_close(root: Path) -> None:
+    async with await MemoryManager.open("derive@localhost", _config(root)) as memory:
+        await memory.maintenance.wait()
+        await memory.store("Alice lives in Paris.")
+        await memory.store_many([{"content": f"Bob visited town {i}."} for i in range(50)])
+    (path,) = root.glob("*_base_memory.db")
+    with sqlite3.connect(path) as db:  # as close left it, read by no memory
+        assert db.execute("SELECT count(*) FROM derive_pending").fetchone() == (0,)
+        atoms = db.execute("SELECT count(DISTINCT memory_id) FROM memory_atoms").fetchone()
+        assert atoms == (51,)

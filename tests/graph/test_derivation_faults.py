@@ -193,6 +193,8 @@ async def test_closing_during_a_failing_write_is_not_taken_for_a_retry(
 
     monkeypatch.setattr(Deriver, "_write", failing_write)
     monkeypatch.setattr(Deriver, "_items", slow_items)
+    # the extraction outlasts what closing gives the pipeline to finish
+    monkeypatch.setattr(derivation, "CLOSE_DERIVE_SECONDS", 0.1)
     settings = StorageConfig(derive_in_background=True, derive_batch_size=1)
     config = MemoryConfig(in_memory=True, embedder=None, storage=settings)
     memory = await MemoryManager.open("faults@localhost", config)
@@ -207,6 +209,26 @@ async def test_closing_during_a_failing_write_is_not_taken_for_a_retry(
     assert "will retry" not in caplog.text
     assert "derived on the next open" in caplog.text  # said, not swallowed
     await memory.aclose()
+
+
+async def test_closing_finishes_derivation_but_gives_up_at_a_failed_write(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def failing_write(self: Deriver, batch: Any, items: Any) -> None:
+        raise StorageError("the disk is full")
+
+    settings = StorageConfig(derive_in_background=True)
+    config = MemoryConfig(in_memory=True, embedder=None, storage=settings)
+    memory = await MemoryManager.open("faults@localhost", config)
+    await memory.maintenance.wait()
+    monkeypatch.setattr(Deriver, "_write", failing_write)
+    await memory.store("Kim lives in Seoul.")
+    started = asyncio.get_running_loop().time()
+    with caplog.at_level(logging.INFO):
+        await memory.aclose()
+    assert asyncio.get_running_loop().time() - started < 0.9  # no retry wait (1 s)
+    assert "will retry" not in caplog.text
+    assert "failed while closing (the disk is full)" in caplog.text
 
 
 async def test_a_change_that_marks_nothing_does_not_wake_the_pipeline(
