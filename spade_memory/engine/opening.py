@@ -272,6 +272,16 @@ async def _warn_if_empty(
 
 
 def _make_root(root: Path) -> None:
-    root.mkdir(parents=True, exist_ok=True, mode=0o700)
+    """Create the memory root (0700) if it is missing.
+
+    Raises:
+        StorageError: it is a file, lies under one, cannot be made, or is not writable.
+    """
+    try:
+        root.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except FileExistsError:
+        raise StorageError(f"memory root {root} is a file, not a folder") from None
+    except OSError as exc:
+        raise StorageError(f"memory root {root} cannot be made: {exc.strerror or exc}") from None
     if not os.access(root, os.W_OK):
-        raise PermissionError(f"memory root {root} is not writable")
+        raise StorageError(f"memory root {root} is not writable")

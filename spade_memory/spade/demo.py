@@ -52,6 +52,10 @@ START_TIMEOUT = 30.0
 ANSWER_TIMEOUT = 60.0
 
 
+class StartTimeout(Exception):
+    """An agent did not connect to the XMPP server in time."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class DemoOptions:
     """What ``spade-memory demo`` was asked to do."""
@@ -203,7 +207,14 @@ class Demo:
     async def start(self) -> None:
         everyone: list[Agent] = [*self.agents.values(), self.user]
         for agent in everyone:
-            await asyncio.wait_for(agent.start(auto_register=True), START_TIMEOUT)
+            try:
+                await asyncio.wait_for(agent.start(auto_register=True), START_TIMEOUT)
+            except TimeoutError:
+                raise StartTimeout(
+                    f"{agent.jid} did not connect to the XMPP server "
+                    f"{self.endpoint.domain}:{self.endpoint.port} within {START_TIMEOUT:g} s; "
+                    "is it running, and does it take in-band registration?"
+                ) from None
             # Every message crosses the XMPP server, even between agents of this process.
             Container().unregister(str(agent.jid))
 
@@ -268,6 +279,12 @@ async def run_demo(options: DemoOptions) -> int:
     try:
         async with xmpp_endpoint(options.xmpp_host, options.xmpp_port) as endpoint:
             return await _run(options, endpoint, root, temporary, began)
+    except StartTimeout as exc:
+        print(f"spade-memory demo: {exc}", file=sys.stderr)
+        return 1
+    except SpadeMemoryError as exc:
+        print(f"spade-memory demo: {exc}", file=sys.stderr)
+        return 1
     finally:
         if temporary:
             shutil.rmtree(root, ignore_errors=True)

@@ -11,6 +11,7 @@ from spade_memory import (
     MemoryConfig,
     MemoryManager,
     MemoryNotFound,
+    StorageError,
     StoreClosedError,
 )
 
@@ -203,3 +204,13 @@ async def test_default_root_is_never_the_working_directory(
     async with await MemoryManager.open("dflt@localhost", MemoryConfig(embedder=None)) as memory:
         assert memory.root == (tmp_path / "xdg" / "spade_memory").resolve()
     assert sorted(os.listdir(tmp_path)) == ["xdg"]
+
+
+@pytest.mark.parametrize("under", ["", "sub"], ids=["a-file", "under-a-file"])
+async def test_a_root_that_is_a_file_is_refused_clearly(tmp_path: Path, under: str) -> None:
+    taken = tmp_path / "taken"
+    taken.write_text("not a folder")
+    root = taken / under if under else taken
+    with pytest.raises(StorageError, match=r"memory root .*taken"):
+        await MemoryManager.open("a@localhost", MemoryConfig(root=root))
+    assert taken.read_text() == "not a folder"

@@ -22,6 +22,7 @@ from factories import child_env, run_python
 
 from spade_memory.cli import COMMANDS, build_parser, main
 from spade_memory.llm import ChatMessage
+from spade_memory.spade import demo
 from spade_memory.testing.scripted_llm import ScriptedLLM
 
 TIMEOUT = 90
@@ -165,3 +166,29 @@ def test_demo_with_an_unreachable_endpoint_says_so_in_one_line(tmp_path: Path) -
     assert "leave out --llm-url" in lines[0]
     assert "XMPP" not in done.stdout  # nothing started
     assert list(tmp_path.iterdir()) == []
+
+
+def test_demo_with_a_root_that_is_a_file_says_so_in_one_line(tmp_path: Path) -> None:
+    (tmp_path / "taken").write_text("not a folder")
+    done = run(
+        "-m", "spade_memory.cli", "demo", "--root", "taken", "--embedder", "hashing", cwd=tmp_path
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert lines == [f"spade-memory demo: memory root {tmp_path / 'taken'} is a file, not a folder"]
+    assert (tmp_path / "taken").read_text() == "not a folder"
+
+
+async def test_demo_with_an_xmpp_server_that_does_not_answer_says_so_in_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    monkeypatch.setattr(demo, "START_TIMEOUT", 1.0)
+    options = demo.DemoOptions(
+        root=tmp_path / "memory", embedder="hashing", xmpp_host="localhost", xmpp_port=port
+    )
+    assert await demo.run_demo(options) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "did not connect to the XMPP server localhost:" in err[0]
