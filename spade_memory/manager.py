@@ -34,7 +34,7 @@ from .engine import (
 from .engine.derivation import live_parts
 from .engine.indexer import VectorIndexer
 from .engine.loop_exit import LoopExitClose
-from .errors import InvalidAgentId, InvalidToolInput, MemoryNotFound, ScopeDenied
+from .errors import ConfigError, InvalidAgentId, InvalidToolInput, MemoryNotFound, ScopeDenied
 from .formation.history import ConversationHistory
 from .formation.service import Formation, FormationReport
 from .identity import AgentIdentity, normalize_jid
@@ -143,13 +143,21 @@ class MemoryManager:
 
         Raises:
             InvalidAgentId: ``jid`` is not a valid ``local@domain``; nothing was touched.
+            ConfigError: ``config`` is no :class:`MemoryConfig`; nothing was touched.
+            StorageError: the memory root is a file, or cannot be made or written.
             PathEscapeError: a storage path would leave the root (e.g. a symlink).
             StorageCorrupted: a file was damaged; it was quarantined (the next open
                 restores a backup or refuses, as above).
             MemoryLost: the agent's memory is gone and was not restored.
         """
         identity = AgentIdentity.of(jid)
-        config = config or MemoryConfig()
+        if config is None:
+            config = MemoryConfig()
+        elif not isinstance(config, MemoryConfig):
+            raise ConfigError(
+                f"config must be a MemoryConfig, got {type(config).__name__} "
+                "(build one: MemoryConfig(root=...))"
+            )
         engine = await open_engine(identity, config, clock or time.time, start_empty=start_empty)
         manager = cls(engine)
         try:
@@ -562,7 +570,8 @@ class MemoryManager:
         """Change some fields of a memory; a new content is re-indexed and re-embedded.
 
         ``scope`` re-scopes it (see :meth:`store`). With a ``viewer``, only what it
-        :meth:`Viewer.may_change`, and a new scope must keep it as the owner.
+        :meth:`Viewer.may_change`; it may re-scope only what it told, keeping itself
+        as the owner.
 
         Raises:
             MemoryNotFound: no such memory, or ``viewer`` does not see it.
@@ -582,10 +591,14 @@ class MemoryManager:
             scope=scope,
             source_conversation=current.source_conversation,
         )
-        if viewer is not None and "scope" in changes and changes["scope"].owner != viewer.jid:
+        if (
+            viewer is not None
+            and "scope" in changes
+            and (current.scope.owner != viewer.jid or changes["scope"].owner != viewer.jid)
+        ):
             raise ScopeDenied(
-                f"memory {current.id} can be re-scoped by {viewer.jid} only as its owner; "
-                "keep yourself as the scope's owner"
+                f"memory {current.id} can be re-scoped by {viewer.jid} only if it told it, "
+                "keeping itself as the scope's owner"
             )
         if not changes:
             return current
@@ -999,7 +1012,11 @@ class MemoryManager:
 
 
 def _check_viewer(viewer: Viewer | None) -> Viewer | None:
-    """``viewer`` with its JID normalised. Raises InvalidToolInput."""
+    """``viewer`` with its JID normalised and its categories a frozenset.
+
+    Raises:
+        InvalidToolInput: it is no Viewer, or a field of it is invalid.
+    """
     if viewer is None:
         return None
     if not isinstance(viewer, Viewer):
@@ -1008,7 +1025,16 @@ def _check_viewer(viewer: Viewer | None) -> Viewer | None:
         jid = normalize_jid(viewer.jid)
     except InvalidAgentId as exc:
         raise InvalidToolInput(f"viewer: {exc}") from None
-    return viewer if jid == viewer.jid else dataclasses.replace(viewer, jid=jid)
+    if viewer.conversation_id is not None and not isinstance(viewer.conversation_id, str):
+        raise InvalidToolInput("viewer: conversation_id must be a string or None")
+    categories = viewer.categories
+    if categories is not None:
+        if isinstance(categories, str) or not all(isinstance(c, str) for c in categories):
+            raise InvalidToolInput("viewer: categories must be a set of category names or None")
+        categories = frozenset(categories)
+    if jid == viewer.jid and categories is viewer.categories:
+        return viewer
+    return dataclasses.replace(viewer, jid=jid, categories=categories)
 
 
 def _check_time(name: str, value: float | None) -> float | None:

@@ -108,6 +108,8 @@ def check_metadata(value: Any) -> dict[str, Any]:
         text = json.dumps(dict(value), ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise InvalidToolInput(f"metadata must be JSON-serialisable: {exc}") from None
+    except RecursionError:
+        raise InvalidToolInput("metadata is nested too deeply to keep as JSON") from None
     if len(text) > LIMITS.metadata_chars:
         raise InvalidToolInput(
             f"metadata is larger than {LIMITS.metadata_chars:,} characters of JSON"

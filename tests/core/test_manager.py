@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from spade_memory import (
+    ConfigError,
     InvalidAgentId,
     InvalidToolInput,
     MemoryConfig,
@@ -14,6 +15,13 @@ from spade_memory import (
     StorageError,
     StoreClosedError,
 )
+
+
+def _nested(depth: int) -> dict[str, object]:
+    value: dict[str, object] = {}
+    for _ in range(depth):
+        value = {"a": value}
+    return value
 
 
 async def test_store_search_list_get_update_forget(manager: MemoryManager) -> None:
@@ -109,6 +117,7 @@ async def test_two_agents_in_one_root_are_isolated(file_config: MemoryConfig) ->
         {"content": "ok", "importance": True},
         {"content": 42},
         {"content": "ok", "metadata": {"bad": object()}},
+        {"content": "ok", "metadata": _nested(5000)},
     ],
 )
 async def test_bad_input_is_refused_and_writes_nothing(
@@ -134,6 +143,12 @@ async def test_search_argument_checks(manager: MemoryManager) -> None:
             await manager.search("x", **bad)  # type: ignore[arg-type]
     with pytest.raises(InvalidToolInput):
         await manager.search("")
+
+
+async def test_a_config_that_is_no_memory_config_touches_nothing(memory_root: Path) -> None:
+    with pytest.raises(ConfigError, match="config must be a MemoryConfig, got dict"):
+        await MemoryManager.open("alice@localhost", {"root": memory_root})  # type: ignore[arg-type]
+    assert list(memory_root.iterdir()) == []
 
 
 async def test_invalid_jid_touches_nothing(memory_root: Path) -> None:

@@ -116,7 +116,7 @@ async def test_forget_and_update_refusals_change_nothing(memory: MemoryManager) 
 async def test_rescoping(memory: MemoryManager) -> None:
     note = await memory.store("the plan", scope=Scope.private(ALICE))
     bob = Viewer(jid=BOB)
-    with pytest.raises(ScopeDenied, match="only as its owner"):
+    with pytest.raises(ScopeDenied, match="only if it told it"):
         await memory.update(note.id, scope=Scope.shared(BOB, [BOB]), viewer=Viewer(jid=ALICE))
     alice = Viewer(jid=ALICE)
     shared = await memory.update(note.id, scope=Scope.shared(ALICE, [BOB]), viewer=alice)
@@ -129,6 +129,15 @@ async def test_rescoping(memory: MemoryManager) -> None:
     public = await memory.update(note.id, scope=Scope())  # the agent re-scopes anything
     assert (await memory.base_store.fetchall(readers, (note.id,)))[0][0] == 0
     assert public.scope == Scope() and (await memory.get(note.id, viewer=bob)).id == note.id
+    # a viewer that may change global memories still may not take one told by another
+    told = await memory.store("the office opens at nine", scope=Scope(owner=ALICE))
+    agents = await memory.store("the agent's own rule")
+    for taken in (told, agents):
+        with pytest.raises(ScopeDenied, match="only if it told it"):
+            await memory.update(
+                taken.id, scope=Scope.private(BOB), viewer=Viewer(jid=BOB, may_change_global=True)
+            )
+        assert (await memory.get(taken.id)).scope == taken.scope
 
 
 async def test_forget_atom_with_a_viewer(memory: MemoryManager) -> None:
@@ -145,3 +154,14 @@ async def test_forget_atom_with_a_viewer(memory: MemoryManager) -> None:
     assert all(a.status == "active" for a in await memory.atoms(told.id))
     forgotten = await memory.forget_atom(atom.id, viewer=Viewer(jid=ALICE))
     assert forgotten.status == "forgotten"
+
+
+async def test_a_viewers_categories_may_be_any_set_of_names(memory: MemoryManager) -> None:
+    told = await memory.store("Carol prefers tea", category="preference", scope=Scope(owner=ALICE))
+    for categories in ({"preference"}, ["preference"], ("preference",)):
+        viewer = Viewer(jid=BOB, categories=categories)  # type: ignore[arg-type]
+        assert [r.memory.id for r in await memory.search("tea", viewer=viewer)] == [told.id]
+        assert [r.memory.id for r in await memory.recall("tea", viewer=viewer)] == [told.id]
+    for bad in ("preference", [1]):
+        with pytest.raises(InvalidToolInput, match="categories must be a set"):
+            await memory.search("tea", viewer=Viewer(jid=BOB, categories=bad))  # type: ignore[arg-type]
