@@ -34,6 +34,7 @@ from spade_memory.errors import (
     SharingRefused,
     SharingTimeout,
 )
+from spade_memory.identity import conversation_id_for, thread_conversation_id
 from spade_memory.models import Scope, Viewer
 from spade_memory.spade.llm_agent import LLMAgent
 from spade_memory.spade.sharing import QueryAnswer
@@ -42,6 +43,7 @@ from spade_memory.spade.sharing.protocol import (
     QUERY_PROTOCOL,
     QUERY_REF,
     SHARE_PROTOCOL,
+    SharedMemory,
     make_request,
     parse_reason,
 )
@@ -312,6 +314,27 @@ async def test_share_is_stored_with_provenance_when_accepted(world: World) -> No
     assert stored.metadata["shared_memory_uid"] == memory.uid
     assert abs(stored.metadata["shared_at"] - stored.created_at) < 60
     assert stored.scope == Scope.private(bare(world.alice))  # what a partner tells is its own
+
+
+async def test_a_shared_memory_never_joins_a_conversation_its_thread_names(
+    world: World,
+) -> None:
+    # a thread is the sender's choice: naming bob's conversation with dan in it must
+    # not put alice's memory into that conversation
+    victim = conversation_id_for(bare(world.bob), bare(world.dan))
+    body = SharedMemory(
+        id=1, uid="u" * 32, category="fact", content="The Faro office is closed",
+        context=None, confidence=1.0, importance=0.5, created_at=1.0,
+    ).to_body()  # fmt: skip
+    share = make_request(bare(world.bob), SHARE_PROTOCOL, "request", body)
+    share.thread = victim
+    answer = await raw_request(world.alice, world.bob, share)
+    assert answer.get_metadata(PERFORMATIVE) == "inform", answer.body
+    (stored,) = [m for m in await world.bob.memory.list() if m.content.startswith("The Faro")]
+    assert stored.source_conversation not in (None, victim)
+    assert stored.source_conversation == thread_conversation_id(
+        bare(world.bob), bare(world.alice), victim
+    )
 
 
 async def test_share_sends_only_what_a_query_would_show(world: World) -> None:

@@ -39,7 +39,7 @@ from spade.message import Message
 from ...config import SharingConfig
 from ...disclosure import Disclosure
 from ...errors import InvalidAgentId, InvalidToolInput, ProtocolError
-from ...identity import normalize_jid
+from ...identity import normalize_jid, thread_conversation_id
 from .client import PendingAnswers
 from .policy import SharingPolicy
 from .protocol import (
@@ -202,9 +202,7 @@ class SharingResponder(CyclicBehaviour):  # type: ignore[misc]
         # search over the visible categories, so that scores compare; only what the
         # sender's viewer sees (not in any conversation: no conversation memory)
         viewer = self.disclosure.viewer(sender)
-        return await self._memory().recall(
-            query, limit=limit, categories=categories, viewer=viewer
-        )
+        return await self._memory().recall(query, limit=limit, categories=categories, viewer=viewer)
 
     @staticmethod
     def _shared(owner: str, result: SearchResult) -> SharedResult:
@@ -248,7 +246,13 @@ class SharingResponder(CyclicBehaviour):  # type: ignore[misc]
                 context=shared.context,
                 confidence=shared.confidence,
                 importance=shared.importance,
-                source_conversation=msg.thread,
+                # the request's thread, bound to its sender: a thread is the sender's
+                # choice, and must never name another's conversation here
+                source_conversation=(
+                    thread_conversation_id(manager.jid, sender, str(msg.thread))
+                    if msg.thread
+                    else None
+                ),
                 source_sender=sender,
                 scope=self.disclosure.scope_for(sender),
                 metadata={
