@@ -22,7 +22,7 @@ from ..errors import (
     MemoryNotFound,
     SpadeMemoryError,
 )
-from .plurals import plural
+from ..text.plurals import plural
 
 if TYPE_CHECKING:  # imported where used: ``--help`` and ``ls`` load none of them
     from rich.console import Console

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import TextIO
 
-from .plurals import plural
+from ..text.plurals import plural
 
 __all__ = ["ProgressLine", "duration"]
 

@@ -43,6 +43,7 @@ from ..llm import (
 )
 from ..testing.scripted_llm import ScriptedLLM
 from ..testing.xmpp_server import XMPPEndpoint, xmpp_endpoint
+from ..text.plurals import plural
 from .conversation import IN_REPLY_TO, REPLY_WITH
 from .llm_agent import LLMAgent
 
@@ -247,8 +248,8 @@ class Demo:
         for name, agent in self.agents.items():
             stats = await agent.memory.stats()
             print(
-                f"  {name}: {stats.total} memories, {stats.notes} notes in "
-                f"{stats.conversations} conversations"
+                f"  {name}: {plural(stats.total, 'memory')}, {plural(stats.notes, 'note')} "
+                f"in {plural(stats.conversations, 'conversation')}"
             )
 
     async def aclose(self) -> None:
