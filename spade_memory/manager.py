@@ -983,8 +983,12 @@ class MemoryManager:
         return await self._engine.base.agent_stats()
 
     async def flush(self) -> None:
-        """Wait until background work (derivation of graph rows and atoms, embedding,
-        access statistics) has caught up."""
+        """Wait until background work has caught up: the conversation windows closed
+        so far are formed into memories (:meth:`form_memories` forms the open ones
+        too), and the derivation of graph rows and atoms, embedding and access
+        statistics are done."""
+        self._engine.check_open()
+        await self._formation.settle()
         await self._engine.flush()
 
     async def stats(self) -> MemoryStats:

@@ -291,6 +291,12 @@ class Formation:
             explicit.extend(graph_input)
         return kept, prepared, explicit
 
+    async def settle(self) -> None:
+        """Wait for the runs under way: the windows closed so far are formed (an LLM
+        that does not answer falls back to the rules within ``llm_timeout``)."""
+        while running := [task for task in self._tasks.values() if not task.done()]:
+            await asyncio.wait(running)
+
     async def form_pending(self) -> FormationReport:
         """Form every message not yet formed, in every conversation, now.
 
@@ -298,9 +304,7 @@ class Formation:
         they formed since the last call too (a memory opened forms what was left
         closed in the background at once: its windows are reported here).
         """
-        running = [task for task in self._tasks.values() if not task.done()]
-        if running:
-            await asyncio.wait(running)
+        await self.settle()
         report, self._unreported = self._unreported, FormationReport()
         for conversation_id in await self._engine.conversations.with_pending():
             report.add(await self.form(conversation_id, everything=True))

@@ -3,6 +3,7 @@ reset, forgetting, sources, and the window transaction's checks."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import sqlite3
@@ -474,3 +475,20 @@ def test_a_report_names_a_memory_told_again_in_a_later_window_once() -> None:
     report = FormationReport(windows=1, memories=2, memory_ids=[1, 2])
     report.add(FormationReport(windows=1, memories=1, reinforced=1, memory_ids=[2, 3]))
     assert report.memory_ids == [1, 2, 3] and report.windows == 2 and report.reinforced == 1
+
+
+class SlowModel(FactModel):
+    async def complete(self, messages: object, tools: object = ()) -> LLMResponse:
+        await asyncio.sleep(0.3)
+        return await super().complete(messages, tools)
+
+
+async def test_flush_waits_for_the_windows_closed_so_far(tmp_path: Path) -> None:
+    model = SlowModel([{"content": "Bob likes tea", "category": "preference", "sources": [1]}])
+    settings = config(tmp_path, llm=model, window_rounds=1)
+    async with await MemoryManager.open(ALICE, settings, clock=clock) as memory:
+        await chat(memory, [("user", "I prefer green tea"), ("assistant", "Noted")])
+        await chat(memory, [("user", "And you?")], start=DAY + 600)  # an open window
+        await memory.flush()
+        assert "Bob likes tea" in [m.content for m in await memory.list()]
+        assert (await memory.history.info(CID)).pending == 1  # type: ignore[union-attr]
