@@ -688,8 +688,8 @@ class MemoryManager:
         follows in the background: :meth:`flush` waits for it).
 
         Raises:
-            InvalidToolInput: the data is not an export, or a memory or conversation
-                in it is invalid; nothing was written.
+            InvalidToolInput: the data is not an export, or a memory, note or
+                conversation in it is invalid (naming it); nothing was written.
         """
         self._engine.check_open()
         added = await import_memory(data, self._engine, progress=progress)

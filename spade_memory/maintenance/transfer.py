@@ -220,13 +220,18 @@ async def import_memory(
             are checked and their graphs extracted (before the one transaction
             that adds them all).
 
+    Everything is checked (every memory, note, conversation and source) before
+    the first write.
+
     Raises:
-        InvalidToolInput: the data is not an export, or a memory or conversation
-            in it is invalid; nothing was written.
+        InvalidToolInput: the data is not an export, or a memory, note or
+            conversation in it is invalid (naming it, counted from 1); nothing was
+            written.
     """
     document = parse_export(data)
     conversations = await _checked_conversations(document.conversations, engine)
     _check_sources(document)
+    notes = engine.interactions.check_import(_notes_of(document))
     prepared: list[tuple[NewMemory, IndexedText]] = []
     graphs: list[MemoryGraph | Deferred | None] = []
     seen: set[str] = set()
@@ -238,7 +243,7 @@ async def import_memory(
                 new, text = _imported(document.memories[position], engine.input, engine.now)
             except (InvalidToolInput, ValueError) as exc:
                 raise InvalidToolInput(
-                    f"memory {position} of the export is invalid: {exc}"
+                    f"memory {position + 1} of the export is invalid: {exc}"
                 ) from None
             if new.uid in seen or await engine.base.get_by_uid(new.uid) is not None:
                 continue
@@ -255,11 +260,7 @@ async def import_memory(
     added = await engine.base.insert_many(prepared, graphs=graphs, graph_time=engine.now())
     if added:
         engine.notify_changed(marked=True)
-    raw_notes = {
-        conversation: [note.model_dump() for note in notes]
-        for conversation, notes in document.notes.items()
-    }
-    notes = await engine.interactions.import_notes(raw_notes) if raw_notes else 0
+    notes_added = await engine.interactions.add_imported(notes) if notes else 0
     if conversations:
         # a conversation id as checked here, by its spelling in the export
         ids = {
@@ -268,7 +269,15 @@ async def import_memory(
         }
         sources = await _imported_sources(document.memories, ids, engine)
         await engine.conversations.import_messages(conversations, sources)
-    return len(added), notes
+    return len(added), notes_added
+
+
+def _notes_of(document: ExportDocument) -> dict[str, list[dict[str, Any]]]:
+    """The notes of an export as the interaction store imports them."""
+    return {
+        conversation: [note.model_dump() for note in notes]
+        for conversation, notes in document.notes.items()
+    }
 
 
 def _check_sources(document: ExportDocument) -> None:
@@ -278,19 +287,19 @@ def _check_sources(document: ExportDocument) -> None:
         InvalidToolInput: one does not, naming the memory.
     """
     sizes = {c.conversation_id: len(c.messages) for c in document.conversations}
-    for position, memory in enumerate(document.memories):
+    for number, memory in enumerate(document.memories, 1):
         for source in memory.sources or ():
             size = sizes.get(source.conversation_id)
             if size is None:
                 raise InvalidToolInput(
-                    f"memory {position} of the export is invalid: its source names "
+                    f"memory {number} of the export is invalid: its source names "
                     f"conversation {source.conversation_id!r}, which the export does not hold"
                 )
             if source.message is not None and source.message >= size:
                 raise InvalidToolInput(
-                    f"memory {position} of the export is invalid: its source names message "
-                    f"{source.message} of conversation {source.conversation_id!r}, which "
-                    f"holds {size}"
+                    f"memory {number} of the export is invalid: its source names message "
+                    f"{source.message} (counted from 0) of conversation "
+                    f"{source.conversation_id!r}, which holds {size}"
                 )
 
 
@@ -330,12 +339,12 @@ async def _checked_conversations(
             partner (naming which).
     """
     checked: list[dict[str, Any]] = []
-    for position, conversation in enumerate(conversations):
+    for number, conversation in enumerate(conversations, 1):
         try:
             checked.append(await _checked_conversation(conversation, engine))
         except InvalidToolInput as exc:
             raise InvalidToolInput(
-                f"conversation {position} of the export is invalid: {exc}"
+                f"conversation {number} of the export is invalid: {exc}"
             ) from None
     return checked
 

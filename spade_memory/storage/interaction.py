@@ -57,6 +57,7 @@ __all__ = [
     "FORMAT_VERSION",
     "MAX_CONVERSATION_ID_CHARS",
     "InteractionStore",
+    "check_imported_notes",
     "empty_document",
     "read_agent_of",
     "snapshot_document",
@@ -78,6 +79,62 @@ def _check_time(value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise InvalidToolInput(f"created_at must be a finite number of seconds, got {value!r}")
     return float(value)
+
+
+def check_imported_notes(
+    data: object, *, max_note_chars: int, clock: Callable[[], float] = time.time
+) -> list[InteractionNote]:
+    """The notes of an export (``{conversation id: [note, ...]}``), checked as a note
+    is checked when added: conversation id, content (at most ``max_note_chars``),
+    author and time (``clock``'s for a note without one). Writes nothing.
+
+    Raises:
+        InvalidToolInput: the data is malformed, naming the note ("note 2 of
+            conversation 'c1' is invalid: ...", counted from 1).
+    """
+    if not isinstance(data, Mapping):
+        raise InvalidToolInput("import data must map conversation ids to lists of notes")
+    checked: list[InteractionNote] = []
+    for conversation_id, notes in data.items():
+        try:
+            conversation = check_text(
+                "conversation_id", conversation_id, max_chars=MAX_CONVERSATION_ID_CHARS
+            )
+        except InvalidToolInput as exc:
+            shown = conversation_id[:80] if isinstance(conversation_id, str) else conversation_id
+            raise InvalidToolInput(
+                f"the notes of conversation {shown!r} are invalid: {exc}"
+            ) from None
+        if isinstance(notes, str | bytes) or not isinstance(notes, Sequence):
+            raise InvalidToolInput(
+                f"the notes of conversation {conversation[:80]!r} must be a list"
+            )
+        for number, entry in enumerate(notes, 1):
+            try:
+                checked.append(_imported_note(conversation, entry, max_note_chars, clock))
+            except InvalidToolInput as exc:
+                raise InvalidToolInput(
+                    f"note {number} of conversation {conversation[:80]!r} is invalid: {exc}"
+                ) from None
+    return checked
+
+
+def _imported_note(
+    conversation: str, entry: object, max_note_chars: int, clock: Callable[[], float]
+) -> InteractionNote:
+    if not isinstance(entry, Mapping):
+        raise InvalidToolInput(f"it is not an object, got {type(entry).__name__}")
+    unknown = set(entry) - {"content", "author", "created_at", "conversation_id"}
+    if unknown:
+        raise InvalidToolInput(
+            f"unknown fields {sorted(map(str, unknown))}; accepted: content, author, created_at"
+        )
+    if entry.get("conversation_id", conversation) != conversation:
+        raise InvalidToolInput("it names another conversation")
+    content = check_text("content", entry.get("content"), max_chars=max_note_chars)
+    created = entry.get("created_at")
+    when = float(clock()) if created is None else _check_time(created)
+    return InteractionNote(conversation, content, _check_author(entry.get("author")), when)
 
 
 class InteractionStore:
@@ -289,26 +346,40 @@ class InteractionStore:
         checked before anything is written; one bad note rejects the whole import.
 
         Raises:
-            InvalidToolInput: the data is malformed; nothing was written.
+            InvalidToolInput: the data is malformed (naming the note); nothing was
+                written.
+            StorageError: the write failed; nothing was imported.
+        """
+        return await self.add_imported(self.check_import(data))
+
+    def check_import(
+        self, data: Mapping[str, Sequence[Mapping[str, Any]]]
+    ) -> list[InteractionNote]:
+        """The notes of :meth:`export` output, checked as :meth:`import_notes` checks
+        them (this store's longest note, its clock for a note without a time); writes
+        nothing.
+
+        Raises:
+            InvalidToolInput: the data is malformed, naming the note.
+        """
+        self._ensure_open()
+        return check_imported_notes(data, max_note_chars=self._max_note_chars, clock=self._clock)
+
+    async def add_imported(self, notes: Sequence[InteractionNote]) -> int:
+        """Add notes :meth:`check_import` gave; return how many were new (see
+        :meth:`import_notes`).
+
+        Raises:
             StorageError: the write failed; nothing was imported.
         """
         self._ensure_open()
-        if not isinstance(data, Mapping):
-            raise InvalidToolInput("import data must map conversation ids to lists of notes")
-        incoming: list[InteractionNote] = []
-        for conversation_id, notes in data.items():
-            conversation = self._conversation_id(conversation_id)
-            if isinstance(notes, str | bytes) or not isinstance(notes, Sequence):
-                raise InvalidToolInput(f"notes of {conversation[:80]!r} must be a list")
-            for entry in notes:
-                incoming.append(self._import_note(conversation, entry))
         known = {
             (n.conversation_id, n.content, n.author, n.created_at)
             for notes in self._view.values()
             for n in notes
         }
         fresh: list[InteractionNote] = []
-        for note in incoming:
+        for note in notes:
             key = (note.conversation_id, note.content, note.author, note.created_at)
             if key not in known:
                 known.add(key)
@@ -318,24 +389,6 @@ class InteractionStore:
 
         await self._commit(AddNotes(tuple(fresh), sort=True))
         return len(fresh)
-
-    def _import_note(self, conversation: str, entry: object) -> InteractionNote:
-        if not isinstance(entry, Mapping):
-            raise InvalidToolInput(f"a note of {conversation[:80]!r} is not an object")
-        unknown = set(entry) - {"content", "author", "created_at", "conversation_id"}
-        if unknown:
-            raise InvalidToolInput(
-                f"a note of {conversation[:80]!r} has unknown fields {sorted(map(str, unknown))}; "
-                "accepted: content, author, created_at"
-            )
-        if entry.get("conversation_id", conversation) != conversation:
-            raise InvalidToolInput(
-                f"a note filed under {conversation[:80]!r} names another conversation"
-            )
-        content = check_text("content", entry.get("content"), max_chars=self._max_note_chars)
-        created = entry.get("created_at")
-        when = float(self._clock()) if created is None else _check_time(created)
-        return InteractionNote(conversation, content, _check_author(entry.get("author")), when)
 
     async def _commit(self, change: Change) -> None:
         change(self._view)

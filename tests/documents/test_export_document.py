@@ -233,6 +233,48 @@ async def test_a_wrong_type_in_a_memory_is_refused_naming_it_and_writes_nothing(
         parse_export_lines([header, line])
 
 
+async def test_a_note_too_long_is_refused_naming_it_before_any_memory_is_written() -> None:
+    config = MemoryConfig(in_memory=True, embedder="hashing", max_note_chars=20)
+    notes = [{"content": "short", "created_at": 1.0}, {"content": "x" * 21, "created_at": 2.0}]
+    data = {**OLD_JSON, "notes": {"c1": notes}}
+    async with await MemoryManager.open("carol@localhost", config) as carol:
+        with pytest.raises(
+            InvalidToolInput, match="note 2 of conversation 'c1' is invalid: content is too long"
+        ):
+            await carol.import_data(data)
+        assert (await carol.stats()).total == 0
+        assert await carol.conversations() == []
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        (
+            {"memories": [OLD_JSON["memories"][0], {"content": "x", "category": "bogus"}]},
+            "memory 2",
+        ),
+        (
+            {"conversations": [{"conversation_id": "c", "peer": "not a jid", "messages": []}]},
+            "conversation 1",
+        ),
+        (
+            {
+                "notes": {
+                    "c": [{"content": "ok", "created_at": 1.0}, {"content": " ", "created_at": 1.0}]
+                }
+            },
+            "note 2",
+        ),
+    ],
+)
+async def test_an_invalid_part_is_named_counting_from_one(
+    carol: MemoryManager, change: dict[str, Any], says: str
+) -> None:
+    with pytest.raises(InvalidToolInput, match=f"^{says} of "):
+        await carol.import_data({**OLD_JSON, "version": 2, **change})
+    assert (await carol.stats()).total == 0
+
+
 WRONG_DOCUMENT = [
     ("format", "spade_memory.exports"),
     ("format", None),
