@@ -683,7 +683,9 @@ class MemoryManager:
         nothing. Messages formed into memories where they were exported are not
         formed again; the others are formed here as kept messages are.
 
-        Returns ``(memories added, notes added)``. ``progress`` is called with
+        A memory that copies one held here (see :meth:`store`) reinforces it instead.
+        Returns ``(memories added, notes added)``, the new ones only (not those
+        skipped, nor those that reinforced a memory). ``progress`` is called with
         ``(memories read, memories in the export)`` as they are checked (embedding
         follows in the background: :meth:`flush` waits for it).
 

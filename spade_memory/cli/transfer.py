@@ -284,19 +284,24 @@ def import_(args: argparse.Namespace) -> int:
             progress.finish()
             await embed_pending(memory, show=not args.json)
         plan = args.embedder_plan
+        # held here already: by uid, or as a copy that reinforced the memory here
+        present = len(data.get("memories", [])) - added
         if args.json:
             print_json(
                 {
                     "memories_added": added,
+                    "memories_present": present,
                     "notes_added": notes,
                     "messages_added": messages,
                     "embedder": plan.choice,
                 }
             )
         else:
+            there = f" ({present:,} there already)" if present else ""
             say(
-                f"imported {plural(added, 'memory')} and {plural(notes, 'note')} into "
-                f"{args.jid} (embedder: {plan.choice or 'none, keyword search only'})"
+                f"imported {plural(added, 'new memory', 'new memories')}{there} and "
+                f"{plural(notes, 'note')} into {args.jid} "
+                f"(embedder: {plan.choice or 'none, keyword search only'})"
             )
             if messages:
                 say(f"kept {plural(messages, 'conversation message')} more (spade-memory history)")

@@ -211,7 +211,10 @@ async def import_memory(
     Memories whose ``uid`` already exists are skipped, and so are messages kept
     already (see :meth:`ConversationStore.import_messages
     <spade_memory.storage.conversations.ConversationStore.import_messages>`), so
-    importing twice changes nothing. Returns ``(memories added, notes added)``.
+    importing twice changes nothing. A memory that copies one held here (the same
+    content, as ``store`` compares them) reinforces it instead of being added.
+    Returns ``(memories added, notes added)``: the new ones only, neither those
+    skipped nor those that reinforced a memory held here.
 
     Args:
         data: the export.
@@ -257,9 +260,14 @@ async def import_memory(
             progress(min(start + _IMPORT_STEP, total), total)
     # Atoms start their lives now: an export does not carry them, and an old
     # memory moved to a new host should not arrive already expired.
-    added = await engine.base.insert_many(prepared, graphs=graphs, graph_time=engine.now())
-    if added:
+    written = await engine.base.insert_many(prepared, graphs=graphs, graph_time=engine.now())
+    if written:
         engine.notify_changed(marked=True)
+    # A copy of a memory held here (or of one earlier in the export) reinforces that
+    # memory, which comes back in its place with its own uid: it is not a new one.
+    added = sum(
+        1 for (new, _), memory in zip(prepared, written, strict=True) if memory.uid == new.uid
+    )
     notes_added = await engine.interactions.add_imported(notes) if notes else 0
     if conversations:
         # a conversation id as checked here, by its spelling in the export
@@ -269,7 +277,7 @@ async def import_memory(
         }
         sources = await _imported_sources(document.memories, ids, engine)
         await engine.conversations.import_messages(conversations, sources)
-    return len(added), notes_added
+    return added, notes_added
 
 
 def _notes_of(document: ExportDocument) -> dict[str, list[dict[str, Any]]]:

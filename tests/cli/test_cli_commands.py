@@ -144,6 +144,7 @@ def test_export_then_import_round_trips_exactly(
     )
     assert added == {
         "memories_added": len(FACTS),
+        "memories_present": 0,
         "notes_added": 2,
         "messages_added": 0,
         "embedder": "hashing",
@@ -154,6 +155,7 @@ def test_export_then_import_round_trips_exactly(
     assert copied[1:] == lines[1:]  # every field of every memory, and every note
     assert run_json(capsys, "import", "carol@localhost", str(dump), "--root", str(root)) == {
         "memories_added": 0,
+        "memories_present": len(FACTS),
         "notes_added": 0,
         "messages_added": 0,
         "embedder": "hashing",  # the memory's own, found by --embedder auto
@@ -172,12 +174,27 @@ def test_import_derives_graphs_and_atoms_with_progress(
     status, said, err = run(
         capsys, "import", "erin@localhost", str(dump), "--root", str(root), "--embedder", "hashing"
     )
-    assert status == 0 and f"imported {len(FACTS)} memories" in said
+    assert status == 0 and f"imported {len(FACTS)} new memories" in said
     assert f"deriving graphs and atoms: {len(FACTS)} memories in" in err
     with sqlite3.connect(root / AgentIdentity.of("erin@localhost").database_name) as db:
         assert db.execute("SELECT count(*) FROM derive_pending").fetchone()[0] == 0
         derived = db.execute("SELECT count(DISTINCT memory_id) FROM memory_atoms").fetchone()[0]
     assert derived == len(FACTS)
+
+
+def test_an_import_of_copies_says_it_added_none(
+    root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, out, _ = run(capsys, "export", ALICE, "--root", str(root))
+    lines = [json.loads(line) for line in out.splitlines()]
+    # the same memories under new uids: each is a copy of one alice holds
+    renamed = [{**line, "uid": None} if line["type"] == "memory" else line for line in lines]
+    dump = tmp_path / "copies.jsonl"
+    dump.write_text("".join(json.dumps(line) + "\n" for line in renamed), encoding="utf-8")
+    status, said, _ = run(capsys, "import", ALICE, str(dump), "--root", str(root))
+    assert status == 0
+    assert f"imported 0 new memories ({len(FACTS)} there already) and 0 notes" in said
+    assert run_json(capsys, "stats", ALICE, "--root", str(root))["memories"] == len(FACTS)
 
 
 def test_import_reads_stdin_and_refuses_what_is_not_an_export(

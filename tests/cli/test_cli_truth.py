@@ -359,7 +359,7 @@ def test_import_shows_its_progress_unless_json(
     argv = ("import", "bob@localhost", str(path), "--root", str(root), "--embedder", "hashing")
     status, out, err = run(capsys, *argv)
     assert status == 0 and f"importing: {len(TEA)} memories in" in err
-    assert f"imported {len(TEA)} memories and 0 notes" in out
+    assert f"imported {len(TEA)} new memories and 0 notes" in out
     status, out, err = run(capsys, *argv, "--json")
     assert status == 0 and err == ""
 

@@ -210,6 +210,19 @@ async def test_export_import_round_trip(file_config: MemoryConfig) -> None:
             await target.import_data({"format": "nope"})
 
 
+async def test_an_import_of_copies_counts_no_new_memory(file_config: MemoryConfig) -> None:
+    async with await MemoryManager.open("src@localhost", file_config) as source:
+        await source.store("fact one")
+        await source.store("preference two", category="preference")
+        exported = await source.export()
+        # the same memories under new uids: each reinforces its copy, none is added
+        renamed = {**exported, "memories": [{**m, "uid": None} for m in exported["memories"]]}
+        assert await source.import_data(renamed) == (0, 0)
+        assert (await source.stats()).total == 2
+        twice = {**exported, "memories": [{"content": "fact three"}, {"content": "fact three"}]}
+        assert await source.import_data(twice) == (1, 0)
+
+
 async def test_default_root_is_never_the_working_directory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
