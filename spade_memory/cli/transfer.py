@@ -31,11 +31,14 @@ from ..maintenance.transfer import (
     ExportedConversation,
     ExportedMemory,
     ExportedNote,
+    check_export,
     parse_export,
 )
 from .common import (
     NotFound,
+    command_config,
     embed_pending,
+    memory_root,
     open_memory,
     plural,
     print_json,
@@ -46,6 +49,7 @@ from .common import (
 from .progress import ProgressLine
 
 if TYPE_CHECKING:
+    from ..identity import AgentIdentity
     from ..manager import MemoryManager
 
 _Model = TypeVar("_Model", bound=Document)
@@ -274,15 +278,35 @@ def _read_export(source: str) -> dict[str, Any]:
 
 
 def import_(args: argparse.Namespace) -> int:
+    """Import an export into the memory of ``args.jid``.
+
+    The whole export is checked before anything is made; a memory (and root) this
+    command made is removed again when the import then fails, so that no agent is
+    left behind; an agent that was there is left as it was (its import writes
+    nothing until everything was checked).
+    """
+
     async def work() -> int:
+        from ..identity import AgentIdentity
+
         data = _read_export(args.file)
-        async with open_memory(args, create=True, embeds=True, derives=True) as memory:
-            progress = ProgressLine("importing", enabled=not args.json)
-            before = await _kept_messages(memory)
-            added, notes = await memory.import_data(data, progress=progress)
-            messages = await _kept_messages(memory) - before
-            progress.finish()
-            await embed_pending(memory, show=not args.json)
+        root = memory_root(args, create=True)
+        identity = AgentIdentity.of(args.jid)
+        check_export(data, command_config(root, None))
+        root_made = not root.exists()
+        agent_made = root_made or _is_new(root, identity)
+        try:
+            async with open_memory(args, create=True, embeds=True, derives=True) as memory:
+                progress = ProgressLine("importing", enabled=not args.json)
+                before = await _kept_messages(memory)
+                added, notes = await memory.import_data(data, progress=progress)
+                messages = await _kept_messages(memory) - before
+                progress.finish()
+                await embed_pending(memory, show=not args.json)
+        except BaseException:
+            if agent_made:
+                _remove_made(root, identity, root_made=root_made)
+            raise
         plan = args.embedder_plan
         # held here already: by uid, or as a copy that reinforced the memory here
         present = len(data.get("memories", [])) - added
@@ -308,6 +332,31 @@ def import_(args: argparse.Namespace) -> int:
         return 0
 
     return run_command(work)
+
+
+def _is_new(root: Path, identity: AgentIdentity) -> bool:
+    """Whether ``root`` holds nothing of ``identity``'s memory: no database, and no
+    trace of one (registry entry, notes, backups, files moved aside)."""
+    from ..storage.registry import Registry
+    from ..storage.traces import find_traces
+
+    if (root / identity.database_name).exists():
+        return False
+    registered = Registry(root).registered(identity)
+    return not find_traces(root, identity, registered=registered, listing=True)
+
+
+def _remove_made(root: Path, identity: AgentIdentity, *, root_made: bool) -> None:
+    """Remove the memory a failed import made (and its root, if it made that too)."""
+    from ..errors import SpadeMemoryError
+    from ..storage.agent_removal import remove_agent, remove_unused_root
+
+    try:
+        remove_agent(root, identity)
+        if root_made:
+            remove_unused_root(root)
+    except (SpadeMemoryError, OSError) as exc:
+        tell(f"warning: the memory of {identity.jid} this import made is left in {root}: {exc}")
 
 
 async def _kept_messages(memory: MemoryManager) -> int:

@@ -153,6 +153,41 @@ class MemoryInput:
         now: float,
     ) -> tuple[NewMemory, IndexedText]:
         """A checked new memory and its index text. Raises InvalidToolInput."""
+        new = self.checked_memory(
+            content,
+            category=category,
+            context=context,
+            confidence=confidence,
+            importance=importance,
+            source_conversation=source_conversation,
+            source_sender=source_sender,
+            metadata=metadata,
+            scope=scope,
+            dedupe=dedupe,
+            now=now,
+        )
+        return new, self.index_text(new.content, new.context)
+
+    def checked_memory(
+        self,
+        content: Any,
+        *,
+        category: Any = "fact",
+        context: Any = None,
+        confidence: Any = 1.0,
+        importance: Any = 0.5,
+        source_conversation: Any = None,
+        source_sender: Any = None,
+        metadata: Any = None,
+        scope: Any = None,
+        dedupe: Any = True,
+        now: float,
+    ) -> NewMemory:
+        """A checked new memory, without its index text (:meth:`new_memory` makes it).
+
+        Raises:
+            InvalidToolInput: a value is invalid.
+        """
         if not isinstance(dedupe, bool):
             raise InvalidToolInput(f"dedupe must be true or false, got {dedupe!r}")
         content = check_text("content", content, max_chars=self._config.max_content_chars)
@@ -160,7 +195,7 @@ class MemoryInput:
         source_conversation = check_optional_text(
             "source_conversation", source_conversation, max_chars=LIMITS.conversation_id_chars
         )
-        new = NewMemory(
+        return NewMemory(
             uid=uuid.uuid4().hex,
             category=check_category(category, self._config.categories),
             content=content,
@@ -176,7 +211,6 @@ class MemoryInput:
             scope=check_scope(scope, source_conversation),
             dedupe=dedupe,
         )
-        return new, self.index_text(content, context)
 
     def items(
         self, items: Iterable[Mapping[str, Any]], now: float

@@ -23,11 +23,13 @@ and ``import`` commands and the ``spade_llm`` backend are built on these.
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Annotated, Any, Final, Literal
 
 from pydantic import Field, ValidationError, field_validator
 
+from ..config import MemoryConfig
 from ..documents import Document, Text, describe
 from ..engine.memory_input import MemoryInput, check_jid
 from ..errors import InvalidToolInput
@@ -35,6 +37,8 @@ from ..limits import LIMITS
 from ..storage.base import IndexedText, NewMemory
 from ..storage.conversations import ImportedSource
 from ..storage.derivation import Deferred
+from ..storage.interaction import check_imported_notes
+from ..text.extraction import get_extractor
 from ..text.graph import MemoryGraph
 from ..validation import check_optional_text, check_text
 
@@ -50,6 +54,7 @@ __all__ = [
     "ExportedNote",
     "ExportedScope",
     "ExportedSource",
+    "check_export",
     "export_memory",
     "import_memory",
     "parse_export",
@@ -180,6 +185,32 @@ def parse_export(data: object) -> ExportDocument:
         raise InvalidToolInput(f"the export is invalid: {describe(exc)}") from None
 
 
+def check_export(
+    data: object, config: MemoryConfig, *, clock: Callable[[], float] = time.time
+) -> ExportDocument:
+    """Check an export as :func:`import_memory` would into a memory kept with
+    ``config``, without that memory: every memory (as ``store`` checks it), source,
+    conversation and note. Writes nothing and opens nothing, so that a command can
+    refuse an export before it creates the memory it goes into.
+
+    What only the memory can tell is left to :func:`import_memory` (a conversation
+    kept there already with another partner), which refuses it before writing too.
+
+    Raises:
+        InvalidToolInput: it is not an export, or a part of it is invalid (naming
+            it, counted from 1).
+    """
+    document = parse_export(data)
+    _check_sources(document)
+    for number, conversation in enumerate(document.conversations, 1):
+        _conversation_fields(number, conversation)
+    check_imported_notes(_notes_of(document), max_note_chars=config.max_note_chars, clock=clock)
+    memory_input = MemoryInput(config, get_extractor())
+    for number, exported in enumerate(document.memories, 1):
+        _imported(number, exported, memory_input, clock)
+    return document
+
+
 async def export_memory(engine: Engine) -> dict[str, Any]:
     """Everything the engine's agent remembers, as a JSON-ready dict."""
     memories = [memory.to_dict() async for memory in engine.base.iter_all()]
@@ -242,12 +273,8 @@ async def import_memory(
     for start in range(0, total, _IMPORT_STEP):
         step: list[tuple[NewMemory, IndexedText]] = []
         for position in range(start, min(start + _IMPORT_STEP, total)):
-            try:
-                new, text = _imported(document.memories[position], engine.input, engine.now)
-            except (InvalidToolInput, ValueError) as exc:
-                raise InvalidToolInput(
-                    f"memory {position + 1} of the export is invalid: {exc}"
-                ) from None
+            new = _imported(position + 1, document.memories[position], engine.input, engine.now)
+            text = engine.input.index_text(new.content, new.context)
             if new.uid in seen or await engine.base.get_by_uid(new.uid) is not None:
                 continue
             seen.add(new.uid)
@@ -348,28 +375,36 @@ async def _checked_conversations(
     """
     checked: list[dict[str, Any]] = []
     for number, conversation in enumerate(conversations, 1):
-        try:
-            checked.append(await _checked_conversation(conversation, engine))
-        except InvalidToolInput as exc:
+        fields = _conversation_fields(number, conversation)
+        conversation_id, peer = fields["conversation_id"], fields["peer"]
+        kept = await engine.conversations.info(conversation_id)
+        if kept is not None and kept.peer != peer:
             raise InvalidToolInput(
-                f"conversation {number} of the export is invalid: {exc}"
-            ) from None
+                f"conversation {number} of the export is invalid: {conversation_id!r} is kept "
+                f"here already as a conversation with {kept.peer}, not {peer}"
+            )
+        checked.append(fields)
     return checked
 
 
-async def _checked_conversation(
-    conversation: ExportedConversation, engine: Engine
-) -> dict[str, Any]:
+def _conversation_fields(number: int, conversation: ExportedConversation) -> dict[str, Any]:
+    """Conversation ``number`` of an export (counted from 1), checked as
+    ``history.append`` checks a message.
+
+    Raises:
+        InvalidToolInput: a field is invalid, naming the conversation.
+    """
+    try:
+        return _checked_conversation(conversation)
+    except InvalidToolInput as exc:
+        raise InvalidToolInput(f"conversation {number} of the export is invalid: {exc}") from None
+
+
+def _checked_conversation(conversation: ExportedConversation) -> dict[str, Any]:
     conversation_id = check_text(
         "conversation_id", conversation.conversation_id, max_chars=LIMITS.conversation_id_chars
     )
     peer = check_jid("peer", conversation.peer)
-    kept = await engine.conversations.info(conversation_id)
-    if kept is not None and kept.peer != peer:
-        raise InvalidToolInput(
-            f"{conversation_id!r} is kept here already as a conversation with {kept.peer}, "
-            f"not {peer}"
-        )
     messages: list[dict[str, Any]] = []
     for index, message in enumerate(conversation.messages):
         where = f"messages[{index}]"
@@ -389,11 +424,24 @@ async def _checked_conversation(
 
 
 def _imported(
+    number: int, exported: ExportedMemory, memory_input: MemoryInput, clock: Callable[[], float]
+) -> NewMemory:
+    """Memory ``number`` of an export (counted from 1), checked as ``store`` checks
+    it, keeping its uid, status, times and access statistics.
+
+    Raises:
+        InvalidToolInput: it is invalid, naming it.
+    """
+    try:
+        return _checked_memory(exported, memory_input, clock)
+    except (InvalidToolInput, ValueError) as exc:
+        raise InvalidToolInput(f"memory {number} of the export is invalid: {exc}") from None
+
+
+def _checked_memory(
     exported: ExportedMemory, memory_input: MemoryInput, clock: Callable[[], float]
-) -> tuple[NewMemory, IndexedText]:
-    """One exported memory, checked as ``store`` checks it, keeping its uid,
-    status, times and access statistics."""
-    new, text = memory_input.new_memory(
+) -> NewMemory:
+    new = memory_input.checked_memory(
         exported.content,
         category=exported.category,
         context=exported.context,
@@ -405,14 +453,11 @@ def _imported(
         scope=None if exported.scope is None else exported.scope.model_dump(),
         now=clock() if exported.created_at is None else exported.created_at,
     )
-    return (
-        dataclasses.replace(
-            new,
-            uid=exported.uid or new.uid,
-            status=exported.status,
-            updated_at=new.created_at if exported.updated_at is None else exported.updated_at,
-            last_accessed=exported.last_accessed,
-            access_count=exported.access_count,
-        ),
-        text,
+    return dataclasses.replace(
+        new,
+        uid=exported.uid or new.uid,
+        status=exported.status,
+        updated_at=new.created_at if exported.updated_at is None else exported.updated_at,
+        last_accessed=exported.last_accessed,
+        access_count=exported.access_count,
     )

@@ -109,6 +109,26 @@ class Registry:
                 return
         _committer(self._root).submit((self, identity))
 
+    def unregister(self, identity: AgentIdentity) -> bool:
+        """Remove ``identity``'s entry (of a memory being removed); whether it was there.
+
+        Raises:
+            StorageError: the stem is registered to a different JID (left as it is),
+                or the registry could not be written.
+            InvalidAgentId: the identity is not a normalised one.
+        """
+        self._check_identity(identity)
+        if not self._root.is_dir():
+            return False
+        with self._locked():
+            entries = self._read_locked()
+            if not self._known(entries, identity):
+                return False
+            del entries[identity.stem]
+            self._write(entries)
+        logger.info("unregistered agent %s (%s) in %s", identity.jid, identity.stem, self._root)
+        return True
+
     def registered(self, identity: AgentIdentity) -> bool:
         """Whether ``identity`` is registered; reads only, unless the registry is damaged.
 

@@ -219,6 +219,74 @@ def test_import_reads_stdin_and_refuses_what_is_not_an_export(
     assert status == 1 and "no file" in err
 
 
+DAVE = "dave@localhost"
+
+
+def _agent_is_gone(root: Path, jid: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Nothing of ``jid``'s memory is in ``root``: not listed, no file, no warning."""
+    assert jid not in {
+        entry["jid"] for entry in run_json(capsys, "ls", "--root", str(root))["agents"]
+    }
+    assert not list(root.glob(AgentIdentity.of(jid).stem + "*"))
+    status, _, err = run(capsys, "stats", jid, "--root", str(root))
+    assert status == 1 and "holds no memory of" in err and "lost" not in err
+
+
+def test_a_refused_import_makes_no_agent_and_changes_none(
+    root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, out, _ = run(capsys, "export", ALICE, "--root", str(root))
+    lines = [json.loads(line) for line in out.splitlines()]
+    lines[2]["category"] = "bogus"  # the second memory
+    dump = tmp_path / "bad.jsonl"
+    dump.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    database = root / AgentIdentity.of(ALICE).database_name
+    before = database.read_bytes()
+    for jid in (DAVE, ALICE):
+        status, _, err = run(capsys, "import", jid, str(dump), "--root", str(root))
+        assert status == 2 and "error: memory 2 of the export is invalid: category" in err
+    _agent_is_gone(root, DAVE, capsys)
+    assert database.read_bytes() == before  # the agent that was there: as it was
+    status, _, err = run(capsys, "stats", ALICE, "--root", str(root))
+    assert status == 0 and err == ""
+    fresh = tmp_path / "fresh-root"
+    status, _, _ = run(capsys, "import", DAVE, str(dump), "--root", str(fresh))
+    assert status == 2 and not fresh.exists()
+
+
+def test_an_import_that_fails_after_it_made_the_memory_leaves_no_agent(
+    root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from spade_memory.cli import transfer
+    from spade_memory.errors import StorageError
+
+    status, out, _ = run(capsys, "export", ALICE, "--root", str(root))
+    dump = tmp_path / "alice.jsonl"
+    dump.write_text(out, encoding="utf-8")
+    # the embedding endpoint is down: the memory is made, then its embedder fails
+    down = "openai:foo@http://127.0.0.1:1/v1"
+    status, _, err = run(capsys, "import", DAVE, str(dump), "--root", str(root), "--embedder", down)
+    assert status == 1 and "error: cannot learn the vector length" in err
+    _agent_is_gone(root, DAVE, capsys)
+
+    async def failing(*args: object, **options: object) -> int:
+        raise StorageError("the disk is full")
+
+    monkeypatch.setattr(transfer, "embed_pending", failing)  # once the memories are written
+    argv = ("import", DAVE, str(dump), "--embedder", "hashing")
+    status, _, err = run(capsys, *argv, "--root", str(root))
+    assert status == 1 and "error: the disk is full" in err
+    _agent_is_gone(root, DAVE, capsys)
+    assert run_json(capsys, "stats", ALICE, "--root", str(root))["memories"] == len(FACTS)
+    fresh = tmp_path / "fresh-root"
+    status, _, err = run(capsys, *argv, "--root", str(fresh))
+    assert status == 1 and not fresh.exists()
+    # an agent that was there keeps what it had
+    status, _, err = run(capsys, "import", ALICE, str(dump), "--root", str(root))
+    assert status == 1
+    assert run_json(capsys, "stats", ALICE, "--root", str(root))["memories"] == len(FACTS)
+
+
 def test_check_finds_and_repairs(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
     status, out, _ = run(capsys, "check", ALICE, "--root", str(root))
     assert status == 0 and "consistent" in out

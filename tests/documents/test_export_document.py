@@ -16,7 +16,7 @@ from spade_memory import Scope
 from spade_memory.cli.transfer import export_lines, parse_export_lines
 from spade_memory.config import MemoryConfig
 from spade_memory.errors import InvalidToolInput
-from spade_memory.maintenance.transfer import ExportDocument, parse_export
+from spade_memory.maintenance.transfer import ExportDocument, check_export, parse_export
 from spade_memory.manager import MemoryManager
 
 DATA = Path(__file__).parent / "data"
@@ -244,6 +244,8 @@ async def test_a_note_too_long_is_refused_naming_it_before_any_memory_is_written
             await carol.import_data(data)
         assert (await carol.stats()).total == 0
         assert await carol.conversations() == []
+    with pytest.raises(InvalidToolInput, match="note 2 of conversation 'c1' is invalid"):
+        check_export(data, config)  # the same check, before any memory is opened
 
 
 @pytest.mark.parametrize(

@@ -19,6 +19,7 @@ from spade_memory import MaintenanceConfig, MemoryConfig, MemoryManager
 from spade_memory.errors import MemoryLost, StorageCorrupted, StorageError
 from spade_memory.identity import AgentIdentity
 from spade_memory.storage import registry as registry_module
+from spade_memory.storage.agent_removal import agent_files, remove_agent, remove_unused_root
 from spade_memory.storage.registry import REGISTRY_NAME, Registry
 
 JID = "newcomer@localhost"
@@ -51,6 +52,38 @@ async def test_a_new_agent_gets_a_database_then_a_registry_entry_and_no_notes_fi
         await memory.add_note("conv", "the first note")
     assert seen == [(True, {IDENTITY.stem})], "a registered agent was written again"
     assert json.loads((tmp_path / IDENTITY.interactions_name).read_bytes())["agent"] == JID
+
+
+async def test_a_new_agent_can_be_removed_again_but_not_while_open(tmp_path: Path) -> None:
+    root = tmp_path / "memory"
+    async with await MemoryManager.open(JID, config_for(root)) as memory:
+        await memory.store("soon gone")
+        await memory.add_note("conv", "gone too")
+        with pytest.raises(StorageError, match="is open"):
+            remove_agent(root, IDENTITY)
+        assert Registry(root).registered(IDENTITY)
+    removed = remove_agent(root, IDENTITY)
+    assert {path.name for path in removed} >= {
+        IDENTITY.database_name,
+        IDENTITY.interactions_name,
+    }
+    assert not Registry(root).registered(IDENTITY)
+    assert not any(path.exists() for path in agent_files(root, IDENTITY))
+    assert remove_unused_root(root) and not root.exists()
+
+
+async def test_a_root_holding_another_agent_is_not_removed(tmp_path: Path) -> None:
+    async with await MemoryManager.open("other@localhost", config_for(tmp_path)):
+        pass
+    async with await MemoryManager.open(JID, config_for(tmp_path)):
+        pass
+    remove_agent(tmp_path, IDENTITY)
+    assert not remove_unused_root(tmp_path)
+    assert Registry(tmp_path).agents() == {
+        AgentIdentity.of("other@localhost").stem: "other@localhost"
+    }
+    async with await MemoryManager.open("other@localhost", config_for(tmp_path)) as other:
+        assert other.recoveries == ()
 
 
 @pytest.mark.parametrize("damage", ["deleted", "emptied"])

@@ -73,6 +73,17 @@ def test_registration_is_idempotent(tmp_path: Path) -> None:
     assert registry.agents() == {ALICE.stem: ALICE.jid}
 
 
+def test_unregister_removes_only_its_own_entry(tmp_path: Path) -> None:
+    registry = Registry(tmp_path, clock=lambda: 1.0)
+    registry.register(ALICE)
+    registry.register(BOB)
+    assert registry.unregister(ALICE) is True
+    assert registry.unregister(ALICE) is False
+    assert Registry(tmp_path).agents() == {BOB.stem: BOB.jid}
+    assert Registry(tmp_path / "nowhere").unregister(ALICE) is False
+    assert not (tmp_path / "nowhere").exists()
+
+
 def test_conflicting_stem_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Simulate a hash collision: every JID maps to the same stem.
     monkeypatch.setattr(registry_module, "storage_stem", lambda jid: "collide-0000")
