@@ -9,6 +9,7 @@ rules let it see (``Viewer.sees``) and forgets only what it may change.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -373,16 +374,20 @@ async def _memory(fetch: Fetch, jid: str, key: str, viewer: Viewer | None) -> Me
         MemoryNotFound: there is none, or ``viewer`` may not see it (the same
             message either way, as ``MemoryManager.get`` says it).
     """
-    from ..errors import MemoryNotFound
+    from ..errors import InvalidToolInput, MemoryNotFound
     from ..identity import normalize_jid
     from ..storage.memory_reads import get_by_uid, get_memory
     from ..validation import check_id
 
     text = key.strip()
+    memory_id: int | None = None
     if text.isdigit():
-        found = await get_memory(fetch, check_id(int(text)), viewer)
+        with contextlib.suppress(InvalidToolInput):  # 0, or past any id: only a uid
+            memory_id = check_id(int(text))
+    if memory_id is not None:
+        found = await get_memory(fetch, memory_id, viewer)
         if found is None:
-            raise MemoryNotFound(f"{normalize_jid(jid)} has no memory with id {int(text)}")
+            raise MemoryNotFound(f"{normalize_jid(jid)} has no memory with id {memory_id}")
         return found
     by_uid = await get_by_uid(fetch, text)
     if by_uid is not None and viewer is not None:

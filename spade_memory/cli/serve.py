@@ -38,7 +38,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="127.0.0.1",
         help="the address to listen on (default 127.0.0.1: this machine only)",
     )
-    parser.add_argument("--port", type=int, default=8765, help="the port (0: any free one)")
+    parser.add_argument("--port", type=_port, default=8765, help="the port (0: any free one)")
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(
+            f"must be a port from 0 to 65535 (0: any free one), got {port}"
+        )
+    return port
 
 
 async def _open(root: Path, jid: str, option: str) -> MemoryManager:

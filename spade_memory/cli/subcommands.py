@@ -57,6 +57,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import ConfigError
+from ..limits import LIMITS
 from .common import Runner
 
 __all__ = ["SUBCOMMANDS"]
@@ -130,14 +131,34 @@ def _embedder_option(text: str) -> str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _positive(text: str) -> int:
+def _integer(text: str, *, low: int, high: int | None = None) -> int:
+    """``text`` as an integer from ``low`` (to ``high``); else a usage error saying so."""
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    if value < low or (high is not None and value > high):
+        bounds = f"{low} or more" if high is None else f"from {low} to {high:,}"
+        raise argparse.ArgumentTypeError(f"must be {bounds}, got {value}")
     return value
+
+
+def _positive(text: str) -> int:
+    return _integer(text, low=1)
+
+
+def _search_limit(text: str) -> int:
+    return _integer(text, low=1, high=LIMITS.search_limit)
+
+
+def _list_limit(text: str) -> int:
+    return _integer(text, low=1, high=LIMITS.list_limit)
+
+
+def _offset(text: str) -> int:
+    # past the last memory a page is empty, however far: beyond what the store
+    # takes (2**62) it is just as empty
+    return min(_integer(text, low=0), 2**62)
 
 
 def _memory_key(parser: argparse.ArgumentParser) -> None:
@@ -195,7 +216,7 @@ SUBCOMMANDS: tuple[tuple[str, str, Callable[[argparse.ArgumentParser], None], Ru
         "search an agent's memories",
         _with(
             lambda p: p.add_argument("query", metavar="QUERY"),
-            lambda p: p.add_argument("--limit", type=_positive, default=10),
+            lambda p: p.add_argument("--limit", type=_search_limit, default=10),
             lambda p: p.add_argument("--explain", action="store_true", help="route scores"),
             _viewer,
         ),
@@ -206,8 +227,8 @@ SUBCOMMANDS: tuple[tuple[str, str, Callable[[argparse.ArgumentParser], None], Ru
         "an agent's active memories, newest first",
         _with(
             lambda p: p.add_argument("--category", metavar="C"),
-            lambda p: p.add_argument("--limit", type=_positive, default=20),
-            lambda p: p.add_argument("--offset", type=int, default=0),
+            lambda p: p.add_argument("--limit", type=_list_limit, default=20),
+            lambda p: p.add_argument("--offset", type=_offset, default=0),
             _viewer,
         ),
         list_,

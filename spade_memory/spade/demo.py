@@ -407,10 +407,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "openai:nomic-embed-text@http://localhost:11434/v1",
     )
     parser.add_argument("--xmpp-host", help="XMPP domain of a running server (default: embedded)")
-    parser.add_argument("--xmpp-port", type=int, help="client port of that server")
+    parser.add_argument("--xmpp-port", type=_port, help="client port of that server")
     parser.add_argument(
         "--password", default="secret", help="password of the agents' XMPP accounts"
     )
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a port from 1 to 65535, got {port}")
+    return port
 
 
 def _embedder_name(text: str) -> str:

@@ -111,6 +111,37 @@ def test_search_with_and_without_explanations(
     assert usage.value.code == 2
 
 
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["serve", "--port", "99999"], "--port: must be a port from 0 to 65535"),
+        (["serve", "--port", "-1"], "--port: must be a port from 0 to 65535"),
+        (["list", ALICE, "--offset", "-1"], "--offset: must be 0 or more, got -1"),
+        (["list", ALICE, "--limit", "1001"], "--limit: must be from 1 to 1,000, got 1001"),
+        (["search", ALICE, "tea", "--limit", "500"], "--limit: must be from 1 to 100, got 500"),
+        (["history", ALICE, "--limit", "-3"], "--limit: must be 1 or more, got -3"),
+        (["demo", "--xmpp-port", "70000"], "--xmpp-port: must be a port from 1 to 65535"),
+    ],
+)
+def test_an_integer_option_out_of_range_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], says: str
+) -> None:
+    with pytest.raises(SystemExit) as usage:
+        main([*argv, "--root", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert usage.value.code == 2 and says in err and "Traceback" not in err
+
+
+def test_a_page_or_id_past_the_end_is_just_not_there(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    far = str(10**25)
+    assert run_json(capsys, "list", ALICE, "--root", str(root), "--offset", far) == []
+    for command in ("show", "forget"):
+        status, _, err = run(capsys, command, ALICE, far, "--root", str(root))
+        assert status == 1 and f"has no memory with id or uid '{far}'" in err
+
+
 def test_show_and_forget(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
     shown = run_json(capsys, "show", ALICE, "2", "--root", str(root))
     assert shown["memory"]["content"] == FACTS[1][0]
