@@ -5,9 +5,10 @@
     spade-memory serve --root DIR [--host 127.0.0.1] [--port 8765]
 
 Listens on loopback unless ``--host`` says otherwise, prints its address, and runs
-until interrupted. Each agent's memory opens on its first page, as the other
-commands open it (its own embedder, no maintenance, nothing formed), and closes
-when the server stops. This package is an application: it prints.
+until interrupted (Ctrl-C: exit status 130) or sent SIGTERM (exit status 0). Each
+agent's memory opens on its first page, as the other commands open it (its own
+embedder, no maintenance, nothing formed), and closes when the server stops. This
+package is an application: it prints.
 """
 
 from __future__ import annotations
@@ -65,10 +66,26 @@ async def _open(root: Path, jid: str, option: str) -> MemoryManager:
     return await MemoryManager.open(identity.jid, command_config(root, plan.choice))
 
 
+async def _until_terminated() -> None:
+    """Wait until the process is sent SIGTERM (as ``kill`` and service managers stop
+    it); the server then stops as on Ctrl-C, closing what it opened."""
+    import asyncio
+    import contextlib
+    import signal
+
+    loop = asyncio.get_running_loop()
+    terminated = asyncio.Event()
+    with contextlib.suppress(NotImplementedError):  # no signal handlers on Windows loops
+        loop.add_signal_handler(signal.SIGTERM, terminated.set)
+    try:
+        await terminated.wait()
+    finally:
+        with contextlib.suppress(NotImplementedError):
+            loop.remove_signal_handler(signal.SIGTERM)
+
+
 def serve(args: argparse.Namespace) -> int:
     async def work() -> int:
-        import asyncio
-
         from aiohttp import web
 
         from ..web.fleet import Fleet
@@ -98,9 +115,9 @@ def serve(args: argparse.Namespace) -> int:
             import sys
 
             sys.stdout.flush()
-            await asyncio.Event().wait()  # until interrupted
+            await _until_terminated()  # or interrupted (Ctrl-C)
         finally:
-            await runner.cleanup()
+            await runner.cleanup()  # closes the memories it opened
         return 0
 
     return run_command(work)

@@ -36,7 +36,12 @@ def _get(url: str, **headers: str) -> tuple[int, str]:
         return error.code, error.read().decode()
 
 
-def test_serve_shows_every_agent_of_a_root(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("stop", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 0)], ids=["SIGINT", "SIGTERM"]
+)
+def test_serve_shows_every_agent_of_a_root(
+    tmp_path: Path, stop: signal.Signals, status: int
+) -> None:
     root = tmp_path / "memory"
     asyncio.run(build(root))
     with subprocess.Popen(
@@ -47,15 +52,19 @@ def test_serve_shows_every_agent_of_a_root(tmp_path: Path) -> None:
         stderr=subprocess.PIPE,
         text=True,
     ) as server:
-        _look(server, root)
-    assert server.returncode == 130
-    # the memory it opened was closed: nothing holds it open any more
+        _look(server, root, stop)
+    assert server.returncode == status
+    # the memory it opened was closed: nothing holds it open any more, and closing
+    # it removed its open marker and SQLite's write-ahead log
     database = root / AgentIdentity.of(ALICE).database_name
     assert not BaseMemoryStore.open_in_any_process(database)
+    assert not list((root / ".open").glob(f"{database.name}.*"))
+    assert not Path(f"{database}-wal").exists()
 
 
-def _look(server: subprocess.Popen[str], root: Path) -> None:
-    """What the running server shows; then interrupt it as Ctrl-C does."""
+def _look(server: subprocess.Popen[str], root: Path, stop: signal.Signals) -> None:
+    """What the running server shows; then stop it with ``stop`` (SIGINT as Ctrl-C
+    does, SIGTERM as ``kill`` does)."""
     try:
         assert server.stdout is not None
         line = server.stdout.readline()
@@ -76,7 +85,7 @@ def _look(server: subprocess.Popen[str], root: Path) -> None:
         status, _ = _get(f"{url}/", Host="rebound.example")
         assert status == 403
     finally:
-        server.send_signal(signal.SIGINT)
+        server.send_signal(stop)
         try:
             server.wait(timeout=30)
         except subprocess.TimeoutExpired:
@@ -86,7 +95,9 @@ def _look(server: subprocess.Popen[str], root: Path) -> None:
             except subprocess.TimeoutExpired:
                 server.kill()
                 _, said = server.communicate()
-            raise AssertionError(f"the server did not stop on SIGINT; it said:\n{said}") from None
+            raise AssertionError(
+                f"the server did not stop on {stop.name}; it said:\n{said}"
+            ) from None
 
 
 @pytest.mark.parametrize("args", [["--root", "nowhere"]])
