@@ -39,8 +39,9 @@ def import_spade_llm_command(args: argparse.Namespace) -> int:
     from ..integrations.spade_llm_import import import_spade_llm
 
     async def work() -> int:
+        # made (private, 0700) by the first agent's memory opened, once spade_llm's
+        # files were read: a folder that holds none makes no root
         root = memory_root(args, create=True)
-        root.mkdir(parents=True, exist_ok=True)
         config = MemoryConfig(
             root=root,
             embedder=None if args.embedder == "none" else args.embedder,

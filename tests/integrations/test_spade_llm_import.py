@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import stat
 from pathlib import Path
 
 import pytest
@@ -142,6 +143,21 @@ def test_a_folder_without_spade_llm_files_is_one_line(
     err = capsys.readouterr().err
     assert status == 1
     assert err.count("\n") == 1 and err.startswith("error: ") and "Traceback" not in err
+
+
+def test_the_command_makes_no_root_for_a_refused_folder_and_a_private_one_otherwise(
+    spade_llm_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = tmp_path / "new-root"
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for refused in (tmp_path / "missing", empty):
+        assert main(["import-spade-llm", str(refused), "--root", str(root)]) == 1
+        assert not root.exists()
+    args = ["import-spade-llm", str(spade_llm_dir), "--root", str(root), "--embedder", "hashing"]
+    assert main(args) == 0
+    capsys.readouterr()
+    assert stat.S_IMODE(root.stat().st_mode) == 0o700
 
 
 def test_plain_import_points_spade_llm_files_to_import_spade_llm(
