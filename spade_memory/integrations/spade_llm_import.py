@@ -162,11 +162,11 @@ async def import_spade_llm(
         fallback = notes_file.stat().st_mtime
         for conversation, entries in notes.conversations.items():
             mapped = _conversation(conversation)
-            for position, entry in enumerate(entries):
+            for number, entry in enumerate(entries, 1):
                 content = entry.get("content")
                 if not isinstance(content, str) or not content.strip():
                     report.unmapped.append(
-                        f"{notes_file.name}: note {position} of {conversation!r} has no text"
+                        f"{notes_file.name}: note {number} of {conversation!r} has no text"
                     )
                     continue
                 when = seconds_of(entry.get("timestamp"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import stat
 from pathlib import Path
@@ -106,6 +107,20 @@ async def test_what_cannot_be_mapped_or_read_is_reported(
     )
     assert any(line.startswith("broken_interactions.json: not JSON") for line in report.unreadable)
     assert all("\n" not in line for line in report.unreadable + report.unmapped)
+
+
+async def test_a_note_without_text_is_named_counting_from_one(
+    tmp_path: Path, memory_root: Path
+) -> None:
+    folder = tmp_path / "spade_llm_memory"
+    folder.mkdir()
+    notes = {"c": [{"content": "kept", "timestamp": None}, {"content": " ", "timestamp": None}]}
+    (folder / "alice_localhost_interactions.json").write_text(
+        json.dumps({"agent_id": ALICE, "interactions": notes}), encoding="utf-8"
+    )
+    report = await import_spade_llm(folder, target(memory_root))
+    assert report.unmapped == ["alice_localhost_interactions.json: note 2 of 'c' has no text"]
+    assert report.agents[ALICE].notes_added == 1
 
 
 def test_the_command_imports_and_reports_in_one_line_each(
