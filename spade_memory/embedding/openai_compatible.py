@@ -328,8 +328,22 @@ class OpenAICompatibleEmbedder:
             EmbeddingError: nothing is stored of this model and the server did not
                 answer (the message says to pass ``dimensions``).
         """
-        if self._dim is not None:
+        if self.learn_dim(stored_fingerprints):
             return
+        try:
+            await self.ask_dim()
+        except EmbeddingError as exc:
+            raise EmbeddingError(
+                f"{exc}; start the server, or pass dimensions=N (the model's vector "
+                "length) so that a memory opens while the server is down"
+            ) from None
+
+    def learn_dim(self, stored_fingerprints: Collection[str]) -> bool:
+        """Learn the vector length without asking the server: given as ``dimensions``,
+        or read from a stored fingerprint of this model, endpoint and prefixes.
+        Returns whether it is known."""
+        if self._dim is not None:
+            return True
         for fingerprint in stored_fingerprints:
             other = OpenAICompatibleEmbedder.from_fingerprint(fingerprint)
             if (
@@ -340,7 +354,16 @@ class OpenAICompatibleEmbedder:
                 == (self.document_prefix, self.query_prefix)
             ):
                 self._dim = other._dim
-                return
+                return True
+        return False
+
+    async def ask_dim(self) -> int:
+        """Ask the server for the vector length (one short text to embed) and keep it.
+
+        Raises:
+            EmbeddingError: the server did not answer or answered something unusable
+                (the message names the model and the server, and says why).
+        """
         try:
             async with self._connection() as session:
                 probe = await self._post(
@@ -348,11 +371,10 @@ class OpenAICompatibleEmbedder:
                 )
         except EmbeddingError as exc:
             raise EmbeddingError(
-                f"cannot learn the vector length of {self.model} at {self.base_url} "
-                f"({exc}); start the server, or pass dimensions=N (the model's vector "
-                "length) so that a memory opens while the server is down"
+                f"cannot learn the vector length of {self.model} at {self.base_url} ({exc})"
             ) from None
         self._dim = int(probe.shape[1])
+        return self._dim
 
     # -- embedding -------------------------------------------------------------
 

@@ -295,7 +295,7 @@ async def _embedder_answers(options: DemoOptions) -> bool:
     """Whether the ``--embedder openai:MODEL@URL`` endpoint answers; if not, one line on
     stderr says why (before any agent starts)."""
     try:
-        await OpenAICompatibleEmbedder.from_name(options.embedder).prepare(())
+        await OpenAICompatibleEmbedder.from_name(options.embedder).ask_dim()
     except SpadeMemoryError as exc:
         print(
             f"spade-memory demo: the embedding endpoint does not answer: {exc}",

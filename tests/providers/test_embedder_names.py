@@ -40,7 +40,7 @@ async def test_the_demo_stops_in_one_line_when_the_endpoint_is_down(
     assert await run_demo(DemoOptions(in_memory=True, embedder=name)) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "the embedding endpoint does not answer" in err
-    assert "pass dimensions=N" in err
+    assert "dimensions=N" not in err  # an option of the library, not of the demo
 
 
 async def test_a_command_uses_the_named_endpoint(
@@ -62,3 +62,22 @@ async def test_a_command_uses_the_named_endpoint(
         assert status == 0, capsys.readouterr().err
         assert "opens at 9" in capsys.readouterr().out
         assert server.requests > requests  # the query was embedded by the endpoint
+    # the endpoint is down now: its vectors tell their length, nothing is asked
+    argv = ["stats", "alice@localhost", "--root", str(memory_root), "--embedder", name]
+    status = await asyncio.to_thread(main, argv)
+    assert status == 0, capsys.readouterr().err
+
+
+def test_a_command_says_what_to_do_when_a_new_endpoint_is_down(
+    memory_root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    name = f"openai:m@http://127.0.0.1:{free_port()}/v1"
+    export = memory_root.parent / "export.json"
+    export.write_text('{"format": "spade_memory.export", "version": 2, "memories": []}')
+    argv = ["import", "dave@localhost", str(export), "--root", str(memory_root)]
+    status = main([*argv, "--embedder", name])
+    err = capsys.readouterr().err
+    assert status == 1 and err.count("\n") == 1
+    assert "cannot learn the vector length of m" in err
+    assert "start the server, or give another --embedder" in err
+    assert "dimensions=N" not in err  # an option of the library, not of the command
