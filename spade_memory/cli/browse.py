@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from ..identity import AgentIdentity, normalize_jid
 from ..models import Scope, Viewer
 from .common import (
+    Usage,
     memory_root,
     open_memory,
     out,
@@ -43,11 +44,15 @@ def viewer_of(args: argparse.Namespace) -> Viewer | None:
 
     Raises:
         InvalidAgentId: the JID is not one (exit status 2).
+        Usage: ``--conversation`` without ``--as`` (it names where a partner asks).
     """
     jid = getattr(args, "as_jid", None)
+    conversation = getattr(args, "conversation", None)
     if jid is None:
+        if conversation is not None:
+            raise Usage("--conversation names where a partner asks: give it with --as JID")
         return None
-    return Viewer(jid=normalize_jid(jid), conversation_id=getattr(args, "conversation", None))
+    return Viewer(jid=normalize_jid(jid), conversation_id=conversation)
 
 
 def scope_text(scope: Scope) -> str:
@@ -223,6 +228,7 @@ def _flatten(
 
 def search(args: argparse.Namespace) -> int:
     async def work() -> int:
+        viewer = viewer_of(args)
         async with open_memory(args, embeds=True) as memory:
             # A look: no access counted (they feed ranking and decay), no search counted.
             found = await memory.search(
@@ -230,7 +236,7 @@ def search(args: argparse.Namespace) -> int:
                 limit=args.limit,
                 explain=args.explain,
                 record_access=False,
-                viewer=viewer_of(args),
+                viewer=viewer,
             )
         # best score first (the search orders by relevance and novelty: MMR)
         results = sorted(found, key=lambda r: -r.score)
@@ -293,6 +299,7 @@ def list_(args: argparse.Namespace) -> int:
         if args.category is not None:
             categories = [check_category(args.category, MemoryConfig().categories)]
         limit, offset = check_page(args.limit, args.offset)
+        viewer = viewer_of(args)
         async with read_memory(args) as view:
             found = await list_memories(
                 view.fetchall,
@@ -300,7 +307,7 @@ def list_(args: argparse.Namespace) -> int:
                 statuses=("active",),
                 limit=limit,
                 offset=offset,
-                viewer=viewer_of(args),
+                viewer=viewer,
             )
         if args.json:
             print_json([m.to_dict() for m in found])
@@ -405,8 +412,8 @@ def _atom(atom: Any) -> dict[str, Any]:
 
 def forget(args: argparse.Namespace) -> int:
     async def work() -> int:
+        viewer = viewer_of(args)
         async with open_memory(args) as memory:
-            viewer = viewer_of(args)
             found = await _memory(memory.base_store.fetchall, memory.jid, args.id, viewer)
             await memory.forget(found.id, viewer=viewer)
         if args.json:

@@ -62,3 +62,16 @@ def test_show_and_forget_as_a_partner(root: Path, capsys: pytest.CaptureFixture[
     assert status == 1 and "you may forget only what you told me" in err
     assert run_json(capsys, "forget", AGENT, "3", *where, "--as", BOB)["forgotten"] == 3
     assert [m["id"] for m in run_json(capsys, "list", AGENT, *where)] == [2, 1]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["search", AGENT, "office"], ["list", AGENT], ["show", AGENT, "1"], ["forget", AGENT, "2"]],
+)
+def test_a_conversation_without_a_partner_is_refused(
+    root: Path, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    status, out, err = run(capsys, *argv, "--root", str(root), "--conversation", "c1")
+    assert (status, out) == (2, "")
+    assert err == "error: --conversation names where a partner asks: give it with --as JID\n"
+    assert [m["id"] for m in run_json(capsys, "list", AGENT, "--root", str(root))] == [3, 2, 1]
