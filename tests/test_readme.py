@@ -50,6 +50,17 @@ def test_the_readme_has_its_blocks() -> None:
         expected_output(code)
 
 
+def test_every_configuration_field_the_readme_names_exists() -> None:
+    from dataclasses import fields
+
+    from spade_memory import config
+
+    named = set(re.findall(r"\b([A-Z]\w*Config)\.(\w+)", (REPO / "README.md").read_text("utf-8")))
+    assert named, "the README names configuration fields"
+    for owner, name in sorted(named):
+        assert name in {f.name for f in fields(getattr(config, owner))}, f"{owner}.{name}"
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("code", BLOCKS, ids=[f"block{n}" for n in range(1, len(BLOCKS) + 1)])
 def test_readme_block_runs_as_written(code: str, tmp_path: Path) -> None:
