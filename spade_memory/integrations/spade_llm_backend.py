@@ -80,6 +80,7 @@ from ..errors import (
 )
 from ..identity import AgentIdentity, normalize_jid
 from ..limits import LIMITS
+from ..maintenance.transfer import import_export
 from ..manager import EXPORT_FORMAT, MemoryManager
 from ..models import Memory
 from ..validation import (
@@ -399,7 +400,9 @@ class SpadeMemoryBackend(_BackendBase):  # type: ignore[misc]
     # -- writes ------------------------------------------------------------------
 
     async def store_memory(self, entry: Any) -> str:
-        """Store a spade_llm ``MemoryEntry``; returns its id.
+        """Store a spade_llm ``MemoryEntry``; returns its id: the entry's, or, when the
+        entry copies an active memory held already (as ``MemoryManager.store``
+        compares them), that memory's, which it reinforced instead.
 
         Raises:
             InvalidToolInput: a field is invalid or the entry is of an agent this
@@ -415,17 +418,20 @@ class SpadeMemoryBackend(_BackendBase):  # type: ignore[misc]
                 else f"agent_id must be a JID such as alice@localhost, got {agent_id!r}"
             )
         record = self._record(entry, manager)
-        added, _ = await manager.import_data(  # skips a uid it holds already
+        manager.engine.check_open()
+        imported = await import_export(  # skips a uid it holds already
             {
                 "format": EXPORT_FORMAT,
                 "version": _IMPORT_VERSION,
                 "agent": manager.jid,
                 "memories": [record],
                 "notes": {},
-            }
+            },
+            manager.engine,
         )
-        if not added:
-            existing = await manager.engine.base.get_by_uid(record["uid"])
+        uid = imported.held[record["uid"]]
+        if not imported.memories and uid == record["uid"]:  # the id was there: update it
+            existing = await manager.engine.base.get_by_uid(uid)
             if existing is not None:
                 await manager.update(
                     existing.id,
@@ -436,7 +442,8 @@ class SpadeMemoryBackend(_BackendBase):  # type: ignore[misc]
                     importance=record["importance"],
                     metadata=record["metadata"] or None,
                 )
-        return str(record["uid"])
+        # a copy of a memory held already reinforced it: the id is that memory's
+        return uid
 
     async def delete_memory(self, memory_id: str) -> bool:
         """Delete a memory by id; ``False`` when there is none (with ``any_agent``:

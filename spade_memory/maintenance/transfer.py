@@ -54,8 +54,10 @@ __all__ = [
     "ExportedNote",
     "ExportedScope",
     "ExportedSource",
+    "Imported",
     "check_export",
     "export_memory",
+    "import_export",
     "import_memory",
     "parse_export",
 ]
@@ -230,12 +232,40 @@ async def export_memory(engine: Engine) -> dict[str, Any]:
     return document
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Imported:
+    """What :func:`import_export` did.
+
+    Attributes:
+        memories: memories added (new ones, not those held already or reinforced).
+        notes: notes added.
+        held: for each memory of the export with a uid, the uid of the memory that
+            holds it here: its own (added now or before), or that of the copy it
+            reinforced.
+    """
+
+    memories: int
+    notes: int
+    held: dict[str, str]
+
+
 async def import_memory(
     data: Mapping[str, Any],
     engine: Engine,
     *,
     progress: Callable[[int, int], object] | None = None,
 ) -> tuple[int, int]:
+    """:func:`import_export`, as ``(memories added, notes added)``."""
+    imported = await import_export(data, engine, progress=progress)
+    return imported.memories, imported.notes
+
+
+async def import_export(
+    data: Mapping[str, Any],
+    engine: Engine,
+    *,
+    progress: Callable[[int, int], object] | None = None,
+) -> Imported:
     """Add memories, notes and kept conversations from :func:`export_memory` output
     of any agent.
 
@@ -244,8 +274,8 @@ async def import_memory(
     <spade_memory.storage.conversations.ConversationStore.import_messages>`), so
     importing twice changes nothing. A memory that copies one held here (the same
     content, as ``store`` compares them) reinforces it instead of being added.
-    Returns ``(memories added, notes added)``: the new ones only, neither those
-    skipped nor those that reinforced a memory held here.
+    Counts the new ones only, neither those skipped nor those that reinforced a
+    memory held here (see :class:`Imported`).
 
     Args:
         data: the export.
@@ -269,13 +299,17 @@ async def import_memory(
     prepared: list[tuple[NewMemory, IndexedText]] = []
     graphs: list[MemoryGraph | Deferred | None] = []
     seen: set[str] = set()
+    held: dict[str, str] = {}
     total = len(document.memories)
     for start in range(0, total, _IMPORT_STEP):
         step: list[tuple[NewMemory, IndexedText]] = []
         for position in range(start, min(start + _IMPORT_STEP, total)):
             new = _imported(position + 1, document.memories[position], engine.input, engine.now)
             text = engine.input.index_text(new.content, new.context)
-            if new.uid in seen or await engine.base.get_by_uid(new.uid) is not None:
+            if new.uid in seen:
+                continue
+            if await engine.base.get_by_uid(new.uid) is not None:
+                held[new.uid] = new.uid
                 continue
             seen.add(new.uid)
             step.append((new, text))
@@ -292,9 +326,10 @@ async def import_memory(
         engine.notify_changed(marked=True)
     # A copy of a memory held here (or of one earlier in the export) reinforces that
     # memory, which comes back in its place with its own uid: it is not a new one.
-    added = sum(
-        1 for (new, _), memory in zip(prepared, written, strict=True) if memory.uid == new.uid
-    )
+    added = 0
+    for (new, _), memory in zip(prepared, written, strict=True):
+        held[new.uid] = memory.uid
+        added += memory.uid == new.uid
     notes_added = await engine.interactions.add_imported(notes) if notes else 0
     if conversations:
         # a conversation id as checked here, by its spelling in the export
@@ -304,7 +339,7 @@ async def import_memory(
         }
         sources = await _imported_sources(document.memories, ids, engine)
         await engine.conversations.import_messages(conversations, sources)
-    return added, notes_added
+    return Imported(added, notes_added, held)
 
 
 def _notes_of(document: ExportDocument) -> dict[str, list[dict[str, Any]]]:

@@ -133,6 +133,17 @@ async def test_storing_an_existing_id_replaces_it(backend: SpadeMemoryBackend) -
     assert (await backend.get_memory_stats(AGENT))["total_memories"] == 1
 
 
+async def test_a_copy_under_a_new_id_reinforces_the_memory_and_returns_its_id(
+    backend: SpadeMemoryBackend,
+) -> None:
+    assert await backend.store_memory(entry(id="one")) == "one"
+    assert await backend.store_memory(entry(id="two")) == "one"  # the same content
+    (held,) = await backend.get_recent_memories(AGENT)
+    assert held.id == "one" and held.access_count == 1
+    assert await backend.delete_memory("one") is True
+    assert (await backend.get_memory_stats(AGENT))["total_memories"] == 0
+
+
 @pytest.mark.parametrize(
     ("fields", "complaint"),
     [
