@@ -41,6 +41,15 @@ _ACROSS_SCOPES = (
 )
 
 
+def _in_scope(row: Sequence[Any]) -> Sequence[Any]:
+    """An atom's row (with ``_ACROSS_SCOPES`` last) as its own scope sees it: one
+    superseded only by a claim of another scope is active, superseded by nothing
+    (whose claim that was is none of its readers' business)."""
+    if row[5] == "superseded" and row[16]:
+        return (*row[:5], "active", *row[6:14], None, *row[15:])
+    return row
+
+
 class AtomReads:
     """The atoms of one agent's base memory as read by ``fetch`` (one read query),
     each with its status now."""
@@ -95,9 +104,7 @@ class AtomReads:
                 chunk,
             )
             for row in rows:
-                if row[5] == "superseded" and row[16]:
-                    row = (*row[:5], "active", *row[6:])
-                atom = self._atom(row, now)
+                atom = self._atom(_in_scope(row), now)
                 found.setdefault(atom.memory_id, []).append(atom)
         return found
 
@@ -109,10 +116,7 @@ class AtomReads:
         )
         if not rows:
             return None
-        row = rows[0]
-        if row[5] == "superseded" and row[16]:
-            row = (*row[:5], "active", *row[6:])
-        return self._atom(row, now)
+        return self._atom(_in_scope(rows[0]), now)
 
     async def live(self, memory_id: int, now: float) -> builtins.list[Atom]:
         """The atoms of a memory that are live now (the ones to recall), in order."""

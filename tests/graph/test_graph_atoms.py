@@ -187,6 +187,23 @@ async def test_a_claim_never_supersedes_across_scopes(memory: MemoryManager, clo
     assert [r.memory.id for r in recalled] == [berlin.id]
 
 
+async def test_a_claim_moved_to_another_scope_no_longer_supersedes_nor_shows(
+    memory: MemoryManager, clock: Clock
+) -> None:
+    paris = await memory.store("Dana lives in Paris.")
+    clock.advance(1)
+    oslo = await memory.store("Dana lives in Oslo.")
+    await memory.flush()
+    (old,) = await memory.atoms(paris.id)
+    assert old.status == "superseded" and old.superseded_by is not None
+    await memory.update(oslo.id, scope=Scope.private("bob@x.org"))
+    (old,) = await memory.atoms(paris.id)
+    # another scope's claim: not superseding, and not named to this memory's readers
+    assert (old.status, old.superseded_by) == ("active", None)
+    single = await memory.engine.atoms.atom(old.id, memory.engine.now())
+    assert single is not None and single.superseded_by is None
+
+
 async def test_memories_shared_with_other_readers_are_two_scopes(
     memory: MemoryManager, clock: Clock
 ) -> None:
