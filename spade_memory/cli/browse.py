@@ -291,16 +291,16 @@ def _seen_by(args: argparse.Namespace) -> str:
 def list_(args: argparse.Namespace) -> int:
     async def work() -> int:
         # as MemoryManager.list: the same checks, the same read, no engine built
-        from ..config import MemoryConfig
-        from ..storage.memory_reads import list_memories
+        from ..storage.memory_reads import known_categories, list_memories
         from ..validation import check_category, check_page
 
-        categories = None
-        if args.category is not None:
-            categories = [check_category(args.category, MemoryConfig().categories)]
         limit, offset = check_page(args.limit, args.offset)
         viewer = viewer_of(args)
         async with read_memory(args) as view:
+            categories = None
+            if args.category is not None:  # the memory's own categories
+                known = await known_categories(view.fetchall)
+                categories = [check_category(args.category, known)]
             found = await list_memories(
                 view.fetchall,
                 categories=categories,

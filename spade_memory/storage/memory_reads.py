@@ -39,6 +39,7 @@ __all__ = [
     "has_memories",
     "indexed_tokens_and_endings",
     "iter_all",
+    "known_categories",
     "last_run",
     "last_runs",
     "list_memories",
@@ -106,6 +107,15 @@ async def get_many_indexed(
             previous = None if row[-2] is None else int(row[-2])
             found[memory.id] = (memory, None if row[-1] is None else str(row[-1]), previous)
     return found
+
+
+async def known_categories(fetch: Fetch) -> list[str]:
+    """The categories the memory was ever opened with, and those its memories have."""
+    rows = await fetch(
+        "SELECT name FROM categories UNION SELECT DISTINCT category FROM memories ORDER BY 1",
+        (),
+    )
+    return [str(row[0]) for row in rows]
 
 
 async def list_memories(

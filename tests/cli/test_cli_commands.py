@@ -132,6 +132,23 @@ def test_an_integer_option_out_of_range_is_a_usage_error(
     assert usage.value.code == 2 and says in err and "Traceback" not in err
 
 
+def test_list_by_a_category_of_the_memorys_own(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = MemoryConfig(root=tmp_path, embedder=None, categories=("fact", "task"))
+
+    async def fill() -> None:
+        async with await MemoryManager.open(ALICE, config) as memory:
+            await memory.store("Send the invoice to Bob", category="task")
+            await memory.store("Bob lives in Porto")
+
+    asyncio.run(fill())
+    tasks = run_json(capsys, "list", ALICE, "--root", str(tmp_path), "--category", "task")
+    assert [m["content"] for m in tasks] == ["Send the invoice to Bob"]
+    status, _, err = run(capsys, "list", ALICE, "--root", str(tmp_path), "--category", "pattern")
+    assert status != 0 and "category must be one of fact, task; got 'pattern'" in err
+
+
 def test_a_page_or_id_past_the_end_is_just_not_there(
     root: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
