@@ -71,8 +71,15 @@ logger = logging.getLogger(__name__)
 _LATIN_WORD = re.compile(r"[a-z]+")
 
 _CacheKey = tuple[str, int, tuple[str, ...], bool, Viewer | None, float]
+_WIDEN_BY = 4  # a search crowded by memories with no live atom asks 4 times as many
+_WIDEST = 16  # candidates, at most twice
 _VISIBLE_SECONDS = 10.0  # a viewer's visible ids are read again after this at the latest
 _VISIBLE_VIEWERS = 64  # viewers whose visible ids are kept
+
+
+async def _ready(vector: np.ndarray) -> np.ndarray:
+    """A query vector already made (by the run before a wider one)."""
+    return vector
 
 
 def _replace_word(text: str, word: str, by: str) -> str:
@@ -222,6 +229,11 @@ class Retriever:
             with search_gate().counting():  # background derivation steps aside meanwhile
                 async with asyncio.timeout(bound):
                     results = await self._run(state)
+                    while self._crowded(state):
+                        # the routes' best were mostly memories with no live atom (a
+                        # fact superseded again and again): look deeper, once or twice
+                        state = state.wider(_WIDEN_BY)
+                        results = await self._run(state)
         except TimeoutError:
             raise StorageError(
                 f"the search took longer than {bound:g} s and was stopped; try again, "
@@ -235,6 +247,16 @@ class Retriever:
                 self._cache.clear()
             self._cache[key] = (time.monotonic(), self._generation, list(results))
         return results, timings
+
+    def _crowded(self, state: SearchState) -> bool:
+        """Whether memories with no live atom kept the pool short of its size while a
+        route gave all the candidates it was asked for (there may be more behind)."""
+        if not state.dead or len(state.pool) >= state.pool_size:
+            return False
+        if state.widen >= _WIDEST:
+            return False
+        k = min(state.candidates, self._config.vector_candidate_cap)
+        return len(state.keyword) >= state.candidates or (0 < k <= len(state.vector))
 
     async def _run(self, state: SearchState) -> list[SearchResult]:
         """The stages of one search, in order."""
@@ -261,7 +283,7 @@ class Retriever:
         """Sizes (MMR pool, candidates per sub-route), query terms and intent."""
         config = self._config
         state.pool_size = max(state.limit * config.mmr_pool_factor, state.limit)
-        state.candidates = max(
+        state.candidates = state.widen * max(
             state.limit * config.recall_candidate_multiplier,
             config.min_candidates,
             state.pool_size,
@@ -281,8 +303,13 @@ class Retriever:
         meanwhile, and again respelt only when a word was).
         """
         embedding: asyncio.Task[np.ndarray] | None = None
+        given = state.given_vector
         if self._vectors is not None:
-            embedding = asyncio.create_task(self._embed_query(state.query, state.timings))
+            embedding = asyncio.create_task(
+                _ready(given)
+                if given is not None
+                else self._embed_query(state.query, state.timings)
+            )
         try:
             async with asyncio.timeout(self._config.route_timeout_seconds):
                 await self._respell(state)
@@ -294,7 +321,7 @@ class Retriever:
                 embedding.cancel()
             raise
         as_typed: asyncio.Task[np.ndarray] | None = None
-        if state.spelled and embedding is not None:
+        if state.spelled and embedding is not None and given is None:
             as_typed = embedding
             as_typed.cancel()
             embedding = asyncio.create_task(self._embed_query(state.spelled, state.timings))
@@ -723,7 +750,10 @@ class Retriever:
         allowed = set(state.categories) if state.categories else None
         for memory_id in ranked:
             memory = memories.get(memory_id)
-            if memory is None or memory.status != "active" or memory_id in hidden:
+            if memory_id in hidden:
+                state.dead += 1
+                continue
+            if memory is None or memory.status != "active":
                 continue
             if allowed is not None and memory.category not in allowed:
                 continue

@@ -61,6 +61,10 @@ class SearchState:
     viewer: Viewer | None = None
     min_score: float = 0.0
     timings: SearchTimings = field(default_factory=SearchTimings)
+    # a search run again, wider (see Retriever.search_with_timings): how many times
+    # more candidates each route gives, and the query vector of the run before
+    widen: int = 1
+    given_vector: np.ndarray | None = None
     # plan
     terms: list[str] = field(default_factory=list)
     date_terms: list[str] = field(default_factory=list)  # the days it means, as indexed
@@ -93,8 +97,25 @@ class SearchState:
     loaded: Loaded | None = None  # made when the second stage starts (its clock reading)
     indexed: IndexedTokens = field(default_factory=dict)
     signals: dict[int, LexicalSignals] = field(default_factory=dict)
-    # pool, final score, MMR
+    # pool, final score, MMR (``dead``: candidates left out of the pool for having
+    # no live atom, superseded or lapsed)
     pool: list[Memory] = field(default_factory=list)
+    dead: int = 0
+
+    def wider(self, by: int) -> SearchState:
+        """The same search, to run again with ``by`` times as many candidates per
+        route, from the query vector this run made (a new state, nothing found yet)."""
+        return SearchState(
+            query=self.query,
+            limit=self.limit,
+            categories=self.categories,
+            explain=self.explain,
+            viewer=self.viewer,
+            min_score=self.min_score,
+            widen=self.widen * by,
+            given_vector=self.query_vector,
+        )
+
     weights: dict[str, float] = field(default_factory=dict)
     final: dict[int, float] = field(default_factory=dict)
     parts: dict[int, tuple[float, float]] = field(default_factory=dict)

@@ -165,6 +165,25 @@ async def test_a_newer_claim_supersedes_an_older_one(memory: MemoryManager, cloc
     assert paris.id in {r.memory.id for r in await memory.search("where does Alice live")}
 
 
+CITIES = [f"Town{chr(65 + i // 26)}{chr(65 + i % 26)}" for i in range(60)]
+
+
+async def test_a_fact_told_again_and_again_still_finds_its_newest_version(
+    memory: MemoryManager, clock: Clock
+) -> None:
+    # 59 superseded versions match the query as well as the live one: they must not
+    # take every candidate place and leave the search empty
+    for city in CITIES:
+        await memory.store(f"Alice lives in {city}.")
+        clock.advance(0.01)
+    await memory.flush()
+    for query in ("where does Alice live", "Alice lives", "Alice"):
+        found = [r.memory.content for r in await memory.search(query, limit=5)]
+        assert found == [f"Alice lives in {CITIES[-1]}."], query
+        recalled = [r.memory.content for r in await memory.recall(query, limit=5)]
+        assert recalled == [f"Alice lives in {CITIES[-1]}."], query
+
+
 async def test_a_claim_never_supersedes_across_scopes(memory: MemoryManager, clock: Clock) -> None:
     alice, bob = "alice@x.org", "bob@x.org"
     lisbon = await memory.store("Carol lives in Lisbon.", scope=Scope.private(alice))
