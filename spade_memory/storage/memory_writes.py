@@ -17,6 +17,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from functools import partial
 from typing import Any
 
+import aiosqlite
+
 from ..errors import StorageError
 from ..models import Memory, Scope
 from ..text.content_key import content_key
@@ -83,6 +85,20 @@ _REINFORCE_MEMORY = (
 _INSERT_READER = "INSERT OR IGNORE INTO memory_readers (memory_id, reader) VALUES (?, ?)"
 _LAST_TURN = "SELECT id FROM memories WHERE source_conversation = ? ORDER BY id DESC LIMIT 1"
 _INSERT_FTS = "INSERT INTO memories_fts (rowid, content_tokens, context_tokens) VALUES (?, ?, ?)"
+
+
+async def refresh_content_key(db: aiosqlite.Connection, memory_id: int) -> None:
+    """Key memory ``memory_id`` under its text as it is now, so that storing that text
+    again finds it as a copy, and storing its old text no longer does (inside the
+    transaction that changed its content or context)."""
+    rows = await db.execute_fetchall(
+        "SELECT content, context FROM memories WHERE id = ?", (memory_id,)
+    )
+    for content, context in rows:
+        await db.execute(
+            "UPDATE memories SET content_key = ? WHERE id = ?",
+            (content_key(content, context), memory_id),
+        )
 
 
 def _copy_key(new: NewMemory, key: bytes) -> tuple[Any, ...]:
@@ -321,6 +337,8 @@ async def update_memory(
             await cursor.close()
             if not changed:
                 return False
+            if values.keys() & {"content", "context"}:
+                await refresh_content_key(db, memory_id)
             if scope is not None:
                 await db.execute("DELETE FROM memory_readers WHERE memory_id = ?", (memory_id,))
                 await db.executemany(

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from ..text.graph import MemoryGraph
 from .embeddings import DEPENDENTS_SQL
 from .graph import delete_graph, write_graph
+from .memory_writes import refresh_content_key
 from .scope_filter import readers_key
 from .sql import placeholders
 
@@ -95,6 +96,7 @@ async def merge_memories(
                 survivor,
             ),
         )
+        await refresh_content_key(db, survivor)
         if text is not None:
             content_tokens, context_tokens, graph = text
             await db.execute("DELETE FROM memories_fts WHERE rowid = ?", (survivor,))

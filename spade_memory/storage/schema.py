@@ -326,6 +326,13 @@ _V11 = (
     "AND p.owner IS m.owner AND p.visibility = m.visibility AND m.visibility != 'shared')",
 )
 
+_V12 = (
+    # A memory's content key was kept from its first text when an update or a merge
+    # changed the text (memory_writes.refresh_content_key now keys it anew): every
+    # memory is keyed under its text as it is.
+    "UPDATE memories SET content_key = spade_content_key(content, context)",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _V1),
     Migration(2, "graph nodes, edges, entries and memory atoms", _V2),
@@ -338,6 +345,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(9, "the conversation store and the sources of formed memories", _V9),
     Migration(10, "memories whose graph and atoms are still to be derived", _V10),
     Migration(11, "turns of a conversation embedded with the turn before them", _V11),
+    Migration(12, "content keys of memories whose text changed", _V12),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

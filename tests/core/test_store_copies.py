@@ -216,3 +216,37 @@ async def test_the_store_tool_says_when_it_reinforced_a_memory(
     second = await store.call(arguments, context)
     assert first.text == "Stored as memory 1 in category fact."
     assert second.text == "Already stored as memory 1 in category fact; reinforced it."
+
+
+async def test_a_memory_whose_text_changed_is_a_copy_of_its_new_text_only(
+    fresh_memory: MemoryManager,
+) -> None:
+    tea = await fresh_memory.store("Bob likes tea")
+    await fresh_memory.update(tea.id, content="Bob likes coffee")
+    told_again = await fresh_memory.store("Bob likes tea")  # no memory says this now
+    assert told_again.id != tea.id and told_again.content == "Bob likes tea"
+    coffee = await fresh_memory.store("bob likes coffee")
+    assert coffee.id == tea.id and coffee.content == "Bob likes coffee"
+    assert sorted(m.content for m in await fresh_memory.list()) == [
+        "Bob likes coffee",
+        "Bob likes tea",
+    ]
+
+
+async def test_a_stale_content_key_is_made_anew_by_the_migration(tmp_path: Path) -> None:
+    config = hashing_config(tmp_path)
+    async with await MemoryManager.open(AGENT, config) as memory:
+        tea = await memory.store("Bob likes coffee")
+        path = memory.base_store.path
+    assert path is not None
+    db = sqlite3.connect(path)
+    try:  # as an update from "Bob likes tea" left it before keys followed the text
+        stale = content_key("Bob likes tea", None)
+        db.execute("UPDATE memories SET content_key = ? WHERE id = ?", (stale, tea.id))
+        db.execute("PRAGMA user_version = 11")
+        db.commit()
+    finally:
+        db.close()
+    async with await MemoryManager.open(AGENT, config) as memory:
+        assert (await memory.store("Bob likes coffee")).id == tea.id
+        assert (await memory.store("Bob likes tea")).id != tea.id
