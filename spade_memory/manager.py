@@ -683,7 +683,9 @@ class MemoryManager:
         nothing. Messages formed into memories where they were exported are not
         formed again; the others are formed here as kept messages are.
 
-        A memory that copies one held here (see :meth:`store`) reinforces it instead.
+        A memory that copies one held here (see :meth:`store`) reinforces it instead;
+        copies within the export that carry their uid stay apart, as they were where
+        it was made, and an archived memory is imported as it is, never as a copy.
         Returns ``(memories added, notes added)``, the new ones only (not those
         skipped, nor those that reinforced a memory). ``progress`` is called with
         ``(memories read, memories in the export)`` as they are checked (embedding

@@ -495,4 +495,9 @@ def _checked_memory(
         updated_at=new.created_at if exported.updated_at is None else exported.updated_at,
         last_accessed=exported.last_accessed,
         access_count=exported.access_count,
+        # a copy of a memory held here reinforces it; copies within the export that
+        # name their uid were kept apart where it was made, and stay apart (those
+        # without, as store_many's items, make one); an archived one is kept as is
+        dedupe=exported.status == "active",
+        held_copies_only=exported.uid is not None,
     )

@@ -98,7 +98,9 @@ class NewMemory:
 
     With ``dedupe``, a stored active memory of the same category and scope whose
     content has the same :func:`~spade_memory.text.content_key.content_key` is
-    reinforced instead (see ``memory_writes.insert_rows``).
+    reinforced instead (see ``memory_writes.insert_rows``); with
+    ``held_copies_only`` too, only one stored before its transaction (an imported
+    memory reinforces one held here, never another of its export).
     """
 
     uid: str
@@ -117,6 +119,7 @@ class NewMemory:
     access_count: int = 0
     scope: Scope = GLOBAL_SCOPE
     dedupe: bool = False
+    held_copies_only: bool = False
 
 
 def scope_of(owner: str | None, visibility: str | None, readers: str | None) -> Scope:

@@ -73,9 +73,10 @@ _COPIES = (
     "FROM memory_readers AS r WHERE r.memory_id = memories.id) END "
     "FROM memories WHERE content_key = ? AND category = ? AND status = 'active' "
     "AND owner IS ? AND visibility = ? "
-    "AND (visibility != 'conversation' OR source_conversation IS ?) "
+    "AND (visibility != 'conversation' OR source_conversation IS ?) AND id <= ? "
     "ORDER BY id DESC LIMIT 8"
 )
+_NO_ID_BOUND = 2**63 - 1
 # Told again: one more access, the higher importance and confidence of the two.
 _REINFORCE_MEMORY = (
     "UPDATE memories SET access_count = access_count + 1, last_accessed = ?, "
@@ -109,14 +110,23 @@ def _copy_key(new: NewMemory, key: bytes) -> tuple[Any, ...]:
 
 
 def _copy_of(
-    new: NewMemory, key: bytes, made: dict[tuple[Any, ...], int], db: sqlite3.Connection
+    new: NewMemory,
+    key: bytes,
+    made: dict[tuple[Any, ...], int],
+    held_through: int,
+    db: sqlite3.Connection,
 ) -> int | None:
-    """The id of a stored (or just inserted) active copy of ``new``, if any."""
+    """The id of a stored (or, unless ``new.held_copies_only``, just inserted) active
+    copy of ``new``, if any; ``held_through`` is the highest id stored before."""
     same = _copy_key(new, key)
-    if same in made:
+    if new.held_copies_only:
+        bound = held_through
+    elif same in made:
         return made[same]
+    else:
+        bound = _NO_ID_BOUND
     scope = new.scope
-    params = (key, new.category, scope.owner, scope.visibility, new.source_conversation)
+    params = (key, new.category, scope.owner, scope.visibility, new.source_conversation, bound)
     for memory_id, readers in db.execute(_COPIES, params).fetchall():
         if frozenset(json.loads(readers) if readers else ()) == scope.shared_with:
             return int(memory_id)
@@ -149,9 +159,12 @@ def insert_rows(
     reinforced: set[int] = set()
     made: dict[tuple[Any, ...], int] = {}
     last_turn: dict[str, int] = {}
+    (held_through,) = db.execute(
+        "SELECT coalesce(max(seq), 0) FROM sqlite_sequence WHERE name = 'memories'"
+    ).fetchone()
     for position, (new, text, metadata) in enumerate(rows):
         key = content_key(new.content, new.context)
-        copy = _copy_of(new, key, made, db) if new.dedupe else None
+        copy = _copy_of(new, key, made, int(held_through), db) if new.dedupe else None
         if copy is not None:
             db.execute(
                 _REINFORCE_MEMORY,
@@ -194,7 +207,7 @@ def insert_rows(
         )
         memory_id = int(cursor.fetchone()[0])
         cursor.close()
-        if new.dedupe:
+        if new.dedupe and new.status == "active":  # an archived row is no copy to reinforce
             made[_copy_key(new, key)] = memory_id
         if new.scope.shared_with:
             db.executemany(_INSERT_READER, [(memory_id, r) for r in sorted(new.scope.shared_with)])

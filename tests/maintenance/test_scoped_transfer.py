@@ -56,3 +56,28 @@ async def test_an_export_without_scopes_imports_as_global(tmp_path: Path) -> Non
         with pytest.raises(InvalidToolInput, match="visibility"):
             await target.import_data(bad)
         assert len(await target.list()) == 1
+
+
+async def test_copies_within_an_export_stay_apart_and_an_archived_one_is_no_copy(
+    tmp_path: Path,
+) -> None:
+    config = MemoryConfig(root=tmp_path, embedder=None)
+    async with await MemoryManager.open("one@x.org", config) as source:
+        closed = await source.store("The Porto office opens at 9")
+        await source.archive(closed.id)
+        await source.store("The Porto office opens at 9")
+        await source.store("Bob likes tea")
+        await source.store("Bob likes tea", dedupe=False)
+        exported = await source.export()
+    kept = sorted((m["content"], m["status"], m["access_count"]) for m in exported["memories"])
+    async with await MemoryManager.open("two@x.org", config) as target:
+        assert await target.import_data(exported) == (4, 0)
+        assert await target.import_data(exported) == (0, 0)
+        found = await target.list(status=None, limit=50)
+        assert sorted((m.content, m.status, m.access_count) for m in found) == kept
+        # a copy of a memory held before the import still reinforces it
+        told = await target.store("A fact held here")
+        copy = {**exported["memories"][0], "uid": "n" * 32, "content": "A fact held here"}
+        copy["status"] = "active"
+        assert await target.import_data({**exported, "memories": [copy]}) == (0, 0)
+        assert (await target.get(told.id)).access_count == 1
