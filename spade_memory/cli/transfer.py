@@ -288,15 +288,22 @@ def import_(args: argparse.Namespace) -> int:
 
     async def work() -> int:
         from ..identity import AgentIdentity
+        from ..storage.file_peek import categories
 
         data = _read_export(args.file)
         root = memory_root(args, create=True)
         identity = AgentIdentity.of(args.jid)
-        check_export(data, command_config(root, None))
+        # the memory's categories, and those the export brings
+        told = [m.get("category") for m in data.get("memories", []) if isinstance(m, dict)]
+        held = categories(root / identity.database_name)
+        brought = [c for c in told if isinstance(c, str)]
+        check_export(data, command_config(root, None, categories=(*held, *brought)))
         root_made = not root.exists()
         agent_made = root_made or _is_new(root, identity)
         try:
-            async with open_memory(args, create=True, embeds=True, derives=True) as memory:
+            async with open_memory(
+                args, create=True, embeds=True, derives=True, categories=brought
+            ) as memory:
                 progress = ProgressLine("importing", enabled=not args.json)
                 before = await _kept_messages(memory)
                 added, notes = await memory.import_data(data, progress=progress)

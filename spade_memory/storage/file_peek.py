@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "categories",
     "count_memories",
     "count_memories_readonly",
     "count_without_vector",
@@ -34,6 +35,25 @@ def _one(path: Path, sql: str, params: tuple[Any, ...] = ()) -> Any:
     except sqlite3.Error:
         return None
     return None if row is None else row[0]
+
+
+def categories(path: Path) -> tuple[str, ...]:
+    """The categories of the database file: those its memory was opened with, then
+    any other its memories have (none when it is missing or unreadable)."""
+    if not path.is_file():
+        return ()
+    try:
+        connection = sqlite3.connect(path, timeout=_TIMEOUT)
+        try:
+            named = [str(r[0]) for r in connection.execute("SELECT name FROM categories")]
+            used = connection.execute("SELECT DISTINCT category FROM memories").fetchall()
+        finally:
+            connection.close()
+    except sqlite3.Error:
+        return ()
+    found = dict.fromkeys(named)
+    found.update(dict.fromkeys(str(r[0]) for r in used))
+    return tuple(found)
 
 
 def count_memories(path: Path) -> int | None:

@@ -149,6 +149,28 @@ def test_list_by_a_category_of_the_memorys_own(
     assert status != 0 and "category must be one of fact, task; got 'pattern'" in err
 
 
+def test_an_export_with_the_agents_own_categories_imports_anywhere(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = MemoryConfig(root=tmp_path, embedder=None, categories=("fact", "task"))
+
+    async def fill() -> None:
+        async with await MemoryManager.open(ALICE, config) as memory:
+            await memory.store("Send the invoice to Bob", category="task")
+
+    asyncio.run(fill())
+    exported = tmp_path / "alice.jsonl"
+    status, _, err = run(capsys, "export", ALICE, "--root", str(tmp_path), "-o", str(exported))
+    assert status == 0, err
+    for target in (ALICE, "carol@localhost"):  # its own memory, and a new one
+        status, _, err = run(capsys, "import", target, str(exported), "--root", str(tmp_path))
+        assert status == 0, err
+    tasks = run_json(
+        capsys, "list", "carol@localhost", "--root", str(tmp_path), "--category", "task"
+    )
+    assert [m["content"] for m in tasks] == ["Send the invoice to Bob"]
+
+
 def test_a_page_or_id_past_the_end_is_just_not_there(
     root: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

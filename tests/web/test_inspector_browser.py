@@ -11,13 +11,16 @@ sets it on CI, so that a failed install is not a silent skip).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import importlib.util
+import json
 import os
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +28,7 @@ from typing import Any
 import pytest
 from factories import REPO, child_env, hashing_config
 
+from spade_memory.config import DEFAULT_CATEGORIES
 from spade_memory.identity import AgentIdentity
 from spade_memory.manager import MemoryManager
 
@@ -54,14 +58,24 @@ def browser_installed() -> None:
         pytest.fail(f"{REQUIRE}=1 but the browser tests cannot run: {missing}")
     pytest.skip(missing)
 
+
 ALICE = "alice@localhost"
 SCRIPT = "<script>document.title='pwned'</script><img src=x onerror=\"document.title='pwned'\">"
 WAIT = 20
 
 
 async def _fill(root: Path) -> dict[str, int]:
-    async with await MemoryManager.open(ALICE, hashing_config(root)) as memory:
+    config = dataclasses.replace(hashing_config(root), categories=(*DEFAULT_CATEGORIES, "recipe"))
+    async with await MemoryManager.open(ALICE, config) as memory:
         ids = {
+            "soup": (
+                await memory.store(
+                    "Leek soup wants an hour",
+                    category="recipe",
+                    context="from Bob\nafter the market",
+                    importance=0.537,
+                )
+            ).id,
             "berlin": (await memory.store("Carol Smith moved to Berlin with Dave Jones")).id,
             "acme": (await memory.store("Dave Jones works at Acme Corp in Berlin")).id,
             "tea": (await memory.store("Carol Smith prefers green tea", category="preference")).id,
@@ -195,3 +209,20 @@ def test_a_stored_script_never_runs(site: dict[str, Any], browser: Any) -> None:
         assert "<script>document.title='pwned'</script>" in body, path
         assert browser.title != "pwned", path
         assert not browser.find_elements(by.CSS_SELECTOR, "main img"), path
+
+
+def test_saving_the_edit_form_unchanged_changes_nothing(site: dict[str, Any], browser: Any) -> None:
+    # a category the server's defaults lack, an importance off the 0.05 steps and a
+    # context of two lines: each survives a save of the form as it was shown
+    by = _by()
+    target = f"{site['base']}/memories/{site['soup']}"
+    browser.get(target)
+    browser.find_element(by.CSS_SELECTOR, "details.edit summary").click()
+    form = browser.find_element(by.CSS_SELECTOR, "form.edit-form")
+    assert browser.execute_script("return arguments[0].checkValidity()", form)
+    form.find_element(by.CSS_SELECTOR, "button[type=submit]").click()
+    _wait(browser, lambda d: d.find_element(by.ID, "memory-content"))
+    shown = json.loads(urllib.request.urlopen(target + "?format=json", timeout=WAIT).read())
+    memory = shown["memory"]
+    assert (memory["category"], memory["importance"]) == ("recipe", 0.537)
+    assert memory["context"] == "from Bob\nafter the market"
