@@ -293,13 +293,13 @@ def import_(args: argparse.Namespace) -> int:
         data = _read_export(args.file)
         root = memory_root(args, create=True)
         identity = AgentIdentity.of(args.jid)
-        # the memory's categories, and those the export brings
-        told = [m.get("category") for m in data.get("memories", []) if isinstance(m, dict)]
-        held = categories(root / identity.database_name)
-        brought = [c for c in told if isinstance(c, str)]
-        check_export(data, command_config(root, None, categories=(*held, *brought)))
         root_made = not root.exists()
         agent_made = root_made or _is_new(root, identity)
+        # the memory's categories; a memory this import makes takes the export's too
+        held = categories(root / identity.database_name)
+        told = [m.get("category") for m in data.get("memories", []) if isinstance(m, dict)]
+        brought = [c for c in told if isinstance(c, str)] if agent_made else []
+        check_export(data, command_config(root, None, categories=(*held, *brought)))
         try:
             async with open_memory(
                 args, create=True, embeds=True, derives=True, categories=brought

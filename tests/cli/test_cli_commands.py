@@ -157,6 +157,9 @@ def test_an_export_with_the_agents_own_categories_imports_anywhere(
     async def fill() -> None:
         async with await MemoryManager.open(ALICE, config) as memory:
             await memory.store("Send the invoice to Bob", category="task")
+        plain = MemoryConfig(root=tmp_path, embedder=None)
+        async with await MemoryManager.open("bob@localhost", plain) as memory:
+            await memory.store("Bob keeps a memory of his own")
 
     asyncio.run(fill())
     exported = tmp_path / "alice.jsonl"
@@ -169,6 +172,9 @@ def test_an_export_with_the_agents_own_categories_imports_anywhere(
         capsys, "list", "carol@localhost", "--root", str(tmp_path), "--category", "task"
     )
     assert [m["content"] for m in tasks] == ["Send the invoice to Bob"]
+    # a memory that was there takes no category it does not have
+    status, _, err = run(capsys, "import", "bob@localhost", str(exported), "--root", str(tmp_path))
+    assert status == 2 and "got 'task'" in err
 
 
 def test_a_page_or_id_past_the_end_is_just_not_there(
@@ -307,14 +313,14 @@ def test_a_refused_import_makes_no_agent_and_changes_none(
 ) -> None:
     status, out, _ = run(capsys, "export", ALICE, "--root", str(root))
     lines = [json.loads(line) for line in out.splitlines()]
-    lines[2]["category"] = "bogus"  # the second memory
+    lines[2]["confidence"] = 1.5  # the second memory
     dump = tmp_path / "bad.jsonl"
     dump.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
     database = root / AgentIdentity.of(ALICE).database_name
     before = database.read_bytes()
     for jid in (DAVE, ALICE):
         status, _, err = run(capsys, "import", jid, str(dump), "--root", str(root))
-        assert status == 2 and "error: memory 2 of the export is invalid: category" in err
+        assert status == 2 and "error: memory 2 of the export is invalid: confidence" in err
     _agent_is_gone(root, DAVE, capsys)
     assert database.read_bytes() == before  # the agent that was there: as it was
     status, _, err = run(capsys, "stats", ALICE, "--root", str(root))
