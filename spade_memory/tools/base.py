@@ -248,7 +248,10 @@ class MemoryTool(abc.ABC):
                 "Continue without it",
             )
         if budget is not None:
-            text = budget.take_output(text)
+            if self._read_only:
+                text = budget.take_output(text)
+            else:  # a write's confirmation (its memory's id) is never cut
+                budget.charge_output(text)
         return ToolResult(ok=True, text=text)
 
     async def _run_within_budget(self, arguments: ToolArguments, context: ToolContext) -> str:

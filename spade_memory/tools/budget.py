@@ -137,6 +137,11 @@ class RequestBudget:
             if self._active == 0:
                 self._seconds += max(0.0, self._clock() - self._busy_since)
 
+    def charge_output(self, text: str) -> None:
+        """Charge ``text`` to the output budget whole (a write's confirmation, which is
+        never cut): what is left for later reads shrinks, down to nothing."""
+        self._output = min(self._output + len(text), self._limits.max_output_chars)
+
     def take_output(self, text: str) -> str:
         """Charge ``text`` to the output budget, cut to what is left.
 

@@ -209,3 +209,22 @@ async def test_write_tool_is_never_cut_off_half_way() -> None:
     assert result.ok, result.text
     assert manager.stored == 1
     assert budget.elapsed >= 0.05
+
+
+async def test_a_write_confirmation_is_never_cut_by_the_output_budget() -> None:
+    from spade_memory.manager import MemoryManager
+
+    config = MemoryConfig(in_memory=True, embedder=None)
+    async with await MemoryManager.open("budget@localhost", config) as manager:
+        for n in range(12):
+            await manager.store(f"The office in town {n} opens at nine in the morning")
+        budget = RequestBudget(ToolBudget(max_output_chars=200))
+        context = ToolContext(manager, budget=budget)
+        tools = {tool.name: tool for tool in build_memory_tools(manager.categories)}
+        listed = await tools["list_memories"].call({"limit": 12}, context)
+        assert listed.ok and listed.text.endswith(TRUNCATION_NOTE)
+        stored = await tools["store_memory"].call(
+            {"content": "The Porto office opens at ten", "category": "fact"}, context
+        )
+        assert stored.ok and stored.text == "Stored as memory 13 in category fact."
+        assert budget.remaining_output == 0
