@@ -38,7 +38,7 @@ _SLASHES = "/\uff0f\u2044\u2215\u29f8"
 # Characters that show as nothing (or as a space) and may hide between the letters.
 _INVISIBLE = re.compile(
     "[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180e\u200b-\u200f\u202a-\u202e"
-    "\u2060-\u2064\u2066-\u206f\u3164\ufeff\uffa0]"
+    "\u2060-\u2064\u2066-\u206f\u3164\ufeff\uffa0\U000e0000-\U000e007f]"
 )
 _HIDDEN = "\x00"  # what an invisible character folds to
 
