@@ -113,8 +113,8 @@ async def memories_of(
         read_nodes.update((node.id, node) for node in fetched)
     else:
         named = await store.node_memories(
-                list(scores), per_node=per_node, categories=categories, viewer=viewer
-            )
+            list(scores), per_node=per_node, categories=categories, viewer=viewer
+        )
     # in id order, as one read of them all would give
     phrased = sorted((read_nodes[key] for key in wanted if key in read_nodes), key=lambda n: n.id)
     for node_id, memory_id in named:
@@ -237,8 +237,8 @@ async def text_matches(
             if _CJK_RUN.fullmatch(word) and word not in STOPWORDS and word not in named:
                 terms.append(word)
     stripped = query.strip()
-    if 0 < len(stripped) < 3 and stripped not in named:
-        terms.append(stripped)
+    if 0 < len(stripped) < 3 and stripped not in named and _CJK_RUN.search(stripped):
+        terms.append(stripped)  # a short name, as typed ("A股"); "to", "ai" match inside words
     found: dict[int, float] = {}
     wanted = list(dict.fromkeys(terms))[:_MAX_TERMS]
     results = await asyncio.gather(
