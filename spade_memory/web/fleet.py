@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from ..errors import InvalidToolInput
+from ..errors import InvalidToolInput, StorageError
 from ..limits import LIMITS
 from ..storage.agent_listing import list_agents
 from ..storage.registry import Registry
@@ -143,10 +143,15 @@ class Fleet:
             return error_response(request, 404, f"{self._root} holds no agent {chosen!r}")
         stems = [chosen] if chosen else sorted(agents, key=lambda stem: agents[stem])
         found: list[dict[str, Any]] = []
+        skipped: list[dict[str, str]] = []
         try:
             if text:
                 for stem in stems:
-                    manager = await self.manager(stem)
+                    try:
+                        manager = await self.manager(stem)
+                    except StorageError as exc:  # lost or damaged: the others are searched
+                        skipped.append({"agent": agents[stem], "reason": str(exc)})
+                        continue
                     data = await views.search_view(manager, query)
                     found.extend(
                         {**result, "agent": manager.jid, "stem": stem} for result in data["results"]
@@ -159,5 +164,6 @@ class Fleet:
             "agent": chosen or None,
             "agents": [{"stem": stem, "jid": jid} for stem, jid in agents.items()],
             "results": found[: LIMITS.search_limit],
+            "skipped": skipped,
         }
         return page(request, "fleet_search.html", data, active="fleet", static="/static")

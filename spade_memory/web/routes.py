@@ -22,6 +22,7 @@ from ..errors import (
     InvalidToolInput,
     MemoryNotFound,
     ScopeDenied,
+    StorageError,
     StoreClosedError,
 )
 from . import views
@@ -83,6 +84,8 @@ def _answering(handler: Handler) -> Handler:
             return error_response(request, 403, str(exc))
         except StoreClosedError as exc:
             return error_response(request, 503, str(exc))
+        except StorageError as exc:  # a memory lost or damaged, and what to do about it
+            return error_response(request, 503, str(exc))
 
     return answer
 
@@ -105,19 +108,19 @@ class MemoryPages:
             ("/", self.overview),
             ("/search", self.search),
             ("/memories", self.memories),
-            ("/memories/{id:[0-9]+}", self.memory),
+            ("/memories/{id:[0-9]{1,19}}", self.memory),
             ("/conversations", self.conversations),
             ("/conversation", self.conversation),
             ("/maintenance", self.maintenance),
             ("/graph", self.graph),
-            ("/graph/nodes/{id:[0-9]+}", self.node),
+            ("/graph/nodes/{id:[0-9]{1,19}}", self.node),
         ]
         posts: list[tuple[str, Handler]] = [
-            ("/memories/{id:[0-9]+}/update", self.update),
-            ("/memories/{id:[0-9]+}/pin", self.pin),
-            ("/memories/{id:[0-9]+}/forget", self.forget),
-            ("/memories/{id:[0-9]+}/archive", self.archive),
-            ("/memories/{id:[0-9]+}/restore", self.restore),
+            ("/memories/{id:[0-9]{1,19}}/update", self.update),
+            ("/memories/{id:[0-9]{1,19}}/pin", self.pin),
+            ("/memories/{id:[0-9]{1,19}}/forget", self.forget),
+            ("/memories/{id:[0-9]{1,19}}/archive", self.archive),
+            ("/memories/{id:[0-9]{1,19}}/restore", self.restore),
         ]
         found = [("GET", prefix + path, _answering(handler)) for path, handler in gets]
         found.append(("GET", prefix + "/static/{name}", static_file))

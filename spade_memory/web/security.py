@@ -119,7 +119,9 @@ class Guard:
             form = await request.post()
             field = form.get(TOKEN_FIELD)
             given = field if isinstance(field, str) else None
-        if not given or not hmac.compare_digest(given.encode(), token.encode()):
+        if not given or not hmac.compare_digest(
+            given.encode("utf-8", "surrogateescape"), token.encode()
+        ):
             raise web.HTTPForbidden(text="missing or wrong token: reload the page and try again")
 
 

@@ -144,7 +144,7 @@ async def list_view(manager: MemoryManager, query: Query) -> dict[str, Any]:
     limit = _int(query, "limit", _PAGE, low=1, high=LIMITS.list_limit)
     offset = _int(query, "offset", 0, low=0, high=10**9)
     start = None if since is None else _midnight(since)
-    end = None if until is None else _midnight(until + timedelta(days=1))
+    end = None if until is None or until == date.max else _midnight(until + timedelta(days=1))
     memories = await manager.list(
         category,
         status=None if status == "all" else status,

@@ -148,3 +148,33 @@ async def test_the_registry_is_read_again_only_when_it_changed(
     assert response.status == 200
     assert [m["content"] for m in (await response.json())["memories"]] == ["Carol grows tomatoes"]
     assert len(reads) <= 2
+
+
+async def test_a_damaged_agent_is_named_and_the_others_still_searched(
+    client: TestClient[Any, Any], memory_root: Path
+) -> None:
+    database = memory_root / AgentIdentity.of(BOB).database_name
+    database.write_bytes(b"this is no database" * 100)
+    stem = AgentIdentity.of(BOB).stem
+    page = await client.get(f"/agents/{stem}/", params={"format": "json"})
+    assert page.status == 503 and "not a readable memory database" in (await page.json())["error"]
+    found = await client.get("/search", params={"q": "bees", "format": "json"})
+    assert found.status == 200, await found.text()
+    data = await found.json()
+    assert [r["memory"]["content"] for r in data["results"]] == ["Alice keeps bees"]
+    assert [s["agent"] for s in data["skipped"]] == [BOB]
+
+
+async def test_odd_ids_dates_and_tokens_are_no_server_errors(
+    client: TestClient[Any, Any],
+) -> None:
+    stem = AgentIdentity.of(ALICE).stem
+    long_id = "9" * 5000
+    for path in (f"/agents/{stem}/memories/{long_id}", f"/agents/{stem}/graph/nodes/{long_id}"):
+        assert (await client.get(path)).status == 404
+    dated = await client.get(f"/agents/{stem}/memories", params={"to": "9999-12-31"})
+    assert dated.status == 200
+    forged = await client.post(
+        f"/agents/{stem}/memories/1/pin", headers={"X-Memory-Token": "\udcff\udcfe"}
+    )
+    assert forged.status == 403
