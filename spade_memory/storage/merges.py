@@ -109,6 +109,19 @@ async def merge_memories(
             await delete_graph(db, survivor)
             await write_graph(db, survivor, graph, now=fields.updated_at)
             await db.execute("DELETE FROM derive_pending WHERE memory_id = ?", (survivor,))
+        # A copy the agent was told otherwise (no message it was formed from) makes
+        # the survivor a memory told otherwise too: forgetting the conversation it
+        # was formed from no longer takes it.
+        told_otherwise = await db.execute_fetchall(
+            f"SELECT 1 FROM memories AS m WHERE m.id IN ({placeholders(len(others))}) "
+            "AND NOT EXISTS (SELECT 1 FROM memory_sources AS s "
+            "WHERE s.memory_id = m.id AND s.formed = 1) LIMIT 1",
+            list(others),
+        )
+        if told_otherwise:
+            await db.execute(
+                "UPDATE memory_sources SET formed = 0 WHERE memory_id = ?", (survivor,)
+            )
         for other in others:
             # The survivor keeps the sources of its merged copies: formed from them if it
             # was formed itself, else told again by them (forgetting their conversation

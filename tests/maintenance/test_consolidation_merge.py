@@ -180,9 +180,7 @@ async def test_a_merged_memory_keeps_the_sources_of_its_copies(
 ) -> None:
     memory = await open_memory()
     for cid, text in (("c1", "I like green tea"), ("c2", "I like green tea very much")):
-        await memory.history.append(
-            cid, role="user", sender="bob@localhost", text=text, at=clock()
-        )
+        await memory.history.append(cid, role="user", sender="bob@localhost", text=text, at=clock())
     await memory.form_memories()
     await memory.flush()
     before = await memory.history.source_ids([m.id for m in await memory.list()])
@@ -197,3 +195,22 @@ async def test_a_merged_memory_keeps_the_sources_of_its_copies(
     await memory.history.forget("c1")
     for merge in result.merges:
         assert (await memory.get(merge.survivor)).id == merge.survivor
+
+
+async def test_a_formed_memory_merged_with_one_told_otherwise_outlives_its_conversation(
+    open_memory: Opener, clock: Clock
+) -> None:
+    memory = await open_memory()
+    text = "My sister Emma lives in Lisbon near the old harbour"
+    await memory.history.append("c1", role="user", sender="bob@localhost", text=text, at=clock())
+    await memory.form_memories()
+    await memory.flush()
+    formed = max(await memory.list(limit=50), key=lambda m: len(m.content))
+    told = await memory.store(formed.content.rsplit(" ", 1)[0], scope=formed.scope)
+    await memory.flush()
+    clock.advance(1)
+    result = await memory.maintenance.consolidate()
+    merged = {i for merge in result.merges for i in (merge.survivor, *merge.merged)}
+    assert {formed.id, told.id} <= merged
+    await memory.history.forget("c1")
+    assert any("Emma" in m.content for m in await memory.list(limit=50))
