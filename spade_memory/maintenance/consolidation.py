@@ -244,7 +244,7 @@ async def _apply(
         engine.base,
         survivor.id,
         [other.id for other in others],
-        expected={m.id: m.content for m in members},
+        expected={m.id: m for m in members},
         fields=fields,
         text=None if tokens is None or graph is None else (*tokens, graph),
     )

@@ -7,13 +7,15 @@ it was read (:mod:`spade_memory.maintenance.consolidation` decides what merges).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..models import Memory
 from ..text.graph import MemoryGraph
 from .embeddings import DEPENDENTS_SQL
 from .graph import delete_graph, write_graph
+from .memory_rows import COLUMNS, row_to_memory
 from .memory_writes import refresh_content_key
 from .scope_filter import readers_key
 from .sql import placeholders
@@ -58,7 +60,7 @@ async def merge_memories(
     survivor: int,
     others: Sequence[int],
     *,
-    expected: dict[int, str],
+    expected: Mapping[int, Memory],
     fields: MergedFields,
     text: tuple[str, str, MemoryGraph] | None,
 ) -> bool:
@@ -67,8 +69,9 @@ async def merge_memories(
     Args:
         survivor: the memory kept.
         others: the memories deleted (with their keyword rows, vectors and graphs).
-        expected: each member's content as read; a member whose content differs,
-            or that is no longer active, cancels the merge.
+        expected: each member as read; a member changed since (its text, scope,
+            category or metadata updated, or told again), or no longer active,
+            cancels the merge.
         fields: what the survivor holds afterwards.
         text: ``(content tokens, context tokens, graph)`` when the survivor's text
             changed: its keyword row and graph are written again, its vector dropped.
@@ -76,11 +79,12 @@ async def merge_memories(
     ids = list(expected)
     async with base.transaction() as db:
         rows = await db.execute_fetchall(
-            f"SELECT id, content, status FROM memories WHERE id IN ({placeholders(len(ids))})",
-            ids,
+            f"SELECT {COLUMNS} FROM memories WHERE id IN ({placeholders(len(ids))})", ids
         )
-        now_held = {int(r[0]): (r[1], r[2]) for r in rows}
-        if any(now_held.get(i) != (content, "active") for i, content in expected.items()):
+        now_held = {memory.id: memory for memory in map(row_to_memory, rows)}
+        if any(
+            not _unchanged(read, now_held.get(memory_id)) for memory_id, read in expected.items()
+        ):
             return False
         await db.execute(
             "UPDATE memories SET content = ?, importance = ?, confidence = ?, access_count = ?, "
@@ -139,3 +143,14 @@ async def merge_memories(
             await db.execute("DELETE FROM embeddings WHERE memory_id = ?", (other,))
             await db.execute(DEPENDENTS_SQL, (other,))
     return True
+
+
+def _unchanged(read: Memory, now: Memory | None) -> bool:
+    """Whether a member of a merge is still active and as it was read (what the merge
+    was made of, and the scope and category it keeps)."""
+    return (
+        now is not None
+        and now.status == "active"
+        and (now.content, now.context, now.category, now.scope, now.metadata, now.updated_at)
+        == (read.content, read.context, read.category, read.scope, read.metadata, read.updated_at)
+    )

@@ -14,7 +14,7 @@ from spade_memory.errors import LLMError, MemoryNotFound
 from spade_memory.llm import ChatMessage, LLMResponse
 from spade_memory.maintenance.consolidation import chance_similarity, validate_merge
 from spade_memory.manager import MemoryManager
-from spade_memory.models import Memory
+from spade_memory.models import Memory, Scope
 
 
 class FakeLLM:
@@ -214,3 +214,36 @@ async def test_a_formed_memory_merged_with_one_told_otherwise_outlives_its_conve
     assert {formed.id, told.id} <= merged
     await memory.history.forget("c1")
     assert any("Emma" in m.content for m in await memory.list(limit=50))
+
+
+class ChangingLLM(FakeLLM):
+    """Merges, while the memory is changed meanwhile (by the agent, say)."""
+
+    def __init__(self, answer: str, meanwhile: Any) -> None:
+        super().__init__(answer)
+        self.meanwhile = meanwhile
+
+    async def complete(
+        self, messages: Sequence[ChatMessage], tools: Sequence[Mapping[str, Any]] = ()
+    ) -> LLMResponse:
+        await self.meanwhile()
+        return await super().complete(messages, tools)
+
+
+async def test_a_merge_of_memories_changed_while_the_llm_merged_them_is_dropped(
+    open_memory: Opener,
+) -> None:
+    memory = await open_memory()
+    a = await memory.store("The Porto office opens at 9 am on weekdays and the vault code is 4417")
+    b = await memory.store("The Porto office opens at 9 am on weekdays, vault code 4417")
+    await memory.flush()
+
+    async def meanwhile() -> None:
+        await memory.update(b.id, scope=Scope.private("dana@localhost"))
+        await memory.update(a.id, metadata={"protected": True})
+
+    llm = ChangingLLM("The vault code is 4417; the Porto office opens at 9 on weekdays", meanwhile)
+    result = await memory.maintenance.consolidate(llm=llm)
+    assert result.merges == () and llm.requests  # asked, then not written
+    assert (await memory.get(b.id)).scope == Scope.private("dana@localhost")
+    assert (await memory.get(a.id)).metadata == {"protected": True}
