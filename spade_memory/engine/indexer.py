@@ -317,6 +317,22 @@ class VectorIndexer(BackgroundWorker):
             raise EmbeddingUnavailable(f"the embedder is unavailable: {self._unavailable}")
         return await embed_query(self._embedder, text)
 
+    async def catch_up(self) -> int:
+        """Load the vectors another process wrote since this index last did (a search
+        there then finds what the agent writing them finds); how many."""
+        if self._closed or not await self._base.written_elsewhere():
+            return 0
+        fingerprint, dim = self._embedder.fingerprint, self._embedder.dim
+        ids, matrix, loaded = await self._base.load_vectors(
+            fingerprint, dim, after_seq=self._applied_seq
+        )
+        if len(ids):
+            await asyncio.to_thread(self._index.add, ids, matrix)
+            self._dirty += len(ids)
+            logger.debug("%s: %d vectors written elsewhere caught up", self._base.agent, len(ids))
+        self._applied_seq = max(self._applied_seq, loaded)
+        return len(ids)
+
     async def search(
         self, query: np.ndarray, k: int, *, allowed_ids: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray]:

@@ -97,6 +97,8 @@ class VectorSource(Protocol):
 
     async def embed_query(self, text: str) -> np.ndarray: ...
 
+    async def catch_up(self) -> int: ...
+
     async def search(
         self, query: np.ndarray, k: int, *, allowed_ids: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray]: ...
@@ -488,6 +490,7 @@ class Retriever:
         ``categories`` and seen by ``viewer`` (the filter is FAISS's id selector)."""
         assert self._vectors is not None
         query_vector = await asyncio.shield(embedding)
+        await self._vectors.catch_up()  # vectors another process wrote meanwhile
         started = time.perf_counter()
         allowed = None
         if viewer is not None:

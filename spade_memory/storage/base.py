@@ -79,6 +79,7 @@ class BaseMemoryStore:
         self, db: aiosqlite.Connection, *, agent: str, label: str, path: Path | None = None
     ) -> None:
         self._db = db
+        self._data_version: int | None = None  # see written_elsewhere
         self._agent = agent
         self._label = label
         self._closed = False
@@ -721,6 +722,14 @@ class BaseMemoryStore:
         return await embeddings.put_embeddings(
             self._transaction, self.max_embedding_seq, fingerprint, items, contexts
         )
+
+    async def written_elsewhere(self) -> bool:
+        """Whether another connection (another process) committed to the database
+        since this was last asked (``PRAGMA data_version``); ``True`` the first time."""
+        rows = await self._fetchall("PRAGMA data_version", ())
+        version = int(rows[0][0])
+        changed, self._data_version = version != self._data_version, version
+        return changed
 
     async def load_vectors(
         self, fingerprint: str, dim: int, *, after_seq: int = 0
