@@ -297,7 +297,12 @@ def import_(args: argparse.Namespace) -> int:
         agent_made = root_made or _is_new(root, identity)
         # the memory's categories; a memory this import makes takes the export's too
         held = categories(root / identity.database_name)
-        told = [m.get("category") for m in data.get("memories", []) if isinstance(m, dict)]
+        listed = data.get("memories") if isinstance(data, dict) else None
+        told = (
+            [m.get("category") for m in listed if isinstance(m, dict)]
+            if isinstance(listed, list)
+            else []
+        )
         brought = [c for c in told if isinstance(c, str)] if agent_made else []
         check_export(data, command_config(root, None, categories=(*held, *brought)))
         try:
