@@ -111,7 +111,9 @@ class StoreMemoryTool(MemoryTool):
             scope=context.scope,
             **graph,
         )
-        if memory.updated_at > memory.created_at:  # a copy: the memory it copies, reinforced
+        # a copy: the memory it copies, reinforced (one more access; a memory stored
+        # just now has none, whatever the clock says)
+        if memory.access_count > 0 or memory.updated_at > memory.created_at:
             return (
                 f"Already stored as memory {memory.id} in category {memory.category}; "
                 "reinforced it."

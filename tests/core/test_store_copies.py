@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from factories import UNDO_CONTENT_KEYS, hashing_config
 
-from spade_memory import MaintenanceConfig, MemoryManager, Scope
+from spade_memory import MaintenanceConfig, MemoryConfig, MemoryManager, Scope
 from spade_memory.errors import InvalidToolInput
 from spade_memory.text.content_key import content_key, normalized_text
 
@@ -203,17 +203,17 @@ async def test_memories_stored_before_content_keys_are_found_after_the_migration
         assert len(await memory.list()) == 1
 
 
-async def test_the_store_tool_says_when_it_reinforced_a_memory(
-    fresh_memory: MemoryManager,
-) -> None:
+async def test_the_store_tool_says_when_it_reinforced_a_memory() -> None:
     from spade_memory.tools import ToolContext
 
-    store = {tool.name: tool for tool in fresh_memory.tools()}["store_memory"]
-    context = ToolContext(manager=fresh_memory)
-    arguments = {"category": "fact", "content": "The auditors visit in May"}
-    first = await store.call(arguments, context)
-    await asyncio.sleep(0.01)  # a later time than the first store's
-    second = await store.call(arguments, context)
+    config = MemoryConfig(in_memory=True, embedder=None)
+    frozen = 1_700_000_000.0  # both stores at one time, as a coarse clock gives
+    async with await MemoryManager.open(AGENT, config, clock=lambda: frozen) as memory:
+        store = {tool.name: tool for tool in memory.tools()}["store_memory"]
+        context = ToolContext(manager=memory)
+        arguments = {"category": "fact", "content": "The auditors visit in May"}
+        first = await store.call(arguments, context)
+        second = await store.call(arguments, context)
     assert first.text == "Stored as memory 1 in category fact."
     assert second.text == "Already stored as memory 1 in category fact; reinforced it."
 
