@@ -1037,9 +1037,13 @@ def _check_viewer(viewer: Viewer | None) -> Viewer | None:
         raise InvalidToolInput("viewer: conversation_id must be a string or None")
     categories = viewer.categories
     if categories is not None:
-        if isinstance(categories, str) or not all(isinstance(c, str) for c in categories):
+        try:  # a set, list or tuple of names (a generator is read once)
+            names = None if isinstance(categories, str | bytes) else tuple(categories)
+        except TypeError:
+            names = None
+        if names is None or not all(isinstance(c, str) for c in names):
             raise InvalidToolInput("viewer: categories must be a set of category names or None")
-        categories = frozenset(categories)
+        categories = frozenset(names)
     if jid == viewer.jid and categories is viewer.categories:
         return viewer
     return dataclasses.replace(viewer, jid=jid, categories=categories)

@@ -282,8 +282,13 @@ def command_config(
         MemoryConfig,
         StorageConfig,
     )
+    from ..limits import LIMITS
 
-    own = [c for c in categories if c.isidentifier() and c == c.lower()]
+    own = [
+        c
+        for c in categories
+        if c.isidentifier() and c == c.lower() and len(c) <= LIMITS.category_chars
+    ]
     return MemoryConfig(
         root=root,
         embedder=embedder,

@@ -227,20 +227,26 @@ class Retriever:
             min_score=min_score,
         )
         bound = 2 * self._config.route_timeout_seconds + 1
-        try:
-            with search_gate().counting():  # background derivation steps aside meanwhile
+        with search_gate().counting():  # background derivation steps aside meanwhile
+            try:
                 async with asyncio.timeout(bound):
                     results = await self._run(state)
-                    while self._crowded(state):
-                        # the routes' best were mostly memories with no live atom (a
-                        # fact superseded again and again): look deeper, once or twice
-                        state = state.wider(_WIDEN_BY)
-                        results = await self._run(state)
-        except TimeoutError:
-            raise StorageError(
-                f"the search took longer than {bound:g} s and was stopped; try again, "
-                "or raise RetrievalConfig.route_timeout_seconds"
-            ) from None
+            except TimeoutError:
+                raise StorageError(
+                    f"the search took longer than {bound:g} s and was stopped; try again, "
+                    "or raise RetrievalConfig.route_timeout_seconds"
+                ) from None
+            while self._crowded(state):
+                # memories with no live atom (a fact superseded again and again) took
+                # the places of the live ones: look deeper, once or twice, keeping
+                # what was found if the deeper look runs out of time
+                wider = state.wider(_WIDEN_BY)
+                try:
+                    async with asyncio.timeout(bound):
+                        found = await self._run(wider)
+                except TimeoutError:
+                    break
+                state, results = wider, found
         timings = state.timings
         timings.total = time.perf_counter() - started
         self.last_timings = timings
@@ -251,9 +257,9 @@ class Retriever:
         return results, timings
 
     def _crowded(self, state: SearchState) -> bool:
-        """Whether memories with no live atom kept the pool short of its size while a
+        """Whether memories with no live atom left fewer results than asked for while a
         route gave all the candidates it was asked for (there may be more behind)."""
-        if not state.dead or len(state.pool) >= state.pool_size:
+        if not state.dead or len(state.pool) >= state.limit:
             return False
         if state.widen >= _WIDEST:
             return False

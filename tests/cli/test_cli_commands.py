@@ -175,6 +175,13 @@ def test_an_export_with_the_agents_own_categories_imports_anywhere(
     # a memory that was there takes no category it does not have
     status, _, err = run(capsys, "import", "bob@localhost", str(exported), "--root", str(tmp_path))
     assert status == 2 and "got 'task'" in err
+    # a category no memory may have is the export's fault, named as such
+    lines = [json.loads(line) for line in exported.read_text(encoding="utf-8").splitlines()]
+    lines[1]["category"] = "c" * 50
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    status, _, err = run(capsys, "import", "dave@localhost", str(bad), "--root", str(tmp_path))
+    assert status == 2 and "memory 1 of the export is invalid: category" in err
 
 
 def test_a_page_or_id_past_the_end_is_just_not_there(

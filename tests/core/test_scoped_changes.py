@@ -162,6 +162,8 @@ async def test_a_viewers_categories_may_be_any_set_of_names(memory: MemoryManage
         viewer = Viewer(jid=BOB, categories=categories)  # type: ignore[arg-type]
         assert [r.memory.id for r in await memory.search("tea", viewer=viewer)] == [told.id]
         assert [r.memory.id for r in await memory.recall("tea", viewer=viewer)] == [told.id]
+    once = Viewer(jid=BOB, categories=(c for c in ["preference"]))  # type: ignore[arg-type]
+    assert [r.memory.id for r in await memory.search("tea", viewer=once)] == [told.id]
     for bad in ("preference", [1]):
         with pytest.raises(InvalidToolInput, match="categories must be a set"):
             await memory.search("tea", viewer=Viewer(jid=BOB, categories=bad))  # type: ignore[arg-type]

@@ -9,7 +9,9 @@ import pytest
 from spade_memory.config import AtomConfig, MemoryConfig, RetrievalConfig
 from spade_memory.errors import MemoryNotFound
 from spade_memory.manager import MemoryManager
-from spade_memory.models import Scope, Viewer
+from spade_memory.models import Scope, SearchResult, Viewer
+from spade_memory.retrieval.retriever import Retriever
+from spade_memory.retrieval.search_state import SearchState
 from spade_memory.text.atoms import build_atoms, classify_atom, ttl_seconds
 from spade_memory.text.extraction import get_extractor
 
@@ -182,6 +184,35 @@ async def test_a_fact_told_again_and_again_still_finds_its_newest_version(
         assert found == [f"Alice lives in {CITIES[-1]}."], query
         recalled = [r.memory.content for r in await memory.recall(query, limit=5)]
         assert recalled == [f"Alice lives in {CITIES[-1]}."], query
+
+
+async def test_a_search_whose_first_look_fills_the_page_looks_no_deeper(
+    memory: MemoryManager, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for n in range(5):  # lapsed by the time of the search
+        await memory.store(f"We will meet Rui at the harbour on day {n}.")
+    clock.advance(400)
+    for n in range(40):
+        await memory.store(f"Rui sails from the harbour on trip {n}.")
+    await memory.flush()
+    widths: list[int] = []
+    real_run = Retriever._run
+
+    async def counted(self: Retriever, state: SearchState) -> list[SearchResult]:
+        widths.append(state.widen)
+        return await real_run(self, state)
+
+    monkeypatch.setattr(Retriever, "_run", counted)
+    found = await memory.search("Rui harbour", limit=10)
+    assert len(found) == 10 and widths == [1]
+    widths.clear()
+    for city in CITIES:  # now the live claim hides behind its dead versions
+        await memory.store(f"Rui lives in {city}.")
+        clock.advance(0.01)
+    await memory.flush()
+    found = await memory.search("where does Rui live", limit=1)
+    assert [r.memory.content for r in found] == [f"Rui lives in {CITIES[-1]}."]
+    assert widths[0] == 1 and len(widths) > 1
 
 
 async def test_a_claim_never_supersedes_across_scopes(memory: MemoryManager, clock: Clock) -> None:
