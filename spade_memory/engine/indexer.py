@@ -78,6 +78,7 @@ class VectorIndexer(BackgroundWorker):
         self._snapshot_path = snapshot_path
         self._storage = storage
         self._applied_seq = applied_seq
+        self._catching_up = asyncio.Lock()  # see catch_up
         self._monotonic = monotonic
         self._dirty = 0
         self._last_persist = monotonic()
@@ -320,18 +321,21 @@ class VectorIndexer(BackgroundWorker):
     async def catch_up(self) -> int:
         """Load the vectors another process wrote since this index last did (a search
         there then finds what the agent writing them finds); how many."""
-        if self._closed or not await self._base.written_elsewhere():
-            return 0
-        fingerprint, dim = self._embedder.fingerprint, self._embedder.dim
-        ids, matrix, loaded = await self._base.load_vectors(
-            fingerprint, dim, after_seq=self._applied_seq
-        )
-        if len(ids):
-            await asyncio.to_thread(self._index.add, ids, matrix)
-            self._dirty += len(ids)
-            logger.debug("%s: %d vectors written elsewhere caught up", self._base.agent, len(ids))
-        self._applied_seq = max(self._applied_seq, loaded)
-        return len(ids)
+        async with self._catching_up:  # a search beside it waits until they are in
+            if self._closed or not await self._base.written_elsewhere():
+                return 0
+            fingerprint, dim = self._embedder.fingerprint, self._embedder.dim
+            ids, matrix, loaded = await self._base.load_vectors(
+                fingerprint, dim, after_seq=self._applied_seq
+            )
+            if len(ids):
+                await asyncio.to_thread(self._index.add, ids, matrix)
+                self._dirty += len(ids)
+                logger.debug(
+                    "%s: %d vectors written elsewhere caught up", self._base.agent, len(ids)
+                )
+            self._applied_seq = max(self._applied_seq, loaded)
+            return len(ids)
 
     async def search(
         self, query: np.ndarray, k: int, *, allowed_ids: np.ndarray | None = None

@@ -294,7 +294,8 @@ class Formation:
     async def settle(self) -> None:
         """Wait for the runs under way: the windows closed so far are formed (an LLM
         that does not answer falls back to the rules within ``llm_timeout``)."""
-        while running := [task for task in self._tasks.values() if not task.done()]:
+        running = [task for task in self._tasks.values() if not task.done()]
+        if running:  # those under way now: a busy agent's later messages are not waited for
             await asyncio.wait(running)
 
     async def form_pending(self) -> FormationReport:
