@@ -236,7 +236,12 @@ class Deriver(BackgroundWorker):
             if left <= 0:
                 break
             try:
-                await asyncio.wait_for(self._wake.wait(), min(GATHER_SECONDS, left))
+                # asyncio.timeout, not wait_for: in Python 3.11 wait_for drops a
+                # cancellation that comes as the event is set, and the cancelled
+                # worker would wait for the next store forever (an event loop ending
+                # with the memory left open hung on it)
+                async with asyncio.timeout(min(GATHER_SECONDS, left)):
+                    await self._wake.wait()
             except TimeoutError:
                 break  # a pause in the stores
         self._urgent = False

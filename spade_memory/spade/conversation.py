@@ -533,6 +533,7 @@ class ConversationBehaviour(CyclicBehaviour):  # type: ignore[misc]
         self._waiting[key] = waiting
         try:
             await self.send(msg)
-            return await asyncio.wait_for(waiting, timeout)
+            async with asyncio.timeout(timeout):  # (wait_for may drop a cancellation)
+                return await waiting
         finally:
             self._waiting.pop(key, None)

@@ -169,7 +169,8 @@ class ScriptedUser(Agent):  # type: ignore[misc]
         self.answers.waiting[key] = waiting
         try:
             await self.answers.send(msg)
-            return await asyncio.wait_for(waiting, timeout)
+            async with asyncio.timeout(timeout):  # (wait_for may drop a cancellation)
+                return await waiting
         finally:
             self.answers.waiting.pop(key, None)
 
