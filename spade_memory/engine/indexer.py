@@ -324,18 +324,22 @@ class VectorIndexer(BackgroundWorker):
         async with self._catching_up:  # a search beside it waits until they are in
             if self._closed or not await self._base.written_elsewhere():
                 return 0
-            fingerprint, dim = self._embedder.fingerprint, self._embedder.dim
-            ids, matrix, loaded = await self._base.load_vectors(
-                fingerprint, dim, after_seq=self._applied_seq
-            )
-            if len(ids):
-                await asyncio.to_thread(self._index.add, ids, matrix)
-                self._dirty += len(ids)
-                logger.debug(
-                    "%s: %d vectors written elsewhere caught up", self._base.agent, len(ids)
-                )
+            added, loaded = await self._load_written_elsewhere()
             self._applied_seq = max(self._applied_seq, loaded)
-            return len(ids)
+            return added
+
+    async def _load_written_elsewhere(self) -> tuple[int, int]:
+        """Add the vectors after the applied sequence (another process wrote them):
+        how many, and the highest sequence read."""
+        fingerprint, dim = self._embedder.fingerprint, self._embedder.dim
+        ids, matrix, loaded = await self._base.load_vectors(
+            fingerprint, dim, after_seq=self._applied_seq
+        )
+        if len(ids):
+            await asyncio.to_thread(self._index.add, ids, matrix)
+            self._dirty += len(ids)
+        logger.debug("%s: %d vectors written elsewhere caught up", self._base.agent, len(ids))
+        return len(ids), loaded
 
     async def search(
         self, query: np.ndarray, k: int, *, allowed_ids: np.ndarray | None = None
@@ -536,16 +540,7 @@ class VectorIndexer(BackgroundWorker):
         """
         first = seq - written
         if first > self._applied_seq:
-            fingerprint, dim = self._embedder.fingerprint, self._embedder.dim
-            ids, matrix, loaded = await self._base.load_vectors(
-                fingerprint, dim, after_seq=self._applied_seq
-            )
-            if len(ids):
-                await asyncio.to_thread(self._index.add, ids, matrix)
-                self._dirty += len(ids)
-            logger.debug(
-                "%s: %d vectors written by another process caught up", self._base.agent, len(ids)
-            )
+            _, loaded = await self._load_written_elsewhere()
             seq = max(seq, loaded)
         self._applied_seq = max(self._applied_seq, seq)
 
