@@ -17,6 +17,7 @@ Neither may pass for the ``<memory-context>`` block the agent itself builds
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import unicodedata
@@ -43,6 +44,7 @@ _INVISIBLE = re.compile(
 _HIDDEN = "\x00"  # what an invisible character folds to
 
 
+@functools.lru_cache(maxsize=8192)
 def _fold_char(char: str) -> str:
     """One character to one character: the look-alike a reader would take it for."""
     if char in _OPENERS:
@@ -59,7 +61,9 @@ def _fold_char(char: str) -> str:
 
 def _fold(text: str) -> str:
     """``text`` folded character by character (same length, so spans map back)."""
-    return "".join(_fold_char(char) for char in text)
+    if text.isascii():  # NFKC leaves ASCII as it is, and ASCII lower-cases one to one
+        return text.lower()
+    return "".join(map(_fold_char, text))
 
 
 _GAP = rf"[{_HIDDEN}\s]*"
@@ -84,8 +88,8 @@ def neutralize_markers(text: str) -> str:
     everything else is kept as it was. Applying it twice changes nothing more.
     """
     folded = _fold(text)
-    if "memory" not in re.sub(rf"[{_HIDDEN}\s]", "", folded):
-        return text  # the cheap test first: no name, no tag
+    if "memory" not in "".join(folded.split()).replace(_HIDDEN, ""):
+        return text  # the cheap test first: no name, no tag (split drops what \s matches)
     pieces: list[str] = []
     last = 0
     for match in _TAG.finditer(folded):

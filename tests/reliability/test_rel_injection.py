@@ -175,6 +175,7 @@ async def test_stored_payloads_stay_quoted_data_in_every_prompt(
     behaviour.set_agent(AgentDouble(manager, ME))
     system_prompt = DEFAULT_SYSTEM_PROMPT.replace("{name}", "keeper")
     seen: set[int] = set()
+    shown_texts = [neutralize_markers(text) for text in texts]  # what a note line may show
     for number in range(PAYLOADS):
         msg = Message(to=ME, sender=PEER, body=f"{marker(number)}?")
         msg.set_metadata("performative", "request")
@@ -190,7 +191,7 @@ async def test_stored_payloads_stay_quoted_data_in_every_prompt(
         assert prompt.index(block) == len(prompt) - 2, "the block comes right before the message"
         others = "\n".join(m.content or "" for m in prompt if m is not block)
         assert "zqinj" not in others.replace(str(msg.body), ""), "a payload escaped its block"
-        seen |= check_block(block.content or "", stored, texts)
+        seen |= check_block(block.content or "", stored, shown_texts)
     # (recall may leave out a memory whose every sentence was superseded: allow a few)
     assert len(seen) >= 0.95 * PAYLOADS, f"only {len(seen)} payloads reached a prompt"
 
@@ -205,8 +206,11 @@ def within(text: str, stored: str) -> bool:
     return all(any(word == candidate for candidate in source) for word in words)
 
 
-def check_block(content: str, stored: dict[int, Any], texts: list[str]) -> set[int]:
-    """Check one block line by line; return the ids of the memories it held."""
+def check_block(content: str, stored: dict[int, Any], shown_texts: list[str]) -> set[int]:
+    """Check one block line by line; return the ids of the memories it held.
+
+    ``shown_texts`` are the payloads as a block shows them (markers neutralized).
+    """
     lowered = content.lower()
     assert content.startswith(CONTEXT_OPEN + "\n") and content.endswith("\n" + CONTEXT_CLOSE)
     assert lowered.count("<memory-context") == 1 and lowered.count("</memory-context") == 1
@@ -234,7 +238,7 @@ def check_block(content: str, stored: dict[int, Any], texts: list[str]) -> set[i
             ]
             assert values == expected, f"provenance {provenance!r} is not the memory's own"
         else:
-            assert any(within(text, neutralize_markers(t)) for t in texts), (
+            assert any(within(text, shown) for shown in shown_texts), (
                 f"a note nobody wrote: {text[:80]!r}"
             )
             assert re.match(r"note #\d+", provenance), provenance
