@@ -20,6 +20,15 @@ from spade_memory.manager import MemoryManager
 from spade_memory.testing.xmpp_server import EmbeddedXMPPServer
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests on the one Prosody server run on one worker (``-n``): the examples log
+    in with fixed names (alice@, bob@), and two logins of one name take each other's
+    messages."""
+    for item in items:
+        if item.get_closest_marker("prosody") is not None:
+            item.add_marker(pytest.mark.xdist_group("prosody"))
+
+
 @pytest.fixture
 def memory_root(tmp_path: Path) -> Path:
     root = tmp_path / "memory"

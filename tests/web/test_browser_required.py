@@ -17,7 +17,7 @@ def _run_without_browser(tmp_path: Path, **env: str) -> subprocess.CompletedProc
     """The browser tests with nothing on ``PATH``, so that no Chromium is found."""
     empty = tmp_path / "bin"
     empty.mkdir(exist_ok=True)
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", BROWSER_TESTS]
+    command = [sys.executable, "-m", "pytest", "-q", "-n0", "-p", "no:cacheprovider", BROWSER_TESTS]
     environment = child_env(PATH=str(empty))
     environment.pop("SPADE_MEMORY_REQUIRE_BROWSER", None)
     environment.update(env)
