@@ -68,9 +68,10 @@ ROW_WIDTH = 18
 """How many values :data:`COLUMNS` selects (a query may add its own after them)."""
 
 
-INDEX_TEXT_VERSION = 2
-"""The version of :meth:`IndexedText.of`'s output (2: the memory's date terms). A
-memory stored by an older version has its keyword row written again on open."""
+INDEX_TEXT_VERSION = 3
+"""The version of :meth:`IndexedText.of`'s output (2: the memory's date terms; 3:
+invisible format characters no longer split a word). A memory stored by an older
+version has its keyword row written again on open."""
 
 
 @dataclass(frozen=True, slots=True)

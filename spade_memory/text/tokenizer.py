@@ -7,6 +7,8 @@
   accents dropped, split on whatever is not a letter or a digit, then a light
   Porter-style stemmer, so "named" meets "name" and "rotation" meets "rotates".
 - English and Chinese stopwords are dropped, unless a text holds nothing else.
+- Invisible format characters (a soft hyphen, a joiner) are dropped first, so they
+  do not split a word; the zero-width space separates words, as it means to.
 
 Every token is non-empty, at most :data:`MAX_TOKEN_CHARS` long, and made only of
 characters for which ``str.isalnum()`` holds, so tokens joined with spaces index
@@ -41,8 +43,9 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-TOKENIZER_VERSION = 1
-"""Bumped whenever the tokens of some text change, so indexes built on them rebuild."""
+TOKENIZER_VERSION = 2
+"""Bumped whenever the tokens of some text change, so indexes built on them rebuild
+(2: invisible format characters no longer split a word)."""
 
 MAX_TOKEN_CHARS = 64
 """Longer tokens are cut to this many characters."""
@@ -93,6 +96,17 @@ _KANA = "\u3041-\u3096\u309d-\u309f\u30a1-\u30fa\u30fc-\u30ff\u31f0-\u31ff"
 _HANGUL = "\u1100-\u11ff\u3131-\u318e\uac00-\ud7a3"
 _SEGMENT = re.compile(f"([{_HAN}{_KANA}]+)|([{_HANGUL}]+)")
 _ASCII_WORD = re.compile(r"[a-z0-9]+")
+# Invisible format characters (Unicode category Cf: the soft hyphen, joiners, direction
+# marks, tag characters...) sit inside a word without breaking it for a reader, so
+# they are dropped before the text is cut; the zero-width space (U+200B) alone is a
+# word break by definition (Thai, Khmer and Burmese mark words with it) and stays one.
+# The class also holds format characters of later Unicode versions (U+13439-1343F).
+_FORMAT = re.compile(
+    "[\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e"
+    "\u200c-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb"
+    "\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3"
+    "\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f]"
+)
 _WORD = re.compile(r"[^\W_]+")
 
 _JIEBA_LOCK = threading.Lock()
@@ -140,8 +154,9 @@ def _initialize_jieba(jieba: Any) -> None:
             else:
                 folder = None
         except OSError as exc:
-            logger.info("jieba's dictionary is built in RAM: %s cannot hold its cache (%s)",
-                        folder, exc)
+            logger.info(
+                "jieba's dictionary is built in RAM: %s cannot hold its cache (%s)", folder, exc
+            )
             folder = None
     if folder is not None:
         tokenizer.tmp_dir = str(folder)
@@ -422,7 +437,8 @@ class Tokenizer:
         if text.isascii():
             self._words(text.lower(), out)
         else:
-            self._mixed(unicodedata.normalize("NFKC", text).casefold(), out)
+            visible = _FORMAT.sub("", text)
+            self._mixed(unicodedata.normalize("NFKC", visible).casefold(), out)
         return out.result()
 
     def query_terms(self, text: str) -> list[str]:

@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 import time
+import unicodedata
 
 import pytest
 from hypothesis import given, settings
@@ -97,6 +98,23 @@ def test_punctuation_and_underscores_split(tok: Tokenizer) -> None:
 def test_marks_do_not_split_words(tok: Tokenizer) -> None:
     (token,) = tok.tokenize("हिन्दी")
     assert _valid(token)
+
+
+@pytest.mark.parametrize(
+    "hidden",
+    ["\u00ad", "\u200c", "\u200d", "\u2060", "\ufeff", "\u202e", "\u2066", "\U000e0041"],
+)
+def test_an_invisible_format_character_does_not_split_a_word(tok: Tokenizer, hidden: str) -> None:
+    assert tok.tokenize(f"the pass{hidden}word rotates") == tok.tokenize("the password rotates")
+    assert tok.tokenize(f"密{hidden}码是多少") == tok.tokenize("密码是多少")
+
+
+def test_every_format_character_is_dropped_but_the_zero_width_space(tok: Tokenizer) -> None:
+    formats = [chr(c) for c in range(sys.maxunicode + 1) if unicodedata.category(chr(c)) == "Cf"]
+    assert len(formats) > 100
+    for char in formats:
+        expected = ["pass", "word"] if char == "\u200b" else ["password"]
+        assert tok.tokenize(f"pass{char}word") == expected, f"U+{ord(char):04X}"
 
 
 def test_long_tokens_are_cut(tok: Tokenizer) -> None:
