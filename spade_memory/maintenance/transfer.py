@@ -16,7 +16,13 @@ partner and its messages (:class:`ExportedMessage`: role, sender, text, time, XM
 id, and whether it was formed into memories where it was exported), and a memory
 formed from them carries its sources (:class:`ExportedSource`), so that after an
 import its messages still show where it came from and forgetting the conversation
-still forgets it. Version 1 exports, which have none, still import. The command-line ``export``
+still forgets it. Version 1 exports, which have none, still import.
+
+Version 3 adds, to a memory with atoms marked forgotten (:meth:`MemoryManager.forget_atom
+<spade_memory.manager.MemoryManager.forget_atom>`), their texts
+(``forgotten_atoms``): the memory's atoms are derived again where it is imported,
+and those are marked forgotten there too, so a forgotten part of a memory does not
+come back with an import. The command-line ``export``
 and ``import`` commands and the ``spade_llm`` backend are built on these.
 """
 
@@ -63,8 +69,8 @@ __all__ = [
 ]
 
 EXPORT_FORMAT: Final = "spade_memory.export"
-_EXPORT_VERSION = 2
-_READ_VERSIONS = (1, 2)  # 1: before conversations were exported
+_EXPORT_VERSION = 3
+_READ_VERSIONS = (1, 2, 3)  # 1: before conversations; 2: before forgotten atoms
 _IMPORT_STEP = 250  # memories checked and extracted between two progress reports
 
 
@@ -116,6 +122,9 @@ class ExportedMemory(Document):
     sources: list[ExportedSource] | None = None
     """The kept messages it came from; absent when it came from none (and in exports
     made before sources were exported)."""
+    forgotten_atoms: list[Text] | None = None
+    """The texts of its atoms marked forgotten; absent when none is (and in exports
+    before version 3)."""
 
 
 class ExportedNote(Document):
@@ -217,9 +226,13 @@ async def export_memory(engine: Engine) -> dict[str, Any]:
     """Everything the engine's agent remembers, as a JSON-ready dict."""
     memories = [memory.to_dict() async for memory in engine.base.iter_all()]
     history = await engine.conversations.export()
+    await engine.derived()  # atoms forgotten before their memory's derivation ran
+    forgotten = await engine.atoms.forgotten_texts()
     for memory in memories:
         if memory["id"] in history.sources:
             memory["sources"] = history.sources[memory["id"]]
+        if memory["id"] in forgotten:
+            memory["forgotten_atoms"] = forgotten[memory["id"]]
     document = {
         "format": EXPORT_FORMAT,
         "version": _EXPORT_VERSION,
@@ -300,6 +313,7 @@ async def import_export(
     graphs: list[MemoryGraph | Deferred | None] = []
     seen: set[str] = set()
     held: dict[str, str] = {}
+    forgotten_atoms: dict[str, list[str]] = {}  # uid -> texts of its forgotten atoms
     total = len(document.memories)
     for start in range(0, total, _IMPORT_STEP):
         step: list[tuple[NewMemory, IndexedText]] = []
@@ -313,6 +327,9 @@ async def import_export(
                 continue
             seen.add(new.uid)
             step.append((new, text))
+            gone = document.memories[position].forgotten_atoms
+            if gone:
+                forgotten_atoms[new.uid] = gone
         graphs.extend(
             await engine.input.graphs_for([new for new, _ in step], [(None, None)] * len(step))
         )
@@ -327,9 +344,17 @@ async def import_export(
     # A copy of a memory held here (or of one earlier in the export) reinforces that
     # memory, which comes back in its place with its own uid: it is not a new one.
     added = 0
+    forgotten: dict[int, list[str]] = {}  # new memory id -> texts of atoms to forget
     for (new, _), memory in zip(prepared, written, strict=True):
         held[new.uid] = memory.uid
         added += memory.uid == new.uid
+        if memory.uid == new.uid and forgotten_atoms.get(new.uid):
+            forgotten[memory.id] = forgotten_atoms[new.uid]
+    if forgotten:
+        # what was forgotten of a memory stays forgotten once its atoms are derived here
+        await engine.derived()
+        if await engine.atoms.forget_texts(forgotten):
+            engine.notify_changed()
     notes_added = await engine.interactions.add_imported(notes) if notes else 0
     if conversations:
         # a conversation id as checked here, by its spelling in the export

@@ -10,7 +10,7 @@ read-only look into a memory (:mod:`.memory_view`) reads atoms with it too.
 from __future__ import annotations
 
 import builtins
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..config import AtomConfig
@@ -108,6 +108,18 @@ class AtomReads:
                 found.setdefault(atom.memory_id, []).append(atom)
         return found
 
+    async def forgotten_texts(self) -> dict[int, list[str]]:
+        """The texts of the atoms marked forgotten, in order, keyed by memory id."""
+        rows = await self._fetch(
+            "SELECT memory_id, text FROM memory_atoms WHERE status = 'forgotten' "
+            "ORDER BY memory_id, position",
+            (),
+        )
+        found: dict[int, list[str]] = {}
+        for memory_id, text in rows:
+            found.setdefault(int(memory_id), []).append(str(text))
+        return found
+
     async def atom(self, atom_id: int, now: float) -> Atom | None:
         """The atom ``atom_id`` with its status at ``now``, or ``None``."""
         rows = await self._fetch(
@@ -170,6 +182,22 @@ class AtomBook(AtomReads):
             dormant = cursor.rowcount
             await cursor.close()
         return {"dormant": dormant, "expired": expired}
+
+    async def forget_texts(self, texts: Mapping[int, Collection[str]]) -> int:
+        """Mark forgotten every atom of memory ``m`` whose text is in ``texts[m]``;
+        returns how many were marked."""
+        pairs = [(int(m), str(text)) for m, wanted in texts.items() for text in wanted]
+        if not pairs:
+            return 0
+        async with self._base.transaction() as db:
+            cursor = await db.executemany(
+                "UPDATE memory_atoms SET status = 'forgotten' "
+                "WHERE memory_id = ? AND text = ? AND status != 'forgotten'",
+                pairs,
+            )
+            changed = cursor.rowcount
+            await cursor.close()
+        return max(changed, 0)
 
     async def forget(self, atom_id: int) -> Atom:
         """Mark one atom forgotten (its memory stays). Raises MemoryNotFound."""

@@ -81,8 +81,9 @@ sources = st.none() | st.lists(
     ),
     max_size=2,
 )
+forgotten_atoms = st.none() | st.lists(texts, min_size=1, max_size=2)
 memories = st.builds(
-    lambda uid, content, importance, status, created, accessed, count, metadata, scope, came: {
+    lambda uid, content, importance, status, created, seen, count, metadata, scope, came, gone: {
         "id": None,
         "uid": uid,
         "category": "fact",
@@ -95,11 +96,12 @@ memories = st.builds(
         "source_sender": None,
         "created_at": created,
         "updated_at": created,
-        "last_accessed": accessed,
+        "last_accessed": seen,
         "access_count": count,
         "metadata": metadata,
         "scope": scope,
         "sources": came,
+        "forgotten_atoms": gone,
     },
     st.uuids().map(lambda u: u.hex),
     texts,
@@ -111,6 +113,7 @@ memories = st.builds(
     st.dictionaries(texts, st.none() | st.integers() | texts, max_size=3),
     scopes,
     sources,
+    forgotten_atoms,
 )
 notes = st.dictionaries(
     texts,
@@ -280,7 +283,7 @@ async def test_an_invalid_part_is_named_counting_from_one(
 WRONG_DOCUMENT = [
     ("format", "spade_memory.exports"),
     ("format", None),
-    ("version", 3),
+    ("version", 4),
     ("version", True),
     ("version", "1"),
     ("agent", 5),

@@ -308,6 +308,32 @@ async def test_imported_memories_arrive_live(memory: MemoryManager, clock: Clock
         assert [a.type for a in await moved.live_atoms(found[0].memory.id)] == ["plan"]
 
 
+async def test_a_forgotten_atom_stays_forgotten_through_export_and_import(
+    memory: MemoryManager, clock: Clock
+) -> None:
+    stored = await memory.store("The invoice total is 40 euros. Alice pays it on Friday.")
+    first, second = await memory.atoms(stored.id)
+    await memory.forget_atom(first.id)
+    exported = await memory.export()
+    (entry,) = exported["memories"]
+    assert entry["forgotten_atoms"] == [first.text]
+    config = MemoryConfig(
+        in_memory=True, embedder=None, retrieval=RetrievalConfig(cache_ttl_seconds=0)
+    )
+    async with await MemoryManager.open("moved@localhost", config, clock=clock) as moved:
+        await moved.maintenance.wait()
+        assert await moved.import_data(exported) == (1, 0)
+        (hit,) = await moved.recall("invoice total Alice pays", limit=1)
+        assert hit.memory.content == second.text  # recall gives the live part alone
+        assert [(a.text, a.status) for a in await moved.atoms(hit.memory.id)] == [
+            (first.text, "forgotten"),
+            (second.text, "active"),
+        ]
+        # and it travels on: the moved memory's own export says so again
+        assert (await moved.export())["memories"][0]["forgotten_atoms"] == [first.text]
+        assert await moved.import_data(exported) == (0, 0)  # held already: nothing changes
+
+
 async def test_recall_gives_only_the_live_atoms(memory: MemoryManager, clock: Clock) -> None:
     both = await memory.store("The invoice total is 40 euros. We will pay the invoice tomorrow.")
     await memory.flush()  # graph and atoms are derived right after the store
