@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
+import re
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from spade.message import Message
 
+from spade_memory.config import SharingConfig
 from spade_memory.errors import ProtocolError
+from spade_memory.spade.sharing.client import MemorySharing, PendingAnswers
+from spade_memory.spade.sharing.policy import SharingPolicy
 from spade_memory.spade.sharing.protocol import (
     IN_REPLY_TO,
+    INFORM,
     PERFORMATIVE,
     PROTOCOL,
     QUERY_PROTOCOL,
@@ -212,3 +219,49 @@ def test_messages_carry_protocol_thread_and_reply_marker() -> None:
 def test_to_body_refuses_an_invalid_query() -> None:
     with pytest.raises(ProtocolError, match="query must not be empty"):
         MemoryQuery(query="  ").to_body()
+
+
+_NOT_XML = re.compile("[\ud800-\udfff\ufffe\uffff]")
+
+
+@pytest.mark.parametrize("odd", ["\uffff", "\ufffe"])
+def test_bodies_escape_what_no_xml_stanza_carries(odd: str) -> None:
+    # raw in a stanza, such a character made the server close the sender's stream
+    result = SharedResult(id=1, category="fact", content=f"office note {odd}", score=1.0)
+    bodies = [
+        build_answer([result], max_bytes=16_000, max_chars=4_000),
+        reason_body(f"no {odd}"),
+        MemoryQuery(query=f"office {odd}", category=None, limit=3).to_body(),
+    ]
+    for body in bodies:
+        assert not _NOT_XML.search(body), body
+    assert parse_answer(bodies[0]).results[0].content == f"office note {odd}"
+    assert parse_reason(bodies[1]) == f"no {odd}"
+    assert parse_query(bodies[2]).query == f"office {odd}"
+
+
+async def test_ask_gives_no_more_results_than_asked_for() -> None:
+    pending = PendingAnswers()
+    config = SharingConfig()
+
+    async def send(msg: Message) -> None:  # a peer that answers with 50 results
+        results = [
+            {"id": i + 1, "category": "fact", "content": f"fact {i}", "score": 1.0}
+            for i in range(50)
+        ]
+        msg.sender = "bob@localhost/r"
+        answer = make_answer(msg, INFORM, json.dumps({"results": results}))
+        answer.sender = "bob@localhost/r"
+        asyncio.get_running_loop().call_soon(pending.resolve, answer)
+
+    sharing = MemorySharing(
+        jid="alice@localhost",
+        config=config,
+        memory=lambda: None,
+        send=send,
+        pending=pending,
+        policy=SharingPolicy(config, ("fact",)),
+    )
+    answer = await sharing.ask("bob@localhost", "anything", limit=3)
+    assert [r.content for r in answer.results] == ["fact 0", "fact 1", "fact 2"]
+    assert answer.truncated and answer.omitted == 47

@@ -15,6 +15,7 @@ stored_id = await agent.sharing.share("bob@example.org", memory_id=3)
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
@@ -225,9 +226,16 @@ class MemorySharing:
         body = MemoryQuery(query=query, category=category, limit=limit).to_body()
         answer = await self._request(peer, QUERY_PROTOCOL, QUERY_REF, body, timeout)
         try:
-            return parse_answer(answer.body)
+            parsed = parse_answer(answer.body)
         except ProtocolError as exc:
             raise ProtocolError(f"{peer} sent a malformed answer: {exc}") from None
+        if len(parsed.results) <= limit:
+            return parsed
+        # an agent that sends more than asked for: what was asked for, no more
+        extra = len(parsed.results) - limit
+        return dataclasses.replace(
+            parsed, results=parsed.results[:limit], truncated=True, omitted=parsed.omitted + extra
+        )
 
     async def share(
         self,

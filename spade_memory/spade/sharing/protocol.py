@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -146,8 +147,15 @@ def make_answer(request: Message, performative: str, body: str) -> Message:
 # -- body models -----------------------------------------------------------------
 
 
+# What JSON leaves raw with ensure_ascii=False and XML 1.0 cannot carry: a stanza
+# holding one ends the sender's XMPP stream (the server closes it).
+_NOT_XML = re.compile("[\ud800-\udfff\ufffe\uffff]")
+
+
 def _dumps(value: object) -> str:
-    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    """``value`` as compact JSON that an XML stanza can carry (escaped where not)."""
+    text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    return _NOT_XML.sub(lambda match: f"\\u{ord(match[0]):04x}", text)
 
 
 def _clean(value: str) -> str:
