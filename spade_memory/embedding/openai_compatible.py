@@ -599,6 +599,11 @@ class OpenAICompatibleEmbedder:
                 f"{self.url} answered {got} vectors for {count} texts: {_excerpt(body)}"
             )
         if all(isinstance(item, dict) and isinstance(item.get("index"), int) for item in items):
+            if sorted(int(item["index"]) for item in items) != list(range(count)):
+                raise EmbeddingError(
+                    f"{self.url} answered vectors whose indexes are not 0 to {count - 1}: "
+                    f"{_excerpt(body)}"
+                )
             items = sorted(items, key=lambda item: int(item["index"]))
         rows: list[Any] = []
         for item in items:

@@ -16,6 +16,8 @@ import re
 import time
 from collections.abc import Callable, Mapping
 
+from ..llm.retry_after import MAX_RETRY_AFTER_SECONDS
+
 __all__ = ["RequestPacer", "parse_duration"]
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
@@ -75,11 +77,12 @@ class RequestPacer:
         return self.delay > 0 or self._hold_until > self._clock()
 
     def slowed(self, retry_after: float | None) -> None:
-        """The server answered 429: hold every start for its ``Retry-After``, and space
-        requests further apart from then on."""
+        """The server answered 429: hold every start for its ``Retry-After`` (at most
+        :data:`MAX_RETRY_AFTER_SECONDS`), and space requests further apart from then on."""
         self.delay = min(max(self.delay * 2.0, _MIN_SLOWDOWN), self.max_delay)
         if retry_after is not None:
-            self._hold_until = max(self._hold_until, self._clock() + retry_after)
+            hold = min(max(retry_after, 0.0), MAX_RETRY_AFTER_SECONDS)
+            self._hold_until = max(self._hold_until, self._clock() + hold)
 
     def succeeded(self, headers: Mapping[str, str], next_tokens: int) -> None:
         """A request succeeded: speed up, unless the token budget left is too small."""

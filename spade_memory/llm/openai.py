@@ -378,7 +378,7 @@ class OpenAICompatibleLLM:
         if status != 200:
             return  # reachable; it just has no model list
         served = _model_ids(text)
-        if served is not None and self.model not in served:
+        if served is not None and not _serves(served, self.model):
             shown = ", ".join(sorted(served)[:10]) or "none"
             raise LLMError(
                 f"the LLM server at {self.base_url} does not serve model {self.model!r} "
@@ -415,6 +415,8 @@ class OpenAICompatibleLLM:
             raise _Retryable(f"{type(exc).__name__}: {exc}") from None
         except IncompleteStream as exc:
             raise _Retryable(f"the answer stream was cut ({exc})") from None
+        except aiohttp.http_exceptions.HttpProcessingError as exc:  # a line too long, say
+            raise LLMError(f"LLM endpoint {self.url} sent an unreadable answer: {exc}") from None
         if status == 429:
             raise _Retryable("HTTP 429 (rate limited)", retry_after)
         if status >= 500:
@@ -482,6 +484,17 @@ def _model_ids(body: str) -> set[str] | None:
         return None
     ids = {item.get("id") for item in items if isinstance(item, Mapping)}
     return {model for model in ids if isinstance(model, str)}
+
+
+def _serves(served: set[str], model: str) -> bool:
+    """Whether ``model`` is among the ``served`` ids, a name without a tag meaning its
+    ``:latest`` (Ollama lists ``qwen2.5:latest`` and answers to ``qwen2.5``)."""
+    if model in served:
+        return True
+    name, colon, tag = model.partition(":")
+    if not colon:
+        return f"{model}:latest" in served
+    return tag == "latest" and name in served
 
 
 def _excerpt(text: str) -> str:

@@ -59,8 +59,10 @@ async def read_events(lines: AsyncIterable[bytes]) -> AsyncIterator[str]:
 
 async def lines_of(text: str) -> AsyncIterator[bytes]:
     """A text body as the lines :func:`read_events` reads."""
-    for line in text.splitlines():
-        yield line.encode("utf-8")
+    # not splitlines(): it also breaks at U+2028, U+2029 and U+0085, which JSON
+    # strings may hold raw
+    for line in text.split("\n"):
+        yield line.removesuffix("\r").encode("utf-8")
     yield b""
 
 

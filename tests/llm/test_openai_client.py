@@ -458,3 +458,16 @@ async def test_check_reports_a_refused_key_and_an_unreachable_server(
     fake.script.append(fake.hang)
     with pytest.raises(LLMError, match=r"did not answer in 0.3 s"):
         await make_client(base_url=fake.base_url).check(timeout=0.3)
+
+
+async def test_check_takes_a_name_without_a_tag_for_its_latest(
+    fake: FakeOpenAI, make_client: Callable[..., OpenAICompatibleLLM]
+) -> None:
+    # Ollama lists "qwen2.5:latest" and answers to "qwen2.5"
+    fake.script.append(reply({"data": [{"id": "qwen2.5:latest"}, {"id": "llama3:8b"}]}))
+    await make_client(base_url=fake.base_url, model="qwen2.5").check()
+    fake.script.append(reply({"data": [{"id": "qwen2.5"}]}))
+    await make_client(base_url=fake.base_url, model="qwen2.5:latest").check()
+    fake.script.append(reply({"data": [{"id": "llama3:8b"}]}))
+    with pytest.raises(LLMError, match="does not serve model 'llama3'"):
+        await make_client(base_url=fake.base_url, model="llama3").check()

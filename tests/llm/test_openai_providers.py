@@ -427,3 +427,25 @@ def test_json_is_found_in_chatty_text() -> None:
     assert json_in_text("```\n[1, 2]\n```") == [1, 2]
     with pytest.raises(ValueError, match="no JSON"):
         json_in_text("nothing { here")
+
+
+async def test_a_stream_line_too_long_to_read_is_an_llm_error(
+    fake: FakeOpenAI, make_client: Callable[..., OpenAICompatibleLLM]
+) -> None:
+    fake.script.append(stream([chunk({"content": "x" * 600_000}, "stop")]))
+    with pytest.raises(LLMError, match="unreadable answer"):
+        await make_client(fake, stream=True).complete(USER)
+
+
+async def test_a_mislabelled_stream_keeps_unicode_line_separators_in_its_text(
+    fake: FakeOpenAI, make_client: Callable[..., OpenAICompatibleLLM]
+) -> None:
+    # raw in the JSON (not escaped), as servers send them
+    events = [
+        json.dumps(chunk({"content": "first\u2028second\u0085third"}, "stop"), ensure_ascii=False)
+    ]
+    fake.script.append(stream(events, content_type="application/json"))
+    fake.script.append(stream(events))
+    client = make_client(fake)
+    assert (await client.complete(USER)).text == "first\u2028second\u0085third"
+    assert (await client.complete(USER)).text == "first\u2028second\u0085third"

@@ -10,6 +10,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
 
 from spade_memory.embedding import (
     AsyncEmbedder,
@@ -21,6 +23,7 @@ from spade_memory.embedding import (
 from spade_memory.embedding.openai_compatible import estimate_tokens, truncate_to_tokens
 from spade_memory.embedding.pacing import RequestPacer, parse_duration
 from spade_memory.errors import ConfigError, EmbeddingError, EmbeddingUnavailable
+from spade_memory.llm.retry_after import MAX_RETRY_AFTER_SECONDS
 from spade_memory.testing.embedding_server import EmbeddingServer, hashed_vector
 
 
@@ -141,6 +144,26 @@ async def test_malformed_answers_are_errors(server: EmbeddingServer) -> None:
         await embedder.aembed_documents(["x"])
 
 
+@pytest.mark.parametrize("indexes", [[0, 0, 2], [1, 2, 3], [0, 2, 5]])
+async def test_vectors_whose_indexes_are_not_each_text_once_are_refused(
+    indexes: list[int],
+) -> None:
+    async def answer(request: web.Request) -> web.Response:
+        data = [{"index": i, "embedding": [float(i), 1.0, 0.0]} for i in indexes]
+        return web.json_response({"data": data})
+
+    app = web.Application()
+    app.router.add_post("/v1/embeddings", answer)
+    server = TestServer(app, host="127.0.0.1", port=0)
+    await server.start_server()
+    try:
+        embedder = OpenAICompatibleEmbedder(str(server.make_url("/v1")), "m", dimensions=3)
+        with pytest.raises(EmbeddingError, match="indexes are not 0 to 2"):
+            await embedder.aembed_documents(["a", "b", "c"])
+    finally:
+        await server.close()
+
+
 async def test_long_inputs_are_cut_and_cut_again_when_refused() -> None:
     async with EmbeddingServer(dim=8, max_input_chars=100) as server:
         embedder = make(server, dimensions=8, max_input_tokens=200)
@@ -221,6 +244,15 @@ def test_pacer_slows_on_429_and_recovers() -> None:
     assert pacer.held_for() == 0
     pacer.succeeded({"x-ratelimit-remaining-tokens": "5", "x-ratelimit-reset-tokens": "1.5s"}, 10)
     assert pacer.held_for() == pytest.approx(1.5)
+
+
+def test_a_long_retry_after_holds_the_starts_no_longer_than_the_cap() -> None:
+    now = [100.0]
+    pacer = RequestPacer(clock=lambda: now[0])
+    pacer.slowed(3600.0)  # one 429 asking for an hour held every later batch for it
+    assert pacer.held_for() == MAX_RETRY_AFTER_SECONDS
+    pacer.slowed(-5.0)
+    assert pacer.held_for() == MAX_RETRY_AFTER_SECONDS
 
 
 @pytest.mark.parametrize(
