@@ -13,7 +13,8 @@ pyjabber keeps its state in module globals, so one process runs at most one
 embedded server at a time. It listens on loopback only (pyjabber alone would also
 listen on the machine's LAN address) and its HTTP upload service is left off.
 Messages to a bare JID go only to available sessions, so an agent that stops and
-starts again on the same JID receives messages again.
+starts again on the same JID receives messages again. A message's sender is the
+JID its client logged in with, whatever ``from`` the client wrote.
 """
 
 from __future__ import annotations
@@ -106,6 +107,29 @@ def _close_client_transports() -> None:
     for client in list(manager._peerList.values()):
         with contextlib.suppress(Exception):
             client.transport.close()
+
+
+def _install_sender_fix() -> None:
+    """Make pyjabber stamp every message a client sends with the client's own JID.
+
+    pyjabber 0.4.5 keeps the ``from`` a client writes on a message and fills it in
+    only when it is missing, so one client could send as another ("from" another
+    agent's JID) and be answered, kept and scoped as that agent. An XMPP server
+    sets ``from`` to the sender's bound JID itself (RFC 6120, 8.1.2.1); so does
+    this one now.
+    """
+    from pyjabber.stream.handlers.StanzaHandler import StanzaHandler
+
+    if getattr(StanzaHandler.handle_msg, "_stamps_sender", False):
+        return
+    relay = StanzaHandler.handle_msg
+
+    async def handle_msg(self: Any, element: Any) -> None:
+        element.attrib["from"] = str(self._jid)
+        await relay(self, element)
+
+    handle_msg._stamps_sender = True  # type: ignore[attr-defined]
+    StanzaHandler.handle_msg = handle_msg
 
 
 def _install_presence_fix() -> None:
@@ -282,6 +306,7 @@ class EmbeddedXMPPServer:
         # of ``plugins`` pyjabber creates neither it nor its web server on port 9090.
         HTTPFieldUpload(UploadHttpServer())
         _install_presence_fix()
+        _install_sender_fix()
         self._server = server
         return server
 

@@ -107,3 +107,24 @@ async def test_agent_receives_again_after_it_restarts(tmp_path: Path) -> None:
         finally:
             await sender.stop()
             await receiver.stop()
+
+
+async def test_a_message_carries_the_jid_its_client_logged_in_with(tmp_path: Path) -> None:
+    Container().reset()
+    async with EmbeddedXMPPServer(folder=tmp_path / "xmpp") as server:
+        tag = uuid.uuid4().hex[:8]
+        receiver = Receiver(server.jid(f"bob-{tag}"), "pw", port=server.port)
+        sender = Sender(server.jid(f"carol-{tag}"), "pw", port=server.port)
+        try:
+            await asyncio.wait_for(receiver.start(), 20)
+            await asyncio.wait_for(sender.start(), 20)
+            Container().unregister(str(receiver.jid))  # over the socket, not in-process
+            stanza = Message(to=str(receiver.jid), body="I am alice").prepare(sender.client)
+            stanza["from"] = server.jid(f"alice-{tag}") + "/forged"  # claims to be alice
+            stanza.send()
+            got = await asyncio.wait_for(receiver.inbox.get(), 10)
+            assert got.body == "I am alice"
+            assert got.sender.bare == sender.jid.bare  # carol, as she logged in
+        finally:
+            await sender.stop()
+            await receiver.stop()
