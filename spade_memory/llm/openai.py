@@ -70,6 +70,11 @@ class _Retryable(Exception):
         self.retry_after = retry_after
 
 
+class _StreamOnly(Exception):
+    """The server answers only streamed requests: the same request goes again, streamed
+    (``stream`` is set once, so this happens at most once per client)."""
+
+
 class _Refused(LLMError):
     """The server refused the request (HTTP 4xx); ``text`` is its answer."""
 
@@ -313,7 +318,9 @@ class OpenAICompatibleLLM:
         attempts = self.max_retries + 1
         made = 0
         last_reason = "no attempt made"
-        for attempt in range(attempts):
+        attempt = -1
+        while attempt + 1 < attempts:
+            attempt += 1
             left = ends - time.monotonic()
             if left <= 0:
                 break
@@ -321,6 +328,9 @@ class OpenAICompatibleLLM:
             body = json.dumps(payload(), ensure_ascii=False).encode("utf-8")
             try:
                 return await self._attempt(body, min(self.timeout, left))
+            except _StreamOnly:
+                attempt -= 1  # sent again at once, streamed: no attempt spent
+                continue
             except _Retryable as failure:
                 last_reason = failure.reason
                 if attempt + 1 >= attempts:
@@ -424,7 +434,7 @@ class OpenAICompatibleLLM:
         if status == 400 and not self.stream and _asks_to_stream(text):
             self.stream = True
             logger.info("%s answers only streamed requests; streaming from now on", self.url)
-            raise _Retryable("the server answers only streamed requests", 0.0)
+            raise _StreamOnly
         if status >= 400 or status < 200:
             raise _Refused(
                 f"LLM endpoint {self.url} answered HTTP {status}: {_excerpt(text)}."

@@ -79,6 +79,7 @@ class StreamAssembler:
     def __init__(self) -> None:
         self._text: list[str] = []
         self._calls: dict[int, _PartialCall] = {}
+        self._last_key: int | None = None  # the slot the last call delta went to
         self._finish_reason: str | None = None
         self._usage: dict[str, Any] | None = None
         self._done = False
@@ -141,7 +142,8 @@ class StreamAssembler:
 
     def _call_delta(self, raw: Mapping[str, Any], position: int) -> None:
         index = raw.get("index")
-        key = index if isinstance(index, int) else position
+        key = index if isinstance(index, int) else self._unindexed_key(raw)
+        self._last_key = key
         call = self._calls.setdefault(key, _PartialCall())
         call_id = raw.get("id")
         if isinstance(call_id, str) and call_id and not call.id:
@@ -157,6 +159,23 @@ class StreamAssembler:
             call.arguments.append(arguments)
         elif isinstance(arguments, Mapping):
             call.arguments.append(json.dumps(arguments, ensure_ascii=False))
+
+    def _unindexed_key(self, raw: Mapping[str, Any]) -> int:
+        """The slot of a call delta without an ``index`` (some servers send one whole
+        call per chunk without it): a new call when it brings an id or a name other
+        than the last call's, else more of the last call's arguments."""
+        last = self._calls.get(self._last_key) if self._last_key is not None else None
+        if last is None:
+            return len(self._calls)
+        call_id = raw.get("id")
+        function = raw.get("function")
+        name = function.get("name") if isinstance(function, Mapping) else None
+        new_id = isinstance(call_id, str) and bool(call_id) and call_id != last.id
+        same_id = isinstance(call_id, str) and bool(call_id) and call_id == last.id
+        new_name = isinstance(name, str) and bool(name) and bool(last.name) and not same_id
+        if new_id or new_name:
+            return max(self._calls) + 1
+        return self._last_key if self._last_key is not None else 0
 
     def result(self) -> LLMResponse:
         """The assembled answer.

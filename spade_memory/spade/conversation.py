@@ -61,6 +61,7 @@ from ..errors import InvalidAgentId
 from ..identity import conversation_id_for, normalize_jid, thread_conversation_id
 from ..limits import LIMITS
 from ..llm import ChatMessage, LLMClient, ToolCall
+from ..llm.text_tool_calls import tool_calls_in_text
 from ..models import InteractionNote, SearchResult, Viewer
 from ..tools import RequestBudget, ToolContext, ToolResult
 from .not_understood import carries_protocol
@@ -449,7 +450,10 @@ class ConversationBehaviour(CyclicBehaviour):  # type: ignore[misc]
             offered = schemas if rounds < self.max_tool_rounds else []
             response = await self.llm.complete(messages, tools=offered)
             if not response.tool_calls or not offered:
-                text = _NOT_XML.sub("", response.text or "").strip()[: LIMITS.message_chars]
+                text = response.text
+                if not offered:  # the last round: a call written as text is not an answer
+                    text = tool_calls_in_text(text, schemas)[1]
+                text = _NOT_XML.sub("", text or "").strip()[: LIMITS.message_chars]
                 return text or FALLBACK_ANSWER
             rounds += 1
             calls = tuple(

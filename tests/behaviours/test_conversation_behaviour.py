@@ -235,6 +235,28 @@ async def test_tool_rounds_are_bounded_then_a_final_answer_without_tools(
     assert reply.body == "I have nothing to add."
 
 
+@pytest.mark.parametrize(
+    ("last", "sent"),
+    [
+        (
+            '<tool_call>{"name": "list_memories", "arguments": {}}</tool_call>',
+            "I have nothing to add.",
+        ),
+        ('Done. <tool_call>{"name": "list_memories", "arguments": {}}</tool_call>', "Done."),
+    ],
+)
+async def test_a_tool_call_written_as_text_in_the_last_round_is_not_sent(
+    manager: MemoryManager, last: str, sent: str
+) -> None:
+    looping = [
+        LLMResponse(text=None, tool_calls=(call("list_memories", {}, f"c{i}"),)) for i in range(2)
+    ]
+    llm = FakeLLM(*looping, LLMResponse(text=last))
+    behaviour = await make(manager, llm=llm, max_tool_rounds=2)
+    reply = await turn(behaviour, incoming("loop forever"))
+    assert reply is not None and reply.body == sent
+
+
 async def test_one_budget_per_incoming_message(manager: MemoryManager) -> None:
     config = MemoryConfig(in_memory=True, embedder="hashing", tools=ToolBudget(max_calls=2))
     async with await MemoryManager.open("carol@localhost", config) as small:

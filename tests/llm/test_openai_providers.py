@@ -449,3 +449,39 @@ async def test_a_mislabelled_stream_keeps_unicode_line_separators_in_its_text(
     client = make_client(fake)
     assert (await client.complete(USER)).text == "first\u2028second\u0085third"
     assert (await client.complete(USER)).text == "first\u2028second\u0085third"
+
+
+async def test_streamed_tool_calls_without_an_index_are_told_apart_by_their_ids(
+    fake: FakeOpenAI, make_client: Callable[..., OpenAICompatibleLLM]
+) -> None:
+    # one whole call per chunk, no "index" (Ollama, some proxies)
+    def call(call_id: str, name: str, arguments: str) -> dict[str, Any]:
+        return {
+            "id": call_id,
+            "type": "function",
+            "function": {"name": name, "arguments": arguments},
+        }
+
+    events = [
+        chunk(
+            {"role": "assistant", "tool_calls": [call("call_a", "store_memory", '{"category": ')]}
+        ),
+        chunk({"tool_calls": [{"function": {"arguments": '"fact", "content": "x"}'}}]}),
+        chunk({"tool_calls": [call("call_b", "search_memories", '{"query": "tea"}')]}),
+        chunk({}, "tool_calls"),
+    ]
+    fake.script.append(stream(events))
+    response = await make_client(fake, stream=True).complete(USER, TOOLS)
+    assert [(c.id, c.name, json.loads(c.arguments)) for c in response.tool_calls] == [
+        ("call_a", "store_memory", {"category": "fact", "content": "x"}),
+        ("call_b", "search_memories", {"query": "tea"}),
+    ]
+
+
+async def test_the_switch_to_streaming_spends_no_attempt(
+    fake: FakeOpenAI, make_client: Callable[..., OpenAICompatibleLLM]
+) -> None:
+    fake.script.append(reply({"error": {"message": "stream must be set to true"}}, status=400))
+    fake.script.append(stream(TEXT_STREAM))
+    assert (await make_client(fake, max_retries=0).complete(USER)).text == "Hello."
+    assert ["stream" in body for body in fake.bodies] == [False, True]
