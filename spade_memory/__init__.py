@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     )
     from .embedding.openai_compatible import OpenAICompatibleEmbedder
     from .errors import (
+        AskFailed,
         BudgetExceeded,
         ConfigError,
         EmbeddingError,
@@ -90,6 +91,7 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 __all__ = [
+    "AskFailed",
     "Atom",
     "AtomConfig",
     "BudgetExceeded",
@@ -161,6 +163,7 @@ __all__ = [
 ]
 
 _SOURCES: dict[str, str] = {
+    "AskFailed": "errors",
     "Atom": "text.atoms",
     "AtomConfig": "config",
     "BudgetExceeded": "errors",

@@ -19,6 +19,7 @@ SpadeMemoryError
 ├── EmbeddingError              an embedding endpoint answered something unusable
 │   └── EmbeddingUnavailable    it did not answer (down, rate limited, refused): try later
 ├── XMPPServerError             the embedded XMPP server could not start
+├── AskFailed                   an ask() got no answer: the message bounced, the agent stopped
 └── SharingError                asking or sharing another agent's memory failed
     ├── SharingRefused          the other agent refused (not allowed, rate limit)
     ├── SharingTimeout          no answer in time (no such agent, offline, not sharing)
@@ -33,6 +34,7 @@ from __future__ import annotations
 from pathlib import Path
 
 __all__ = [
+    "AskFailed",
     "BudgetExceeded",
     "ConfigError",
     "EmbeddingError",
@@ -166,6 +168,11 @@ class EmbeddingUnavailable(EmbeddingError):
 
 class XMPPServerError(SpadeMemoryError, RuntimeError):
     """The embedded XMPP server could not start (port taken, one already running)."""
+
+
+class AskFailed(SpadeMemoryError):
+    """An agent's ``ask()`` ended without an answer: the server bounced the message
+    (no such agent, not reachable), or the asking agent stopped."""
 
 
 class SharingError(SpadeMemoryError):

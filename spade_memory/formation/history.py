@@ -111,6 +111,15 @@ class ConversationHistory:
             limit = check_limit("limit", limit, low=1, high=LIMITS.list_limit * 1000)
         return await self._engine.conversations.messages(conversation_id, limit=limit)
 
+    async def answer_to(self, message: ConversationMessage) -> ConversationMessage | None:
+        """The agent's answer to a partner's ``message``: the message kept right after
+        it, when that is the agent's own; ``None`` when it was not answered (yet)."""
+        self._engine.check_open()
+        following = await self._engine.conversations.following(message)
+        if following is None or following.role != "assistant":
+            return None
+        return following
+
     async def recent(
         self, conversation_id: str, *, limit: int
     ) -> builtins.list[ConversationMessage]:

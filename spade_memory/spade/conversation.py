@@ -57,7 +57,7 @@ from spade.message import Message
 
 from ..context import build_memory_context, neutralize_markers
 from ..disclosure import Disclosure
-from ..errors import InvalidAgentId
+from ..errors import AskFailed, InvalidAgentId
 from ..identity import conversation_id_for, normalize_jid, thread_conversation_id
 from ..limits import LIMITS
 from ..llm import ChatMessage, LLMClient, ToolCall
@@ -279,11 +279,47 @@ class ConversationBehaviour(CyclicBehaviour):  # type: ignore[misc]
 
     async def on_end(self) -> None:
         """Stop answering: turns under way are cancelled (their senders get no reply)."""
+        await self.stop_answering()
+
+    async def stop_answering(self) -> None:
+        """Cancel the turns under way and queued (their senders get no reply), and end
+        every :meth:`ask` still waiting with :class:`AskFailed`. The agent calls it
+        as it stops, before its memory closes."""
+        self._queued.clear()
         workers = list(self._workers.values())
         for worker in workers:
             worker.cancel()
         await asyncio.gather(*workers, return_exceptions=True)
         self._queued.clear()
+        for waiting in self._waiting.values():
+            if not waiting.done():
+                waiting.set_exception(AskFailed(f"{self._name()} stopped before an answer came"))
+
+    def match(self, message: Message) -> bool:
+        """An answer to an :meth:`ask` of this behaviour, or a message its template
+        (the agent's) lets through."""
+        if self._asked_by(message) is not None:
+            return True
+        return bool(super().match(message))
+
+    def bounced(self, msg: Message, condition: str) -> bool:
+        """The XMPP server sent ``msg`` back as an error: the :meth:`ask` it answers,
+        if any, fails with :class:`AskFailed` at once. ``True`` if one did."""
+        waiting = self._asked_by(msg)
+        if waiting is None:
+            return False
+        if not waiting.done():
+            waiting.set_exception(
+                AskFailed(f"{msg.sender.bare} could not be reached ({condition or 'error'})")
+            )
+        return True
+
+    def _asked_by(self, msg: Message) -> asyncio.Future[Message] | None:
+        """The pending :meth:`ask` that ``msg`` answers (or echoes), if any."""
+        for key in (msg.get_metadata(IN_REPLY_TO), msg.get_metadata(REPLY_WITH)):
+            if key and key in self._waiting:
+                return self._waiting[key]
+        return None
 
     def refusal(self, msg: Message) -> str | None:
         """Why ``msg`` is refused before any LLM runs, or ``None`` to answer it."""
@@ -309,8 +345,7 @@ class ConversationBehaviour(CyclicBehaviour):  # type: ignore[misc]
     def _resolve_answer(self, msg: Message) -> bool:
         """Hand an answer to the :meth:`ask` waiting for it; ``True`` if it was an answer."""
         answered = msg.get_metadata(IN_REPLY_TO)
-        echoed = msg.get_metadata(REPLY_WITH)
-        waiting = self._waiting.get(answered or "") or self._waiting.get(echoed or "")
+        waiting = self._asked_by(msg)
         if waiting is not None:
             if not waiting.done():
                 waiting.set_result(msg)
@@ -370,6 +405,10 @@ class ConversationBehaviour(CyclicBehaviour):  # type: ignore[misc]
                 message_id=getattr(msg, "xmpp_id", None),
                 peer=sender,
             )
+            if told.message_id is not None:
+                answered = await manager.history.answer_to(told)
+                if answered is not None:  # the same message delivered again: the same answer
+                    return answered.text
             earlier = await self._replay(manager, cid, told.id)
         else:
             earlier = list(self._history.get(cid, ()))
@@ -526,6 +565,8 @@ class ConversationBehaviour(CyclicBehaviour):  # type: ignore[misc]
         Raises:
             ValueError: ``text`` is empty.
             TimeoutError: no answer arrived in time.
+            AskFailed: the server sent the message back (no such agent, not
+                reachable), or this agent stopped while waiting.
         """
         if not text:
             raise ValueError("cannot ask with an empty message: XMPP drops empty bodies")

@@ -181,6 +181,24 @@ class LLMAgent(MemoryMixin, Agent):  # type: ignore[misc]
         )
         self.add_behaviour(self._conversation, self.template)
 
+    def _bounced(self, msg: Message, condition: str) -> bool:
+        """An XMPP error never reaches the chat: the server sent back a message of
+        this agent's (its own words, not the partner's). The ask it answers fails."""
+        conversation = self._conversation
+        if conversation is not None:
+            conversation.bounced(msg, condition)
+        logger.debug("%s: an XMPP error (%s) sent back %s", self.jid, condition, msg)
+        return True
+
+    async def stop(self) -> None:
+        """Stop answering (the turns under way and queued are cancelled, waiting asks
+        fail), then stop the agent and close its memory."""
+        conversation = self._conversation
+        if conversation is not None:
+            conversation.kill()
+            await conversation.stop_answering()
+        await super().stop()
+
     async def ask(self, to: str, text: str, *, timeout: float = 30.0, **kwargs: Any) -> Message:
         """Send ``text`` to agent ``to`` and wait for its answer.
 
@@ -191,6 +209,8 @@ class LLMAgent(MemoryMixin, Agent):  # type: ignore[misc]
         Raises:
             StoreClosedError: the agent is not running.
             TimeoutError: no answer within ``timeout`` seconds.
+            AskFailed: the server sent the message back (no such agent, not
+                reachable), or the agent stopped while waiting.
         """
         if not self.is_alive():
             raise StoreClosedError(f"agent {self.jid} is not running; start it before asking")

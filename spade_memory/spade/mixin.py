@@ -240,6 +240,8 @@ class MemoryMixin:
                         ),
                     )
                 return []
+            if self._bounced(msg, str(stanza["error"]["condition"] or "error")):
+                return []
             return super()._message_received(stanza)  # type: ignore[misc,no-any-return]
         from spade.message import Message
 
@@ -248,6 +250,13 @@ class MemoryMixin:
         # message delivered twice is kept once
         msg.xmpp_id = str(stanza["id"] or "")[: LIMITS.message_id_chars] or None
         return self.dispatch(msg)
+
+    def _bounced(self, msg: Any, condition: str) -> bool:
+        """An XMPP error sent back ``msg`` (not a sharing message): ``True`` when it was
+        handled here and goes to no behaviour. Here it goes on to SPADE's dispatch
+        as before; :class:`~spade_memory.spade.llm_agent.LLMAgent` ends the ask it
+        answers and keeps every such error from its chat."""
+        return False
 
     async def start(self, *args: Any, **kwargs: Any) -> None:
         """Start the agent; if starting fails, the memory it opened is closed again."""

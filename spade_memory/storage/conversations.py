@@ -333,6 +333,16 @@ class ConversationStore:
         rows = await self._base.fetchall(sql, params)
         return [_message(row) for row in reversed(rows)]
 
+    async def following(self, message: ConversationMessage) -> ConversationMessage | None:
+        """The message kept right after ``message`` in its conversation, or ``None``."""
+        rows = await self._base.fetchall(
+            f"SELECT {_MESSAGE_COLUMNS} FROM conversation_messages AS m "
+            "JOIN conversations AS c ON c.id = m.session_id "
+            "WHERE c.conversation_id = ? AND m.id > ? ORDER BY m.id LIMIT 1",
+            (message.conversation_id, message.id),
+        )
+        return _message(rows[0]) if rows else None
+
     async def revision(self, conversation_id: str) -> int | None:
         """The conversation's revision, ``None`` when it is not kept."""
         rows = await self._base.fetchall(

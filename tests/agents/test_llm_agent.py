@@ -3,17 +3,20 @@ agents (also from inside a turn)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 from factories import MEMORY_TOOL_NAMES, unique_name
+from spade.message import Message
 from spade.template import Template
 
 from spade_memory.config import MemoryConfig
-from spade_memory.errors import StoreClosedError
+from spade_memory.errors import AskFailed, StoreClosedError
 from spade_memory.llm import ChatMessage, LLMResponse, ToolCall
 from spade_memory.spade.conversation import ConversationBehaviour
 from spade_memory.spade.llm_agent import LLMAgent
@@ -218,3 +221,63 @@ async def test_a_tool_may_ask_another_agent_during_a_turn(
     answer = await asker.ask(str(middle.jid), "what time is it at the clock?", timeout=30)
     assert answer.get_metadata("performative") == "inform"
     assert answer.body == "The clock says: The clock says: It is 09:30."
+
+
+async def test_a_templated_agent_gets_the_answers_to_its_own_asks(
+    xmpp: EmbeddedXMPPServer, start: Starter, tmp_path: Path
+) -> None:
+    template = Template()
+    template.set_metadata("performative", "request")  # its chat: requests only
+    picky = await start(new_agent(xmpp, tmp_path, "picky", template=template))
+    other = await start(new_agent(xmpp, tmp_path, "other"))
+    answer = await picky.ask(str(other.jid), "remember that the door code is 1234", timeout=10)
+    assert answer.get_metadata("performative") == "inform"  # not a request: let through
+
+
+async def test_an_ask_still_waiting_fails_at_once_when_its_agent_stops(
+    xmpp: EmbeddedXMPPServer, start: Starter, tmp_path: Path
+) -> None:
+    asker = await start(new_agent(xmpp, tmp_path, "asker"))
+    waiting = asyncio.ensure_future(asker.ask(xmpp.jid("nobody-there"), "hello?", timeout=30))
+    await asyncio.sleep(0.3)
+    started = time.monotonic()
+    await asker.stop()
+    with pytest.raises(AskFailed, match="stopped"):
+        await asyncio.wait_for(waiting, 5)
+    assert time.monotonic() - started < 5
+
+
+async def test_a_bounced_message_fails_its_ask_and_never_reaches_the_chat(
+    xmpp: EmbeddedXMPPServer, start: Starter, tmp_path: Path
+) -> None:
+    llm = ScriptedLLM()
+    asker = await start(new_agent(xmpp, tmp_path, "asker", llm=llm))
+    sent: list[Message] = []
+    original = asker.conversation.send
+
+    async def keep(msg: Message) -> None:
+        sent.append(msg)
+        await original(msg)
+
+    asker.conversation.send = keep  # type: ignore[method-assign]
+    waiting = asyncio.ensure_future(asker.ask(xmpp.jid("gone"), "the capital of Peru?"))
+    while not sent:
+        await asyncio.sleep(0.01)
+    # the server sends the message back as an error, its content echoed (RFC 6120 8.3.1)
+    bounce = sent[0].prepare(asker.client)
+    bounce["from"], bounce["to"] = str(sent[0].to), str(asker.jid)
+    bounce["type"] = "error"
+    bounce["error"]["condition"] = "service-unavailable"
+    asker._message_received(bounce)
+    with pytest.raises(AskFailed, match=r"could not be reached \(service-unavailable\)"):
+        await asyncio.wait_for(waiting, 5)
+    # a plain message of the agent's, sent back: not the partner's words
+    told = Message(to=xmpp.jid("gone"), body="my locker code is 1234")
+    told.set_metadata("performative", "inform")
+    bounce = told.prepare(asker.client)
+    bounce["from"], bounce["to"] = xmpp.jid("gone"), str(asker.jid)
+    bounce["type"] = "error"
+    asker._message_received(bounce)
+    await asyncio.sleep(0.5)
+    assert llm.calls == []
+    assert await asker.memory.history.conversations() == []

@@ -257,6 +257,23 @@ async def test_a_tool_call_written_as_text_in_the_last_round_is_not_sent(
     assert reply is not None and reply.body == sent
 
 
+async def test_a_message_delivered_twice_is_answered_once(manager: MemoryManager) -> None:
+    llm = FakeLLM(LLMResponse(text="booked"), LLMResponse(text="a second answer"))
+    behaviour = await make(manager, llm=llm)
+    replies = []
+    for _ in range(2):  # a stream resent after a reconnect: the same stanza id
+        msg = incoming("Please book the meeting room for Friday")
+        msg.xmpp_id = "stanza-42"  # type: ignore[attr-defined]
+        replies.append(await turn(behaviour, msg))
+    assert [reply.body for reply in replies if reply is not None] == ["booked", "booked"]
+    assert len(llm.requests) == 1
+    kept = await manager.history.messages(conversation_id_for(ME, PEER))
+    assert [(m.role, m.text) for m in kept] == [
+        ("user", "Please book the meeting room for Friday"),
+        ("assistant", "booked"),
+    ]
+
+
 async def test_one_budget_per_incoming_message(manager: MemoryManager) -> None:
     config = MemoryConfig(in_memory=True, embedder="hashing", tools=ToolBudget(max_calls=2))
     async with await MemoryManager.open("carol@localhost", config) as small:
