@@ -422,10 +422,17 @@ class OpenAICompatibleEmbedder:
         held = self._pacer.held_for()
         if held > self.query_timeout:
             raise EmbeddingUnavailable(f"{self.base_url} asked to wait {held:.1f} s (rate limited)")
-        async with self._connection() as session:
-            matrix = await self._post(
-                session, [self.query_prefix + text], attempts=1, timeout=self.query_timeout
-            )
+        try:
+            # the whole call, with its turn behind the document batches' spaced starts
+            async with asyncio.timeout(self.query_timeout):
+                async with self._connection() as session:
+                    matrix = await self._post(
+                        session, [self.query_prefix + text], attempts=1, timeout=self.query_timeout
+                    )
+        except TimeoutError:
+            raise EmbeddingUnavailable(
+                f"{self.base_url} did not embed the query within {self.query_timeout:g} s"
+            ) from None
         return matrix.reshape(-1)
 
     def embed_documents(self, texts: Sequence[str]) -> NDArray[np.float32]:

@@ -164,6 +164,21 @@ async def test_vectors_whose_indexes_are_not_each_text_once_are_refused(
         await server.close()
 
 
+async def test_a_query_waits_no_longer_than_its_timeout_behind_spaced_batches(
+    server: EmbeddingServer,
+) -> None:
+    embedder = make(server, dimensions=32, query_timeout=1.0)
+    for _ in range(8):  # 429s answered: starts spaced out, and batches took the next ones
+        embedder._pacer.slowed(None)
+    assert embedder._pacer.delay >= 0.5
+    for _ in range(6):
+        embedder._pacer.reserve()
+    started = time.monotonic()
+    with pytest.raises(EmbeddingUnavailable, match="within 1 s"):
+        await embedder.aembed_query("when does Lisbon deploy?")
+    assert time.monotonic() - started < 2.0
+
+
 async def test_long_inputs_are_cut_and_cut_again_when_refused() -> None:
     async with EmbeddingServer(dim=8, max_input_chars=100) as server:
         embedder = make(server, dimensions=8, max_input_tokens=200)
