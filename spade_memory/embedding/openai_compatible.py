@@ -112,6 +112,10 @@ class _TooLong(Exception):
     pass
 
 
+class _DimensionsRefused(Exception):
+    """The server refused the ``dimensions`` field this embedder sent unasked."""
+
+
 class _Gate:
     """Bounds the requests in flight from one event loop: ``concurrency`` of them, or
     one at a time while the server rate-limits (from the next start on)."""
@@ -246,6 +250,9 @@ class OpenAICompatibleEmbedder:
         self._api_key = key or None
         self._extra_headers = dict(extra_headers or {})
         self._dim: int | None = dimensions
+        # dimensions taken from stored vectors, not given: sent so that a model that
+        # shortened them shortens them again, dropped if the server refuses the field
+        self._dimensions_guessed = False
         self._token_cap = float(max_input_tokens)
         self._pacer = RequestPacer()
         self._gates: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Gate] = (
@@ -290,10 +297,10 @@ class OpenAICompatibleEmbedder:
                 return None
             options.update(document_prefix=document_prefix, query_prefix=query_prefix)
         try:
-            embedder = cls(url, model, send_dimensions=False, **options)
+            embedder = cls(url, model, dimensions=int(dim_text), **options)
         except ConfigError:
             return None
-        embedder._dim = int(dim_text)
+        embedder._dimensions_guessed = True
         return embedder
 
     def __repr__(self) -> str:
@@ -353,7 +360,8 @@ class OpenAICompatibleEmbedder:
                 and (other.document_prefix, other.query_prefix)
                 == (self.document_prefix, self.query_prefix)
             ):
-                self._dim = other._dim
+                self._dim = self.dimensions = other._dim
+                self._dimensions_guessed = True
                 return True
         return False
 
@@ -506,6 +514,11 @@ class OpenAICompatibleEmbedder:
             made += 1
             try:
                 return await self._attempt(session, texts, timeout, gate)
+            except _DimensionsRefused:
+                made -= 1  # sent again at once, without the field (once: it stays off)
+                self.send_dimensions = False
+                logger.info("%s refuses the dimensions field; not sending it", self.url)
+                continue
             except _TooLong:
                 if shrinks >= _MAX_SHRINKS:
                     raise EmbeddingError(
@@ -576,6 +589,13 @@ class OpenAICompatibleEmbedder:
             raise EmbeddingUnavailable(
                 f"{self.url} answered HTTP {status}: {_excerpt(text)}; {_HINTS[status]}"
             )
+        if (
+            status in (400, 422)
+            and self._dimensions_guessed
+            and self.send_dimensions
+            and "dimension" in text.lower()
+        ):
+            raise _DimensionsRefused
         if status in (400, 413) and any(word in text.lower() for word in _LENGTH_WORDS):
             raise _TooLong()
         if status != 200:

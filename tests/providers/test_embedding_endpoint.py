@@ -179,6 +179,68 @@ async def test_a_query_waits_no_longer_than_its_timeout_behind_spaced_batches(
     assert time.monotonic() - started < 2.0
 
 
+async def _endpoint(app_answer: Any) -> TestServer:
+    app = web.Application()
+    app.router.add_post("/v1/embeddings", app_answer)
+    server = TestServer(app, host="127.0.0.1", port=0)
+    await server.start_server()
+    return server
+
+
+async def test_an_embedder_made_again_from_its_vectors_asks_for_their_length() -> None:
+    sent: list[object] = []
+
+    async def shortening(request: web.Request) -> web.Response:  # 32 unless asked for fewer
+        body = await request.json()
+        sent.append(body.get("dimensions"))
+        length = body.get("dimensions") or 32
+        data = [{"index": i, "embedding": [1.0] * length} for i in range(len(body["input"]))]
+        return web.json_response({"data": data})
+
+    server = await _endpoint(shortening)
+    try:
+        url = str(server.make_url("/v1"))
+        made = OpenAICompatibleEmbedder(url, "m", dimensions=8)
+        assert (await made.aembed_query("x")).shape == (8,)
+        again = OpenAICompatibleEmbedder.from_fingerprint(made.fingerprint)
+        assert again is not None and again.fingerprint == made.fingerprint
+        assert (await again.aembed_query("x")).shape == (8,)  # not 32: "the model changed"
+        named = OpenAICompatibleEmbedder(url, "m")  # the name alone, as openai:m@url
+        assert named.learn_dim([made.fingerprint])
+        assert (await named.aembed_documents(["y"])).shape == (1, 8)
+        assert sent == [8, 8, 8]
+    finally:
+        await server.close()
+
+
+async def test_a_length_sent_unasked_is_dropped_when_the_server_refuses_the_field() -> None:
+    sent: list[object] = []
+
+    async def strict(request: web.Request) -> web.Response:
+        body = await request.json()
+        sent.append(body.get("dimensions"))
+        if "dimensions" in body:
+            return web.json_response({"error": "unknown field: dimensions"}, status=400)
+        data = [{"index": i, "embedding": [1.0] * 8} for i in range(len(body["input"]))]
+        return web.json_response({"data": data})
+
+    server = await _endpoint(strict)
+    try:
+        url = str(server.make_url("/v1"))
+        again = OpenAICompatibleEmbedder.from_fingerprint(
+            OpenAICompatibleEmbedder(url, "m", dimensions=8).fingerprint
+        )
+        assert again is not None
+        assert (await again.aembed_documents(["a", "b"])).shape == (2, 8)
+        assert (await again.aembed_query("c")).shape == (8,)
+        assert sent == [8, None, None]
+        given = OpenAICompatibleEmbedder(url, "m", dimensions=8)  # asked for: not dropped
+        with pytest.raises(EmbeddingError, match="HTTP 400"):
+            await given.aembed_documents(["a"])
+    finally:
+        await server.close()
+
+
 async def test_long_inputs_are_cut_and_cut_again_when_refused() -> None:
     async with EmbeddingServer(dim=8, max_input_chars=100) as server:
         embedder = make(server, dimensions=8, max_input_tokens=200)
