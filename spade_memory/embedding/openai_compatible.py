@@ -35,6 +35,7 @@ from numpy.typing import NDArray
 
 from ..errors import ConfigError, EmbeddingError, EmbeddingUnavailable
 from ..llm.retry_after import MAX_RETRY_AFTER_SECONDS, parse_retry_after
+from ..llm.url_credentials import split_credentials
 from .pacing import RequestPacer
 from .vectors import normalise_rows
 
@@ -232,7 +233,9 @@ class OpenAICompatibleEmbedder:
                 raise ConfigError(f"{name} must be >= 0 seconds, got {seconds!r}")
         if not timeout > 0 or not query_timeout > 0:
             raise ConfigError("timeout and query_timeout must be > 0 seconds")
-        self.base_url = base_url.rstrip("/")
+        # user:password in the URL go as a header: the URL is shown in errors and logs,
+        # and kept in the fingerprint of the vectors
+        self.base_url, self._basic_auth = split_credentials(base_url.rstrip("/"))
         self.url = f"{self.base_url}/embeddings"
         self.model = model
         self.dimensions = dimensions
@@ -483,6 +486,8 @@ class OpenAICompatibleEmbedder:
         headers.update(self._extra_headers)
         if self._api_key:
             headers["Authorization"] = f"Bearer {self._api_key}"
+        elif self._basic_auth is not None:
+            headers.setdefault("Authorization", self._basic_auth)
         import aiohttp
 
         return aiohttp.ClientSession(headers=headers)

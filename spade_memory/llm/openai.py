@@ -40,6 +40,7 @@ from .streaming import (
     read_events,
 )
 from .text_tool_calls import tool_calls_in_text
+from .url_credentials import split_credentials
 
 _retry_after = parse_retry_after
 
@@ -151,7 +152,8 @@ class OpenAICompatibleLLM:
             raise ConfigError(f"backoff must be >= 0 seconds, got {backoff!r}")
         if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
             raise ConfigError(f"max_tokens must be a positive integer, got {max_tokens!r}")
-        self.base_url = base_url.rstrip("/")
+        # user:password in the URL go as a header: the URL is shown in errors and logs
+        self.base_url, self._basic_auth = split_credentials(base_url.rstrip("/"))
         self.url = f"{self.base_url}/chat/completions"
         self.model = model
         self.timeout = float(timeout)
@@ -201,6 +203,8 @@ class OpenAICompatibleLLM:
         headers.update(self._extra_headers)
         if self._api_key:
             headers["Authorization"] = f"Bearer {self._api_key}"
+        elif self._basic_auth is not None:
+            headers.setdefault("Authorization", self._basic_auth)
         return headers
 
     def _payload(

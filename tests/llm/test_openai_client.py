@@ -471,3 +471,17 @@ async def test_check_takes_a_name_without_a_tag_for_its_latest(
     fake.script.append(reply({"data": [{"id": "llama3:8b"}]}))
     with pytest.raises(LLMError, match="does not serve model 'llama3'"):
         await make_client(base_url=fake.base_url, model="llama3").check()
+
+
+async def test_credentials_in_the_url_go_as_a_header_not_into_errors(
+    fake: FakeOpenAI, make_client: Callable[..., OpenAICompatibleLLM], no_env_key: None
+) -> None:
+    fake.script.append(reply(completion("hi")))
+    fake.script.extend([reply("upstream exploded", status=500)] * 2)
+    host = fake.base_url.removeprefix("http://")
+    client = make_client(base_url=f"http://bob:pa55@{host}", max_retries=1)
+    assert (await client.complete(USER)).text == "hi"
+    assert fake.headers[0]["Authorization"] == "Basic Ym9iOnBhNTU="  # bob:pa55
+    with pytest.raises(LLMError) as failed:
+        await client.complete(USER)
+    assert "pa55" not in str(failed.value) + repr(client) + client.url

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 import time
 from collections.abc import AsyncIterator
@@ -421,3 +422,35 @@ def test_pacer_says_when_it_is_slowed_down() -> None:
     assert pacer.delay == 0.0 and pacer.slowed_down  # still held by Retry-After
     now[0] = 2.5
     assert not pacer.slowed_down
+
+
+async def test_credentials_in_the_url_are_sent_as_a_header_and_shown_nowhere(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    seen: list[str | None] = []
+
+    async def guarded(request: web.Request) -> web.Response:
+        seen.append(request.headers.get("Authorization"))
+        if request.headers.get("Authorization") != "Basic YWxpY2U6UzNjciV0":  # alice:S3cr%t
+            return web.json_response({"error": "who are you?"}, status=503)
+        texts = (await request.json())["input"]
+        data = [{"index": i, "embedding": [1.0, 0.0]} for i in range(len(texts))]
+        return web.json_response({"data": data})
+
+    server = await _endpoint(guarded)
+    try:
+        host = str(server.make_url("/v1")).removeprefix("http://")
+        embedder = OpenAICompatibleEmbedder(
+            f"http://alice:S3cr%25t@{host}", "m", dimensions=2, max_retries=0
+        )
+        assert (await embedder.aembed_query("x")).shape == (2,)
+        assert "S3cr" not in embedder.fingerprint + repr(embedder) + embedder.url
+        wrong = OpenAICompatibleEmbedder(f"http://alice:wrong@{host}", "m", dimensions=2)
+        with caplog.at_level(logging.DEBUG), pytest.raises(EmbeddingError) as failed:
+            await OpenAICompatibleEmbedder(
+                f"http://alice:wrong@{host}", "m", dimensions=2, max_retries=1, backoff=0
+            ).aembed_documents(["y"])
+        assert "wrong" not in str(failed.value) and "wrong" not in caplog.text
+        assert "wrong" not in wrong.fingerprint
+    finally:
+        await server.close()
