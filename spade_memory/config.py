@@ -529,8 +529,9 @@ class SharingConfig:
         burst: how many of them may come at once.
         max_results: the most results in one answer.
         max_content_chars: each result's content is cut to this many characters.
-        max_answer_bytes: an answer's JSON body stays under this many bytes (UTF-8);
-            results that do not fit are left out and the answer says so.
+        max_answer_bytes: an answer's body stays under this many bytes as sent (its
+            JSON in UTF-8, escaped for XML: ``"`` is six bytes on the wire); results
+            that do not fit are left out and the answer says so.
         ask_timeout_seconds: how long ``ask_agent_memory`` and ``share_memory`` wait
             for the answer.
     """

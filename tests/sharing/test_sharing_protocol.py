@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import json
 import re
+import xml.sax.saxutils
 
 import pytest
 from hypothesis import given, settings
@@ -39,6 +40,7 @@ from spade_memory.spade.sharing.protocol import (
     protocol_template,
     reason_body,
     receipt_body,
+    wire_bytes,
 )
 
 texts = st.text(
@@ -90,7 +92,7 @@ def test_answer_never_exceeds_its_byte_budget(
         for i, c in enumerate(contents)
     ]
     body = build_answer(results, max_bytes=max_bytes, max_chars=max_chars)
-    assert len(body.encode("utf-8")) <= max_bytes
+    assert len(body.encode("utf-8")) <= wire_bytes(body) <= max_bytes
     answer = parse_answer(body)
     assert len(answer.results) + answer.omitted == len(results)
     assert all(len(r.content) <= max_chars for r in answer.results)
@@ -265,3 +267,14 @@ async def test_ask_gives_no_more_results_than_asked_for() -> None:
     answer = await sharing.ask("bob@localhost", "anything", limit=3)
     assert [r.content for r in answer.results] == ["fact 0", "fact 1", "fact 2"]
     assert answer.truncated and answer.omitted == 47
+
+
+def test_an_answer_fits_its_budget_as_the_stanza_carries_it() -> None:
+    # quotes and ampersands are escaped in the stanza: &quot; is six bytes, not one
+    quoted = '"&" ' * 200
+    results = [
+        SharedResult(id=i + 1, category="fact", content=quoted, score=0.5) for i in range(40)
+    ]
+    body = build_answer(results, max_bytes=4_000, max_chars=1_000)
+    escaped = xml.sax.saxutils.escape(body, {'"': "&quot;", "'": "&apos;"})
+    assert wire_bytes(body) == len(escaped.encode("utf-8")) <= 4_000

@@ -81,6 +81,7 @@ __all__ = [
     "protocol_template",
     "reason_body",
     "receipt_body",
+    "wire_bytes",
 ]
 
 PROTOCOL = "protocol"
@@ -502,13 +503,23 @@ def _clip(text: str, chars: int) -> str:
     return text if len(text) <= chars else text[: max(chars - 1, 0)] + "…"
 
 
+# What each character becomes in an XML text node, in bytes more than its own one.
+_XML_EXTRA = {"&": 4, "<": 3, ">": 3, '"': 5, "'": 5}
+
+
+def wire_bytes(body: str) -> int:
+    """The bytes ``body`` takes in a stanza: UTF-8, with XML's escapes (``&quot;``...)."""
+    return len(body.encode("utf-8")) + sum(body.count(c) * extra for c, extra in _XML_EXTRA.items())
+
+
 def build_answer(results: Sequence[SharedResult], *, max_bytes: int, max_chars: int) -> str:
-    """The ``inform`` body for ``results``, at most ``max_bytes`` of UTF-8.
+    """The ``inform`` body for ``results``, at most ``max_bytes`` as sent
+    (:func:`wire_bytes`).
 
     Each content is cut to ``max_chars``; results that do not fit are left out
     (the last one kept may be cut further). The body says what was cut.
     """
-    envelope = len(_dumps({"results": [], "truncated": True, "omitted": 10**6}).encode())
+    envelope = wire_bytes(_dumps({"results": [], "truncated": True, "omitted": 10**6}))
     budget = max_bytes - envelope
     kept: list[dict[str, Any]] = []
     cut = False
@@ -516,12 +527,12 @@ def build_answer(results: Sequence[SharedResult], *, max_bytes: int, max_chars: 
         if len(result.content) > max_chars:
             result = replace(result, content=_clip(result.content, max_chars), truncated=True)
         item = result.as_dict()
-        size = len(_dumps(item).encode()) + 1
+        size = wire_bytes(_dumps(item)) + 1
         chars = len(result.content)
         while size > budget and chars > _MIN_CLIPPED_CHARS:
             chars //= 2
             item = replace(result, content=_clip(result.content, chars), truncated=True).as_dict()
-            size = len(_dumps(item).encode()) + 1
+            size = wire_bytes(_dumps(item)) + 1
         if size > budget:
             break
         cut = cut or bool(item["truncated"])
