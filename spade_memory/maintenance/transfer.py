@@ -70,6 +70,7 @@ __all__ = [
 
 EXPORT_FORMAT: Final = "spade_memory.export"
 _EXPORT_VERSION = 3
+_PLAIN_VERSION = 2  # what an export without forgotten atoms says: older readers take it
 _READ_VERSIONS = (1, 2, 3)  # 1: before conversations; 2: before forgotten atoms
 _IMPORT_STEP = 250  # memories checked and extracted between two progress reports
 
@@ -235,7 +236,8 @@ async def export_memory(engine: Engine) -> dict[str, Any]:
             memory["forgotten_atoms"] = forgotten[memory["id"]]
     document = {
         "format": EXPORT_FORMAT,
-        "version": _EXPORT_VERSION,
+        # version 3 only when a memory carries forgotten atoms, which older readers refuse
+        "version": _EXPORT_VERSION if forgotten else _PLAIN_VERSION,
         "agent": engine.jid,
         "memories": memories,
         "notes": await engine.interactions.export(),

@@ -313,8 +313,10 @@ async def test_a_forgotten_atom_stays_forgotten_through_export_and_import(
 ) -> None:
     stored = await memory.store("The invoice total is 40 euros. Alice pays it on Friday.")
     first, second = await memory.atoms(stored.id)
+    assert (await memory.export())["version"] == 2  # nothing forgotten: older readers read it
     await memory.forget_atom(first.id)
     exported = await memory.export()
+    assert exported["version"] == 3
     (entry,) = exported["memories"]
     assert entry["forgotten_atoms"] == [first.text]
     config = MemoryConfig(
