@@ -57,7 +57,7 @@ from spade.message import Message
 
 from ..context import build_memory_context, neutralize_markers
 from ..disclosure import Disclosure
-from ..errors import AskFailed, InvalidAgentId
+from ..errors import AskFailed, InvalidAgentId, StoreClosedError
 from ..identity import conversation_id_for, normalize_jid, thread_conversation_id
 from ..limits import LIMITS
 from ..llm import ChatMessage, LLMClient, ToolCall
@@ -267,6 +267,10 @@ class ConversationBehaviour(CyclicBehaviour):  # type: ignore[misc]
             text = TIMEOUT_ANSWER.format(seconds=self.turn_timeout)
             performative = "failure"
         except Exception as exc:
+            if isinstance(exc, StoreClosedError) and self.is_killed():
+                # the agent stopped during the turn (a tool stopped it): no one to answer
+                logger.debug("%s: stopped while answering %s", self.agent.jid, msg.sender)
+                return
             logger.exception("%s: failed to answer a message from %s", self.agent.jid, msg.sender)
             text = FAILURE_ANSWER.format(reason=type(exc).__name__)
             performative = "failure"
@@ -286,7 +290,9 @@ class ConversationBehaviour(CyclicBehaviour):  # type: ignore[misc]
         every :meth:`ask` still waiting with :class:`AskFailed`. The agent calls it
         as it stops, before its memory closes."""
         self._queued.clear()
-        workers = list(self._workers.values())
+        # not the turn that asked to stop (a tool stopping its agent): it goes on
+        current = asyncio.current_task()
+        workers = [worker for worker in self._workers.values() if worker is not current]
         for worker in workers:
             worker.cancel()
         await asyncio.gather(*workers, return_exceptions=True)

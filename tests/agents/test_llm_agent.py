@@ -281,3 +281,51 @@ async def test_a_bounced_message_fails_its_ask_and_never_reaches_the_chat(
     await asyncio.sleep(0.5)
     assert llm.calls == []
     assert await asker.memory.history.conversations() == []
+
+
+class Shutdown:
+    """A tool that stops its own agent (SPADE's ``await self.agent.stop()``)."""
+
+    name = "shutdown"
+
+    def __init__(self) -> None:
+        self.agent: LLMAgent | None = None
+        self.returned = asyncio.Event()
+
+    def schema(self) -> dict[str, Any]:
+        parameters = {"type": "object", "properties": {}}
+        return {"type": "function", "function": {"name": self.name, "parameters": parameters}}
+
+    async def call(self, arguments: Mapping[str, Any] | str, context: ToolContext) -> ToolResult:
+        assert self.agent is not None
+        await self.agent.stop()
+        self.returned.set()
+        return ToolResult(ok=True, text="stopped")
+
+
+class ShutdownAsker:
+    async def complete(
+        self, messages: Sequence[ChatMessage], tools: Sequence[Mapping[str, Any]] = ()
+    ) -> LLMResponse:
+        if messages[-1].role == "tool":
+            return LLMResponse(text="bye")
+        return LLMResponse(text=None, tool_calls=(ToolCall("t1", "shutdown", "{}"),))
+
+    async def aclose(self) -> None:
+        return None
+
+
+async def test_a_tool_may_stop_its_own_agent(
+    xmpp: EmbeddedXMPPServer, start: Starter, tmp_path: Path
+) -> None:
+    tool = Shutdown()
+    agent = await start(new_agent(xmpp, tmp_path, "stopper", llm=ShutdownAsker(), tools=[tool]))
+    tool.agent = agent
+    asker = await start(new_agent(xmpp, tmp_path, "asker"))
+    waiting = asyncio.ensure_future(asker.ask(str(agent.jid), "please shut down", timeout=10))
+    await asyncio.wait_for(tool.returned.wait(), 10)  # stop() returned inside the turn
+    assert not agent.is_alive()
+    with pytest.raises(StoreClosedError):
+        _ = agent.memory
+    waiting.cancel()
+    await asyncio.gather(waiting, return_exceptions=True)
