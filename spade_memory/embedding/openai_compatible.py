@@ -26,6 +26,7 @@ import json
 import logging
 import os
 import random
+import re
 import weakref
 from collections.abc import AsyncIterator, Collection, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -249,7 +250,11 @@ class OpenAICompatibleEmbedder:
         self.document_prefix = document_prefix
         self.query_prefix = query_prefix
         self.send_dimensions = send_dimensions
-        key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+        if self._basic_auth is not None and api_key:
+            raise ConfigError("base_url holds user:password and api_key is given too: give one")
+        # credentials written in the URL win over a key of the environment
+        from_environment = None if self._basic_auth else os.environ.get("OPENAI_API_KEY")
+        key = api_key if api_key is not None else from_environment
         self._api_key = key or None
         self._extra_headers = dict(extra_headers or {})
         self._dim: int | None = dimensions
@@ -272,13 +277,15 @@ class OpenAICompatibleEmbedder:
         Raises:
             ConfigError: the name is not of that form.
         """
-        rest = name[len(NAME_PREFIX) :] if name.startswith(NAME_PREFIX) else ""
-        model, at, url = rest.rpartition("@")
-        if not at or not model or not url.startswith(("http://", "https://")):
+        # the model ends at the first "@" before http(s):// (the URL may hold user:password@)
+        match = re.fullmatch(r"(\S+?)@(https?://\S+)", name.removeprefix(NAME_PREFIX))
+        if not name.startswith(NAME_PREFIX) or match is None:
+            shown = re.sub(r"//[^/@\s]*@", "//...@", name)  # no password in the message
             raise ConfigError(
                 f"an endpoint embedder is named openai:MODEL@URL, such as "
-                f"openai:nomic-embed-text@http://localhost:11434/v1; got {name!r}"
+                f"openai:nomic-embed-text@http://localhost:11434/v1; got {shown!r}"
             )
+        model, url = match.groups()
         return cls(url, model, **options)
 
     @classmethod

@@ -162,7 +162,11 @@ class OpenAICompatibleLLM:
         self.backoff = float(backoff)
         self.temperature = temperature
         self.max_tokens = max_tokens
-        key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+        if self._basic_auth is not None and api_key:
+            raise ConfigError("base_url holds user:password and api_key is given too: give one")
+        # credentials written in the URL win over a key of the environment
+        from_environment = None if self._basic_auth else os.environ.get("OPENAI_API_KEY")
+        key = api_key if api_key is not None else from_environment
         self._api_key = key or None
         self._extra_headers = dict(extra_headers or {})
         self.stream = bool(stream)

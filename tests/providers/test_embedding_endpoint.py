@@ -14,6 +14,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
+from spade_memory.config import MemoryConfig
 from spade_memory.embedding import (
     AsyncEmbedder,
     Embedder,
@@ -24,6 +25,7 @@ from spade_memory.embedding import (
 from spade_memory.embedding.openai_compatible import estimate_tokens, truncate_to_tokens
 from spade_memory.embedding.pacing import RequestPacer, parse_duration
 from spade_memory.errors import ConfigError, EmbeddingError, EmbeddingUnavailable
+from spade_memory.llm import OpenAICompatibleLLM
 from spade_memory.llm.retry_after import MAX_RETRY_AFTER_SECONDS
 from spade_memory.testing.embedding_server import EmbeddingServer, hashed_vector
 
@@ -454,3 +456,34 @@ async def test_credentials_in_the_url_are_sent_as_a_header_and_shown_nowhere(
         assert "wrong" not in wrong.fingerprint
     finally:
         await server.close()
+
+
+def test_a_name_may_hold_credentials_in_its_url_and_errors_do_not_show_them() -> None:
+    name = "openai:nomic-embed-text@http://proxy:s3cret@127.0.0.1:11434/v1"
+    embedder = OpenAICompatibleEmbedder.from_name(name)
+    assert (embedder.model, embedder.base_url) == ("nomic-embed-text", "http://127.0.0.1:11434/v1")
+    assert MemoryConfig(in_memory=True, embedder=name).embedder == name
+    for wrong in ("openai:@http://proxy:s3cret@host/v1", "openai:m@ftp://proxy:s3cret@host"):
+        with pytest.raises(ConfigError) as refused:
+            OpenAICompatibleEmbedder.from_name(wrong)
+        assert "s3cret" not in str(refused.value)
+        with pytest.raises(ConfigError) as refused:
+            MemoryConfig(in_memory=True, embedder=wrong)
+        assert "s3cret" not in str(refused.value)
+
+
+def test_credentials_in_the_url_win_over_a_key_of_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-another-service")
+    url = "http://proxy:s3cret@127.0.0.1:11434/v1"
+    assert OpenAICompatibleEmbedder(url, "m")._api_key is None
+    assert (
+        OpenAICompatibleLLM(base_url=url, model="m")
+        ._headers()["Authorization"]
+        .startswith("Basic ")
+    )
+    with pytest.raises(ConfigError, match="give one"):
+        OpenAICompatibleEmbedder(url, "m", api_key="sk-this")
+    with pytest.raises(ConfigError, match="give one"):
+        OpenAICompatibleLLM(base_url=url, model="m", api_key="sk-this")
