@@ -98,13 +98,14 @@ _SEGMENT = re.compile(f"([{_HAN}{_KANA}]+)|([{_HANGUL}]+)")
 _ASCII_WORD = re.compile(r"[a-z0-9]+")
 # Invisible format characters (Unicode category Cf: the soft hyphen, joiners, direction
 # marks, tag characters...) sit inside a word without breaking it for a reader, so
-# they are dropped before the text is cut; the zero-width space (U+200B) alone is a
-# word break by definition (Thai, Khmer and Burmese mark words with it) and stays one.
-# The class also holds format characters of later Unicode versions (U+13439-1343F).
+# they are dropped before the text is cut. Two kinds of Cf stay word breaks: the
+# zero-width space (U+200B), a word break by definition (Thai, Khmer and Burmese mark
+# words with it), and the visible signs written before a number (U+0600-0605, U+06DD,
+# U+070F, U+0890-0891, U+08E2, U+110BD, U+110CD). The class also holds format
+# characters of later Unicode versions (U+13439-1343F).
 _FORMAT = re.compile(
-    "[\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e"
-    "\u200c-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb"
-    "\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3"
+    "[\u00ad\u061c\u180e\u200c-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f"
+    "\ufeff\ufff9-\ufffb\U00013430-\U0001343f\U0001bca0-\U0001bca3"
     "\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f]"
 )
 _WORD = re.compile(r"[^\W_]+")
