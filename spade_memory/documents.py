@@ -13,9 +13,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
-__all__ = ["Document", "Text", "describe"]
+from .limits import LIMITS
+
+__all__ = ["Document", "Text", "Time", "describe"]
 
 
 class Document(BaseModel):
@@ -34,6 +36,9 @@ def _unicode(value: str) -> str:
 
 Text = Annotated[str, AfterValidator(_unicode)]
 """A string that can be written as UTF-8 (JSON's ``\\ud800`` escapes cannot)."""
+
+Time = Annotated[float, Field(ge=0, le=LIMITS.latest_time)]
+"""Seconds since the epoch, from 1970 to :attr:`Limits.latest_time` (9999-12-30)."""
 
 
 def _shown(value: object, limit: int = 60) -> str:

@@ -72,6 +72,9 @@ class Limits:
             dozen characters; a longer one is no id of theirs).
         graph_view_nodes: entities one look at the whole graph shows
             (``MemoryManager.graph_overview``); a drawing of more is a hairball.
+        latest_time: the latest time a memory, note or message may carry (seconds
+            since the epoch: 9999-12-30 UTC), the last that Python's dates show in
+            every time zone; an earlier one than 0 (1970) is refused too.
     """
 
     query_chars: int = 1_000
@@ -105,6 +108,7 @@ class Limits:
     message_chars: int = 100_000
     message_id_chars: int = 256
     graph_view_nodes: int = 400
+    latest_time: float = 253_402_128_000.0
 
 
 LIMITS = Limits()

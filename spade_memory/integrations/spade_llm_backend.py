@@ -142,13 +142,33 @@ class SpadeMemoryEntry(_EntryBase):  # type: ignore[misc]
 
 
 def _timestamp(name: str, value: Any, default: float) -> float:
+    """Seconds since the epoch of an entry's time, kept within the times a memory
+    may carry (1970 to 9999-12-30: spade_llm takes any ``datetime``)."""
     if value is None:
         return default
     if isinstance(value, datetime):
-        return value.timestamp()
-    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
-        return float(value)
-    raise InvalidToolInput(f"{name} must be a datetime, got {type(value).__name__}")
+        try:
+            seconds = value.timestamp()
+        except (OverflowError, OSError, ValueError):
+            seconds = 0.0 if value.year < 1970 else LIMITS.latest_time
+    elif isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        seconds = float(value)
+    else:
+        raise InvalidToolInput(f"{name} must be a datetime, got {type(value).__name__}")
+    return min(max(seconds, 0.0), LIMITS.latest_time)
+
+
+def _datetime(seconds: float) -> datetime:
+    """A stored time as the naive local ``datetime`` spade_llm gives."""
+    return datetime.fromtimestamp(min(max(seconds, 0.0), LIMITS.latest_time))
+
+
+def _count(limit: Any) -> int:
+    """A ``limit`` as spade_llm's SQL takes it (``"5"`` is 5)."""
+    try:
+        return int(limit)
+    except (TypeError, ValueError):
+        raise InvalidToolInput(f"limit must be a whole number, got {limit!r}") from None
 
 
 class SpadeMemoryBackend(_BackendBase):  # type: ignore[misc]
@@ -358,8 +378,8 @@ class SpadeMemoryBackend(_BackendBase):  # type: ignore[misc]
             context=memory.context,
             confidence=memory.confidence,
             id=memory.uid,
-            created_at=datetime.fromtimestamp(memory.created_at),
-            last_accessed=datetime.fromtimestamp(accessed),
+            created_at=_datetime(memory.created_at),
+            last_accessed=_datetime(accessed),
             access_count=memory.access_count,
             memory_id=memory.id,
             importance=memory.importance,
@@ -475,6 +495,7 @@ class SpadeMemoryBackend(_BackendBase):  # type: ignore[misc]
         Raises:
             InvalidToolInput: the query is not text or is too long.
         """
+        limit = _count(limit)
         manager = await self.manager_of(agent_id)
         if manager is None or limit < 1:
             return []
@@ -490,6 +511,7 @@ class SpadeMemoryBackend(_BackendBase):  # type: ignore[misc]
         self, agent_id: str, category: str, limit: int = 50
     ) -> list[Any]:
         """Active memories of one category, newest stored first."""
+        limit = _count(limit)
         manager = await self.manager_of(agent_id)
         if manager is None or category not in manager.categories or limit < 1:
             return []
@@ -499,10 +521,11 @@ class SpadeMemoryBackend(_BackendBase):  # type: ignore[misc]
     async def get_recent_memories(self, agent_id: str, limit: int = 10) -> list[Any]:
         """Active memories, most recently accessed (or stored) first, counting the
         accesses not yet written."""
+        limit = _count(limit)
         manager = await self.manager_of(agent_id)
         if manager is None or limit < 1:
             return []
-        limit = min(int(limit), _MAX_LIST)
+        limit = min(limit, _MAX_LIST)
         base, access = manager.engine.base, manager.engine.access
         pending = access.pending()
         ids = await base.recent_ids(limit + len(pending))
@@ -527,8 +550,8 @@ class SpadeMemoryBackend(_BackendBase):  # type: ignore[misc]
         return {
             "total_memories": stats.total,
             "category_counts": dict(stats.by_category),
-            "oldest_memory": None if oldest is None else datetime.fromtimestamp(oldest).isoformat(),
-            "newest_memory": None if newest is None else datetime.fromtimestamp(newest).isoformat(),
+            "oldest_memory": None if oldest is None else _datetime(oldest).isoformat(),
+            "newest_memory": None if newest is None else _datetime(newest).isoformat(),
             "status_counts": dict(stats.by_status),
             "embedded": stats.embedded,
             "pending_embeddings": stats.pending_embeddings,

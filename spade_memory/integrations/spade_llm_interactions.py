@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidToolInput, SpadeMemoryError
+from ..limits import LIMITS
 from ..manager import MemoryManager
 from ..storage.interaction import InteractionStore
 from .spade_llm_tools import import_spade_llm, require_spade_llm
@@ -109,7 +110,9 @@ class SpadeMemoryInteractionMemory:
             conversation: [
                 {
                     "content": note.content,
-                    "timestamp": datetime.fromtimestamp(note.created_at).isoformat(),
+                    "timestamp": datetime.fromtimestamp(
+                        min(max(note.created_at, 0.0), LIMITS.latest_time)
+                    ).isoformat(),
                 }
                 for note in notes
             ]
@@ -135,7 +138,7 @@ class SpadeMemoryInteractionMemory:
         notes = self.get_information(conversation_id)
         if not notes:
             return None
-        return "\n".join([SUMMARY_TITLE, *(f"- {note}" for note in notes)])
+        return "\n".join([SUMMARY_TITLE, *(f"- {note}" for note in notes)]).strip()
 
     async def flush(self) -> None:
         """Wait until every note added or cleared so far is written.

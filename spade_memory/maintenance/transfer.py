@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Final, Literal
 from pydantic import Field, ValidationError, field_validator
 
 from ..config import MemoryConfig
-from ..documents import Document, Text, describe
+from ..documents import Document, Text, Time, describe
 from ..engine.memory_input import MemoryInput, check_jid
 from ..errors import InvalidToolInput
 from ..limits import LIMITS
@@ -113,9 +113,9 @@ class ExportedMemory(Document):
     status: Literal["active", "archived"] = "active"
     source_conversation: Text | None = None
     source_sender: Text | None = None
-    created_at: float | None = None
-    updated_at: float | None = None
-    last_accessed: float | None = None
+    created_at: Time | None = None
+    updated_at: Time | None = None
+    last_accessed: Time | None = None
     access_count: Annotated[int, Field(ge=0)] = 0
     metadata: dict[Text, Any] | None = None
     scope: ExportedScope | None = None
@@ -133,7 +133,7 @@ class ExportedNote(Document):
 
     content: Text
     author: Text | None = None
-    created_at: float
+    created_at: Time
 
 
 class ExportedMessage(Document):
@@ -146,7 +146,7 @@ class ExportedMessage(Document):
     role: Literal["user", "assistant"]
     sender: Text
     text: Text
-    at: Annotated[float, Field(ge=0)]
+    at: Time
     message_id: Text | None = None
     formed: bool = False
 

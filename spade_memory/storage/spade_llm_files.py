@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import StorageError
+from ..limits import LIMITS
 
 __all__ = [
     "BASE_MEMORY_SUFFIX",
@@ -78,9 +79,10 @@ def seconds_of(value: object) -> float | None:
     if not isinstance(value, str) or not value.strip():
         return None
     try:
-        return datetime.fromisoformat(value.strip()).timestamp()
-    except ValueError:
+        seconds = datetime.fromisoformat(value.strip()).timestamp()
+    except (ValueError, OverflowError, OSError):
         return None
+    return seconds if 0 <= seconds <= LIMITS.latest_time else None  # else: not known
 
 
 def read_base_memory(path: Path) -> list[SpadeLlmMemoryRow]:
@@ -94,6 +96,7 @@ def read_base_memory(path: Path) -> list[SpadeLlmMemoryRow]:
         connection = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
     except sqlite3.Error as exc:
         raise StorageError(f"{path.name}: cannot open it ({exc})") from None
+    connection.text_factory = _text_of  # a value that is not UTF-8 costs its bad bytes only
     try:
         try:
             found = {
@@ -112,7 +115,7 @@ def read_base_memory(path: Path) -> list[SpadeLlmMemoryRow]:
         selected = ", ".join(column if column in found else "NULL" for column in _COLUMNS)
         try:
             rows = connection.execute(
-                f"SELECT {selected} FROM agent_memories ORDER BY created_at, id"
+                f"SELECT {selected}, rowid FROM agent_memories ORDER BY created_at, id"
             ).fetchall()
         except sqlite3.DatabaseError as exc:
             raise StorageError(f"{path.name}: cannot be read ({exc})") from None
@@ -120,18 +123,31 @@ def read_base_memory(path: Path) -> list[SpadeLlmMemoryRow]:
         connection.close()
     return [
         SpadeLlmMemoryRow(
-            id=str(row[0]),
-            agent_id=str(row[1]),
-            category=str(row[2]) if row[2] is not None else "fact",
-            content=str(row[3]) if row[3] is not None else "",
-            context=str(row[4]) if row[4] is not None else None,
+            # a row without an id (SQLite lets a TEXT key be NULL) is told by its rowid
+            id=_text(row[0]) if row[0] is not None else f"rowid-{row[-1]}",
+            agent_id=_text(row[1]),
+            category=_text(row[2]) if row[2] is not None else "fact",
+            content=_text(row[3]) if row[3] is not None else "",
+            context=_text(row[4]) if row[4] is not None else None,
             confidence=float(row[5]) if isinstance(row[5], int | float) else None,
-            created_at=str(row[6]) if row[6] is not None else None,
-            last_accessed=str(row[7]) if row[7] is not None else None,
+            created_at=_text(row[6]) if row[6] is not None else None,
+            last_accessed=_text(row[7]) if row[7] is not None else None,
             access_count=int(row[8]) if isinstance(row[8], int) else None,
         )
         for row in rows
     ]
+
+
+def _text_of(raw: bytes) -> str:
+    """A TEXT value as UTF-8, a byte that is not UTF-8 read as U+FFFD."""
+    return raw.decode("utf-8", "replace")
+
+
+def _text(value: object) -> str:
+    """A column's value as text: a BLOB read as UTF-8 (not as ``b'...'``)."""
+    if isinstance(value, bytes):
+        return _text_of(value)
+    return str(value)
 
 
 def read_interactions(path: Path) -> SpadeLlmNotes:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import AsyncIterator
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -303,3 +303,30 @@ async def test_relevant_memories_for_a_long_conversation(backend: SpadeMemoryBac
     relevant = await memory.get_relevant_memories(context, limit=3)
     assert [e.content for e in relevant] == [ROTATION]
     assert [e.content for e in await memory.get_relevant_memories(None)] == [ROTATION]
+
+
+async def test_a_time_at_the_edge_of_the_calendar_is_kept_and_read(
+    backend: SpadeMemoryBackend,
+) -> None:
+    from datetime import timezone
+
+    late = datetime(9999, 12, 31, 23, 59, 59, tzinfo=timezone(timedelta(hours=-12)))
+    early = datetime(1, 1, 1, tzinfo=UTC)
+    await backend.store_memory(entry("Deploys happen on Fridays", last_accessed=late))
+    await backend.store_memory(entry("The build server is jenkins-02", created_at=early))
+    recent = await backend.get_recent_memories(AGENT, 10)  # a year 10000 broke every read
+    assert sorted(e.content for e in recent) == [
+        "Deploys happen on Fridays",
+        "The build server is jenkins-02",
+    ]
+    assert len(await backend.search_memories(AGENT, "build server", 5)) >= 1
+
+
+async def test_a_limit_given_as_text_is_read_as_spade_llm_reads_it(
+    backend: SpadeMemoryBackend,
+) -> None:
+    await backend.store_memory(entry())
+    assert len(await backend.get_memories_by_category(AGENT, "fact", "5")) == 1  # type: ignore[arg-type]
+    assert len(await backend.search_memories(AGENT, "password", "5")) == 1  # type: ignore[arg-type]
+    with pytest.raises(InvalidToolInput, match="limit must be a whole number"):
+        await backend.get_recent_memories(AGENT, "many")  # type: ignore[arg-type]

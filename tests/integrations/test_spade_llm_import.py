@@ -216,3 +216,51 @@ def test_unreadable_input_to_import_is_one_line(
     assert status in (1, 2)
     assert err.count("\n") == 1 and err.startswith("error: ") and "Traceback" not in err, err
     assert says in err
+
+
+_SCHEMA = (
+    "CREATE TABLE agent_memories (id TEXT PRIMARY KEY, agent_id TEXT NOT NULL, "
+    "category TEXT NOT NULL, content TEXT NOT NULL, context TEXT, confidence REAL, "
+    "created_at TIMESTAMP, last_accessed TIMESTAMP, access_count INTEGER)"
+)
+
+
+async def test_odd_rows_arrive_whole_and_each_once(tmp_path: Path, memory_root: Path) -> None:
+    folder = tmp_path / "spade_llm_memory"
+    folder.mkdir()
+    db = sqlite3.connect(folder / "alice_localhost_base_memory.db")
+    db.execute(_SCHEMA)
+    row = "INSERT INTO agent_memories VALUES (?, ?, 'fact', ?, ?, 1.0, ?, ?, 0)"
+    when = "2024-01-01T10:00:00"
+    db.execute(row, ("a", ALICE, "The build server is jenkins-02", None, when, when))
+    # bytes that are not UTF-8 in a TEXT column, written by some other tool
+    db.execute(
+        "INSERT INTO agent_memories VALUES ('b', ?, 'fact', 'The cafe opens at 8', "
+        "CAST(X'636166e9' AS TEXT), 1.0, ?, ?, 0)",
+        (ALICE, when, when),
+    )
+    for content in ("Deploys happen on Fridays", "Alice likes green tea"):  # no ids
+        db.execute(row, (None, ALICE, content, None, when, when))
+    db.execute(row, ("c", ALICE, "The office wifi is called Gümüş".encode(), None, when, when))
+    db.execute(row, ("d", ALICE, "Backups run at noon", None, when, "9999-12-31T23:59:59-12:00"))
+    db.commit()
+    db.close()
+    config = target(memory_root)
+    report = await import_spade_llm(folder, config)
+    assert report.unreadable == [] and report.agents[ALICE].memories_added == 6
+    async with await MemoryManager.open(ALICE, config) as memory:
+        contents = sorted(m.content for m in await memory.list())
+        assert contents == sorted(
+            [
+                "The build server is jenkins-02",
+                "The cafe opens at 8",
+                "Deploys happen on Fridays",
+                "Alice likes green tea",
+                "The office wifi is called Gümüş",
+                "Backups run at noon",
+            ]
+        )
+        (cafe,) = [m for m in await memory.list() if m.content == "The cafe opens at 8"]
+        assert cafe.context == "caf\ufffd"
+    again = await import_spade_llm(folder, config)
+    assert again.agents[ALICE].memories_added == 0

@@ -20,7 +20,7 @@ from spade_memory.integrations.spade_llm import (
 )
 
 CONVERSATION = "alice@localhost_bob@localhost"
-NOTES = ["Bob's API takes JSON over HTTPS", "Bob answers within a day"]
+NOTES = ["Bob's API takes JSON over HTTPS", "Bob answers within a day", "  last note \n"]
 
 
 def provider() -> Any:
@@ -44,12 +44,13 @@ async def test_same_methods_and_summary_as_spade_llm(
             assert said == f"Remembered information about this interaction: {note}"
     assert ours.get_context_summary(CONVERSATION) == theirs.get_context_summary(CONVERSATION)
     assert ours.get_context_summary(CONVERSATION) == (
-        "Previous interaction notes:\n- Bob's API takes JSON over HTTPS\n- Bob answers within a day"
+        "Previous interaction notes:\n- Bob's API takes JSON over HTTPS\n"
+        "- Bob answers within a day\n-   last note"
     )
     assert ours.get_information(CONVERSATION) == theirs.get_information(CONVERSATION) == NOTES
     theirs_all, ours_all = theirs.get_all_interactions(), ours.get_all_interactions()
     assert list(ours_all) == list(theirs_all) == [CONVERSATION]
-    assert [set(e) for e in ours_all[CONVERSATION]] == [{"content", "timestamp"}] * 2
+    assert [set(e) for e in ours_all[CONVERSATION]] == [{"content", "timestamp"}] * 3
     assert ours.interactions == {"agent_id": "alice@localhost", "interactions": ours_all}
     for memory in (theirs, ours):
         assert memory.clear_conversation(CONVERSATION) is True
