@@ -45,7 +45,13 @@ from ..storage.spade_llm_files import (
     seconds_of,
 )
 
-__all__ = ["AgentImport", "SpadeLlmImport", "import_spade_llm", "spade_llm_uid"]
+__all__ = [
+    "AgentImport",
+    "SpadeLlmImport",
+    "import_spade_llm",
+    "spade_llm_conversation",
+    "spade_llm_uid",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -161,7 +167,7 @@ async def import_spade_llm(
         target = pending.setdefault(jid, _Pending())
         fallback = notes_file.stat().st_mtime
         for conversation, entries in notes.conversations.items():
-            mapped = _conversation(conversation)
+            mapped = spade_llm_conversation(conversation)
             for number, entry in enumerate(entries, 1):
                 content = entry.get("content")
                 if not isinstance(content, str) or not content.strip():
@@ -227,7 +233,7 @@ def _take_memory(
     )
 
 
-def _conversation(conversation: str) -> str:
+def spade_llm_conversation(conversation: str) -> str:
     """spade_memory's id of a spade_llm conversation id ``"a@x_b@y"`` (else the same id)."""
     for position, char in enumerate(conversation):
         if char != "_":

@@ -31,6 +31,7 @@ from ..errors import InvalidToolInput, SpadeMemoryError
 from ..limits import LIMITS
 from ..manager import MemoryManager
 from ..storage.interaction import InteractionStore
+from .spade_llm_import import spade_llm_conversation
 from .spade_llm_tools import import_spade_llm, require_spade_llm
 
 __all__ = ["SUMMARY_TITLE", "SpadeMemoryInteractionMemory", "use_interaction_memory"]
@@ -99,8 +100,13 @@ class SpadeMemoryInteractionMemory:
         return f"Remembered information about this interaction: {note.content}"
 
     def get_information(self, conversation_id: str) -> list[str]:
-        """The notes of a conversation, oldest first."""
-        notes = self._store().current().get(conversation_id, [])
+        """The notes of a conversation, oldest first (with those ``import-spade-llm``
+        brought over under spade_memory's id of an ``"a@x_b@y"`` conversation)."""
+        current = self._store().current()
+        notes = list(current.get(conversation_id, []))
+        imported = spade_llm_conversation(conversation_id)
+        if imported != conversation_id and imported in current:
+            notes = sorted([*current[imported], *notes], key=lambda note: note.created_at)
         return [note.content for note in notes]
 
     def get_all_interactions(self) -> dict[str, list[dict[str, str]]]:
@@ -121,11 +127,15 @@ class SpadeMemoryInteractionMemory:
 
     def clear_conversation(self, conversation_id: str) -> bool:
         """Remove the notes of a conversation; ``False`` when it had none."""
-        try:
-            removed, task = self._store().clear_soon(conversation_id)
-        except InvalidToolInput:
-            return False
-        self._track(task)
+        removed = 0
+        imported = spade_llm_conversation(conversation_id)
+        for conversation in dict.fromkeys([conversation_id, imported]):
+            try:
+                cleared, task = self._store().clear_soon(conversation)
+            except InvalidToolInput:
+                continue
+            self._track(task)
+            removed += cleared
         return removed > 0
 
     def get_context_summary(self, conversation_id: str) -> str | None:

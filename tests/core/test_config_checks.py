@@ -224,9 +224,7 @@ def test_ranges_are_enforced_at_their_edges(cls: type, field: dataclasses.Field[
         ),
     ],
 )
-def test_messages_name_class_field_value_and_what_is_accepted(
-    make: Any, message: str
-) -> None:
+def test_messages_name_class_field_value_and_what_is_accepted(make: Any, message: str) -> None:
     with pytest.raises(ConfigError) as caught:
         make()
     assert str(caught.value) == message

@@ -211,9 +211,7 @@ async def check_after(run: Run) -> None:
 async def leak_run(domain: str, port: int, root: Path, started: list[Any], total: int) -> Run:
     run = await set_up(domain, port, root, started)
     share = total // len(SECRETS)
-    await asyncio.gather(
-        *(attack(run, name, share, seed) for seed, name in enumerate(SECRETS))
-    )
+    await asyncio.gather(*(attack(run, name, share, seed) for seed, name in enumerate(SECRETS)))
     await check_after(run)
     assert run.attempts == share * len(SECRETS)
     # the attempts really reached the tools, and the tools answered what may be seen

@@ -13,6 +13,7 @@ from spade_llm.memory import AgentBaseMemory, AgentInteractionMemory
 from spade_memory.cli import main
 from spade_memory.config import MaintenanceConfig, MemoryConfig
 from spade_memory.identity import conversation_id_for
+from spade_memory.integrations.spade_llm import SpadeMemoryInteractionMemory
 from spade_memory.integrations.spade_llm_import import import_spade_llm, spade_llm_uid
 from spade_memory.manager import MemoryManager
 
@@ -264,3 +265,23 @@ async def test_odd_rows_arrive_whole_and_each_once(tmp_path: Path, memory_root: 
         assert cafe.context == "caf\ufffd"
     again = await import_spade_llm(folder, config)
     assert again.agents[ALICE].memories_added == 0
+
+
+async def test_imported_notes_reach_the_interaction_memory_drop_in(
+    spade_llm_dir: Path, memory_root: Path
+) -> None:
+    config = target(memory_root)
+    await import_spade_llm(spade_llm_dir, config)
+    async with await MemoryManager.open(ALICE, config) as memory:
+        notes = SpadeMemoryInteractionMemory(memory)
+        pair = f"{ALICE}_{BOB}"  # spade_llm's id, kept here as conversation_id_for's
+        assert notes.get_information(pair) == ["Bob is planning the Porto trip"]
+        notes.add_information(pair, "Bob flies on Monday")
+        assert notes.get_information(pair) == [
+            "Bob is planning the Porto trip",
+            "Bob flies on Monday",
+        ]
+        assert notes.clear_conversation(pair) is True
+        assert notes.get_information(pair) == []
+        await notes.flush()
+        assert await memory.notes(conversation_id_for(ALICE, BOB)) == []

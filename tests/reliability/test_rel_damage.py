@@ -202,9 +202,7 @@ async def test_damaged_database_fails_loudly_and_is_quarantined(
         await MemoryManager.open(JID, crash_config(image.root))
     assert error.quarantined_to is not None and error.quarantined_to.name in str(lost.value)
     # only when told, it starts afresh, and leaves the quarantined copy alone
-    async with await MemoryManager.open(
-        JID, crash_config(image.root), start_empty=True
-    ) as manager:
+    async with await MemoryManager.open(JID, crash_config(image.root), start_empty=True) as manager:
         assert await contents_of(manager) == set()
         assert [r.action for r in manager.recoveries] == ["started_empty"]
     assert quarantined(image.root, name)[0].read_bytes() == damaged
@@ -470,8 +468,6 @@ async def test_damaged_interaction_file_fails_loudly(tmp_path: Path, damage: str
     assert error is not None and error.quarantined_to is not None
     assert error.quarantined_to.name in str(lost.value)
     # the base memory was not touched by the refusals; without notes only when told
-    async with await MemoryManager.open(
-        JID, crash_config(image.root), start_empty=True
-    ) as manager:
+    async with await MemoryManager.open(JID, crash_config(image.root), start_empty=True) as manager:
         assert await contents_of(manager) == image.contents
         assert await manager.notes("conv") == []

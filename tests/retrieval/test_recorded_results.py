@@ -22,8 +22,6 @@ _RECORDED = json.loads(
 )
 
 
-
-
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 async def test_search_results_match_the_record(tmp_path: Path, variant: str) -> None:
     assert_matches_record(await record(tmp_path, variant), _RECORDED[variant], variant)
