@@ -238,6 +238,8 @@ class _DistinctTools(list[Any]):
             if any(_foreign(other, name) for other in self):
                 logger.info("spade_llm already gives the agent %s; ours is left out", name)
                 return
+            if any(_ours(other, name) for other in self):
+                return  # added twice (spade_llm's add_tool appends to a shared list twice)
         elif any(_ours(other, name) for other in self):
             logger.info("spade_llm gives the agent %s; ours is left out", name)
             self[:] = [other for other in self if not _ours(other, name)]

@@ -152,3 +152,16 @@ async def test_tools_for_an_existing_agent_leave_out_its_names(
     tools = spade_llm_tools(fresh_memory, agent=agent)
     assert "remember_interaction_info" not in names(tools)
     assert "store_memory" in names(tools)
+
+
+async def test_our_tools_added_one_by_one_are_offered_once(
+    fresh_memory: MemoryManager, tmp_path: Path
+) -> None:
+    agent = LLMAgent(
+        "alice@localhost", "pw", provider=provider(), interaction_memory=(True, str(tmp_path))
+    )
+    for tool in spade_llm_tools(fresh_memory, agent=agent):  # as the README shows
+        agent.add_tool(tool)  # spade_llm appends to the list it shares with its behaviour
+    listed = names(agent.llm_behaviour.tools)
+    assert len(listed) == len(set(listed)), listed
+    assert {"store_memory", "search_memories", "forget_memory"} <= set(listed)
