@@ -164,6 +164,7 @@ async def import_spade_llm(
                 "were left out"
             )
             continue
+        report.unmapped.extend(f"{notes_file.name}: {left}" for left in notes.left_out)
         target = pending.setdefault(jid, _Pending())
         fallback = notes_file.stat().st_mtime
         for conversation, entries in notes.conversations.items():
@@ -279,10 +280,18 @@ async def _write(
                 _, fresh = await memory.import_data(
                     {**document, "memories": [], "notes": {conversation: notes}}
                 )
-            except (InvalidToolInput, SpadeMemoryError) as exc:
-                report.unmapped.append(f"{jid}: notes of {conversation!r}: {exc}")
-                notes_total -= len(notes)
-                continue
+            except (InvalidToolInput, SpadeMemoryError):
+                fresh = 0  # one bad note refuses the lot: take them one by one
+                for number, note in enumerate(notes, 1):
+                    try:
+                        _, one = await memory.import_data(
+                            {**document, "memories": [], "notes": {conversation: [note]}}
+                        )
+                    except (InvalidToolInput, SpadeMemoryError) as exc:
+                        report.unmapped.append(f"{jid}: note {number} of {conversation!r}: {exc}")
+                        notes_total -= 1
+                        continue
+                    fresh += one
             result.notes_added += fresh
         result.notes_present = notes_total - result.notes_added
         await memory.flush()

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -72,6 +72,8 @@ class SpadeLlmNotes:
 
     agent_id: str | None
     conversations: dict[str, list[dict[str, Any]]]
+    left_out: list[str] = field(default_factory=list)
+    """What is not a note of spade_llm's layout, one line each."""
 
 
 def seconds_of(value: object) -> float | None:
@@ -167,9 +169,19 @@ def read_interactions(path: Path) -> SpadeLlmNotes:
         raise StorageError(f"{path.name}: no 'interactions' object; not a spade_llm notes file")
     agent = data.get("agent_id")
     conversations: dict[str, list[dict[str, Any]]] = {}
+    left_out: list[str] = []
     for conversation, notes in interactions.items():
-        if isinstance(notes, list):
-            conversations[str(conversation)] = [note for note in notes if isinstance(note, dict)]
+        if not isinstance(notes, list):
+            left_out.append(f"the notes of {conversation!r} are not a list; left out")
+            continue
+        kept = conversations[str(conversation)] = []
+        for number, note in enumerate(notes, 1):
+            if isinstance(note, dict):
+                kept.append(note)
+            else:
+                left_out.append(f"note {number} of {conversation!r} is not an object; left out")
     return SpadeLlmNotes(
-        agent_id=agent if isinstance(agent, str) else None, conversations=conversations
+        agent_id=agent if isinstance(agent, str) else None,
+        conversations=conversations,
+        left_out=left_out,
     )

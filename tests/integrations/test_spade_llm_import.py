@@ -285,3 +285,34 @@ async def test_imported_notes_reach_the_interaction_memory_drop_in(
         assert notes.get_information(pair) == []
         await notes.flush()
         assert await memory.notes(conversation_id_for(ALICE, BOB)) == []
+
+
+async def test_a_bad_note_costs_itself_only_and_every_left_out_note_is_named(
+    tmp_path: Path, memory_root: Path
+) -> None:
+    folder = tmp_path / "spade_llm_memory"
+    folder.mkdir()
+    config = target(memory_root)
+    data = {
+        "agent_id": ALICE,
+        "interactions": {
+            "conv-big": [
+                {"content": "Bob's API takes JSON", "timestamp": "2024-01-01T10:00:00"},
+                {"content": "x" * (config.max_note_chars + 1)},
+                {"content": "Bob answers within a day", "timestamp": "2024-01-01T10:02:00"},
+            ],
+            "conv-str": ["a note written as a bare string"],
+            "conv-dict": {"content": "a note not in a list"},
+        },
+    }
+    (folder / "alice_localhost_interactions.json").write_text(json.dumps(data))
+    report = await import_spade_llm(folder, config)
+    assert report.agents[ALICE].notes_added == 2
+    assert any("note 2 of 'conv-big'" in line for line in report.unmapped)
+    assert any("note 1 of 'conv-str' is not an object" in line for line in report.unmapped)
+    assert any("'conv-dict' are not a list" in line for line in report.unmapped)
+    async with await MemoryManager.open(ALICE, config) as memory:
+        assert [n.content for n in await memory.notes("conv-big")] == [
+            "Bob's API takes JSON",
+            "Bob answers within a day",
+        ]
