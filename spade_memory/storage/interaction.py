@@ -396,10 +396,21 @@ class InteractionStore:
             await self._persist(change)
 
     def _commit_soon(self, change: Change) -> asyncio.Task[None] | None:
+        loop = None
+        if self._path is not None:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                # refused before anything shows: a change shown but never written
+                # would be gone at the next open
+                raise InvalidToolInput(
+                    "a note is written in the background of an event loop: call this "
+                    "from async code (inside the agent), or use add_note"
+                ) from None
         change(self._view)
-        if self._path is None:
+        if loop is None:
             return None
-        return asyncio.get_running_loop().create_task(self._persist(change))
+        return loop.create_task(self._persist(change))
 
     async def _persist(self, change: Change) -> None:
         try:

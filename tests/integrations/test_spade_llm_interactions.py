@@ -3,6 +3,7 @@ memory tools that never duplicate a tool spade_llm registers."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -165,3 +166,19 @@ async def test_our_tools_added_one_by_one_are_offered_once(
     listed = names(agent.llm_behaviour.tools)
     assert len(listed) == len(set(listed)), listed
     assert {"store_memory", "search_memories", "forget_memory"} <= set(listed)
+
+
+def test_a_note_added_outside_an_event_loop_is_refused_and_changes_nothing(
+    tmp_path: Path,
+) -> None:
+    loop = asyncio.new_event_loop()
+    config = MemoryConfig(root=tmp_path, embedder="hashing")
+    manager = loop.run_until_complete(MemoryManager.open("alice@localhost", config))
+    try:
+        notes = SpadeMemoryInteractionMemory(manager)
+        said = notes.add_information(CONVERSATION, "Bob likes pizza")  # no loop runs now
+        assert said.startswith("Could not remember this information")
+        assert notes.get_information(CONVERSATION) == []  # not shown, then lost at reopen
+    finally:
+        loop.run_until_complete(manager.aclose())
+        loop.close()
