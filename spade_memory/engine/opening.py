@@ -176,8 +176,7 @@ async def open_engine(
                 await notes_file_created()
             except (StorageError, sqlite3.Error) as exc:
                 logger.warning("could not record that %s exists (%s)", json_path, exc)
-        if root is not None and traces and not base.created and not interactions.current():
-            # (an agent that keeps notes only has a memory: its notes)
+        if root is not None and traces and not base.created:
             await _warn_if_empty(base, root, identity, traces, recoveries)
         embedder = resolve_embedder(config.embedder)
         indexer = None

@@ -493,13 +493,3 @@ async def test_flush_waits_for_the_windows_closed_so_far(tmp_path: Path) -> None
         assert "Bob likes tea" in [m.content for m in await memory.list()]
         assert (await memory.history.info(CID)).pending == 1  # type: ignore[union-attr]
 
-
-async def test_a_memory_keeping_only_notes_opens_without_a_loss_warning(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    async with await MemoryManager.open(ALICE, config(tmp_path, form=False), clock=clock) as memory:
-        await memory.add_note("conv-bob", "Bob answers within a day")
-    with caplog.at_level("WARNING"):
-        async with await MemoryManager.open(ALICE, config(tmp_path, form=False), clock=clock):
-            pass
-    assert "starts with no memories" not in caplog.text

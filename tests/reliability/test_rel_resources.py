@@ -87,6 +87,9 @@ async def cycle(times: int, one: Callable[[int], Awaitable[None]], *, warm_up: i
     the process (the tokenizer, the embedding pools, first files) counts as before.
     """
     await one(warm_up)
+    with warnings.catch_warnings():  # what earlier tests left behind is not these cycles'
+        warnings.simplefilter("ignore", ResourceWarning)
+        gc.collect()
     with no_resource_warnings():
         before = usage()
         for index in range(times):
