@@ -77,11 +77,13 @@ _COPIES = (
     "ORDER BY id DESC LIMIT 8"
 )
 _NO_ID_BOUND = 2**63 - 1
-# Told again: one more access, the higher importance and confidence of the two.
+# Told again: one more access, the higher importance and confidence of the two; its
+# times move forward only (an imported copy carries the time it was told elsewhere).
 _REINFORCE_MEMORY = (
-    "UPDATE memories SET access_count = access_count + 1, last_accessed = ?, "
-    "updated_at = ?, importance = max(importance, ?), confidence = max(confidence, ?) "
-    "WHERE id = ?"
+    "UPDATE memories SET access_count = access_count + 1, "
+    "last_accessed = max(coalesce(last_accessed, created_at), ?1), "
+    "updated_at = max(updated_at, ?1), "
+    "importance = max(importance, ?2), confidence = max(confidence, ?3) WHERE id = ?4"
 )
 _INSERT_READER = "INSERT OR IGNORE INTO memory_readers (memory_id, reader) VALUES (?, ?)"
 _LAST_TURN = "SELECT id FROM memories WHERE source_conversation = ? ORDER BY id DESC LIMIT 1"
@@ -168,7 +170,7 @@ def insert_rows(
         if copy is not None:
             db.execute(
                 _REINFORCE_MEMORY,
-                (new.created_at, new.created_at, new.importance, new.confidence, copy),
+                (new.created_at, new.importance, new.confidence, copy),
             )
             ids.append(copy)
             reinforced.add(position)

@@ -57,6 +57,25 @@ async def test_a_copy_reinforces_the_memory_it_copies(fresh_memory: MemoryManage
     assert [hit.memory.id for hit in hits] == [first.id]
 
 
+async def test_an_imported_older_copy_reinforces_without_moving_the_times_back(
+    fresh_memory: MemoryManager,
+) -> None:
+    held = await fresh_memory.store("The build server is jenkins-02")
+    older = 1_700_000_000.0  # told elsewhere, long ago
+    export = {
+        "format": "spade_memory.export",
+        "version": 2,
+        "memories": [
+            {"uid": "a" * 32, "content": held.content, "created_at": older, "updated_at": older}
+        ],
+    }
+    assert await fresh_memory.import_data(export) == (0, 0)
+    after = await fresh_memory.get(held.id)
+    assert after.access_count == 1
+    assert after.updated_at == held.updated_at  # not the copy's older time
+    assert after.last_accessed is not None and after.last_accessed >= held.updated_at
+
+
 async def test_dedupe_false_stores_the_copy(fresh_memory: MemoryManager) -> None:
     first = await fresh_memory.store("The archive closes at 6 pm")
     copy = await fresh_memory.store("The archive closes at 6 pm", dedupe=False)
