@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 import socket
 import uuid
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from spade.agent import Agent
@@ -86,45 +89,40 @@ async def test_one_server_per_process_and_busy_port_are_refused(tmp_path: Path) 
         assert again.running
 
 
-async def test_agent_receives_again_after_it_restarts(tmp_path: Path) -> None:
+@contextlib.asynccontextmanager
+async def two_agents(tmp_path: Path, sender_name: str) -> AsyncIterator[tuple[Any, ...]]:
+    """An embedded server, a started receiver (bob) and sender, talking over the socket."""
     Container().reset()
     async with EmbeddedXMPPServer(folder=tmp_path / "xmpp") as server:
         tag = uuid.uuid4().hex[:8]
         receiver = Receiver(server.jid(f"bob-{tag}"), "pw", port=server.port)
-        sender = Sender(server.jid(f"alice-{tag}"), "pw", port=server.port)
+        sender = Sender(server.jid(f"{sender_name}-{tag}"), "pw", port=server.port)
         try:
             await asyncio.wait_for(receiver.start(), 20)
             await asyncio.wait_for(sender.start(), 20)
             Container().unregister(str(receiver.jid))  # over the socket, not in-process
-            await sender.say(str(receiver.jid), "first")
-            assert (await asyncio.wait_for(receiver.inbox.get(), 10)).body == "first"
-
-            await receiver.stop()
-            await asyncio.wait_for(receiver.start(), 20)
-            Container().unregister(str(receiver.jid))
-            await sender.say(str(receiver.jid), "second")
-            assert (await asyncio.wait_for(receiver.inbox.get(), 10)).body == "second"
+            yield server, tag, receiver, sender
         finally:
             await sender.stop()
             await receiver.stop()
+
+
+async def test_agent_receives_again_after_it_restarts(tmp_path: Path) -> None:
+    async with two_agents(tmp_path, "alice") as (_, _, receiver, sender):
+        await sender.say(str(receiver.jid), "first")
+        assert (await asyncio.wait_for(receiver.inbox.get(), 10)).body == "first"
+        await receiver.stop()
+        await asyncio.wait_for(receiver.start(), 20)
+        Container().unregister(str(receiver.jid))
+        await sender.say(str(receiver.jid), "second")
+        assert (await asyncio.wait_for(receiver.inbox.get(), 10)).body == "second"
 
 
 async def test_a_message_carries_the_jid_its_client_logged_in_with(tmp_path: Path) -> None:
-    Container().reset()
-    async with EmbeddedXMPPServer(folder=tmp_path / "xmpp") as server:
-        tag = uuid.uuid4().hex[:8]
-        receiver = Receiver(server.jid(f"bob-{tag}"), "pw", port=server.port)
-        sender = Sender(server.jid(f"carol-{tag}"), "pw", port=server.port)
-        try:
-            await asyncio.wait_for(receiver.start(), 20)
-            await asyncio.wait_for(sender.start(), 20)
-            Container().unregister(str(receiver.jid))  # over the socket, not in-process
-            stanza = Message(to=str(receiver.jid), body="I am alice").prepare(sender.client)
-            stanza["from"] = server.jid(f"alice-{tag}") + "/forged"  # claims to be alice
-            stanza.send()
-            got = await asyncio.wait_for(receiver.inbox.get(), 10)
-            assert got.body == "I am alice"
-            assert got.sender.bare == sender.jid.bare  # carol, as she logged in
-        finally:
-            await sender.stop()
-            await receiver.stop()
+    async with two_agents(tmp_path, "carol") as (server, tag, receiver, sender):
+        stanza = Message(to=str(receiver.jid), body="I am alice").prepare(sender.client)
+        stanza["from"] = server.jid(f"alice-{tag}") + "/forged"  # claims to be alice
+        stanza.send()
+        got = await asyncio.wait_for(receiver.inbox.get(), 10)
+        assert got.body == "I am alice"
+        assert got.sender.bare == sender.jid.bare  # carol, as she logged in
