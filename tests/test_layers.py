@@ -19,7 +19,8 @@ pairs in ``SAME_ROW``)::
     doubles     llm, testing           (testing may import llm)
     ground      config
                 identity, models, validation, documents, field_checks
-                limits, errors, endpoint_urls, in_flight (work others wait for),
+                limits, errors, endpoint_urls, http_sessions, in_flight (work others
+                wait for),
                 _moved (re-exports a moved module by name),
                 _lazy (a package's names imported on first use)
 
@@ -50,7 +51,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("doubles", ("llm", "testing")),
     ("ground", ("config",)),
     ("ground", ("identity", "models", "validation", "documents", "field_checks")),
-    ("ground", ("limits", "errors", "endpoint_urls", "_moved", "_lazy", "in_flight")),
+    ("ground", ("limits", "errors", "endpoint_urls", "http_sessions", "_moved", "_lazy")),
+    ("ground", ("in_flight",)),
 )
 
 # (importer, imported) packages of one row, the first allowed to import the second.

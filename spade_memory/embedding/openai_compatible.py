@@ -35,6 +35,7 @@ from numpy.typing import NDArray
 
 from ..endpoint_urls import endpoint_parts, split_credentials, without_credentials
 from ..errors import ConfigError, EmbeddingError, EmbeddingUnavailable
+from ..http_sessions import LoopSessions
 from ..llm.retry_after import MAX_RETRY_AFTER_SECONDS, parse_retry_after
 from .pacing import RequestPacer
 from .vectors import normalise_rows
@@ -135,14 +136,6 @@ class _Gate:
                     yield
             else:
                 yield
-
-
-class _Shared:
-    """One HTTP session of an event loop, and how many calls use it."""
-
-    def __init__(self, session: aiohttp.ClientSession) -> None:
-        self.session = session
-        self.users = 0
 
 
 class OpenAICompatibleEmbedder:
@@ -265,9 +258,7 @@ class OpenAICompatibleEmbedder:
         self._gates: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Gate] = (
             weakref.WeakKeyDictionary()
         )
-        self._sessions: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Shared] = (
-            weakref.WeakKeyDictionary()
-        )
+        self._sessions = LoopSessions(self._session)
 
     @classmethod
     def from_name(cls, name: str, **options: Any) -> OpenAICompatibleEmbedder:
@@ -381,7 +372,7 @@ class OpenAICompatibleEmbedder:
                 (the message names the model and the server, and says why).
         """
         try:
-            async with self._connection() as session:
+            async with self._sessions.connection() as session:
                 probe = await self._post(
                     session, ["dimension probe"], attempts=2, timeout=self.timeout
                 )
@@ -409,7 +400,7 @@ class OpenAICompatibleEmbedder:
             prefixed[start : start + self.batch_size]
             for start in range(0, len(prefixed), self.batch_size)
         ]
-        async with self._connection() as session:
+        async with self._sessions.connection() as session:
 
             async def one(batch: list[str]) -> NDArray[np.float32]:
                 return await self._post(
@@ -441,7 +432,7 @@ class OpenAICompatibleEmbedder:
         try:
             # the whole call, with its turn behind the document batches' spaced starts
             async with asyncio.timeout(self.query_timeout):
-                async with self._connection() as session:
+                async with self._sessions.connection() as session:
                     matrix = await self._post(
                         session, [self.query_prefix + text], attempts=1, timeout=self.query_timeout
                     )
@@ -467,24 +458,6 @@ class OpenAICompatibleEmbedder:
         if gate is None:
             gate = self._gates[loop] = _Gate(self.concurrency, self._pacer)
         return gate
-
-    @contextlib.asynccontextmanager
-    async def _connection(self) -> AsyncIterator[aiohttp.ClientSession]:
-        """The HTTP session of this event loop, shared by the calls that overlap and
-        closed when the last of them ends."""
-        loop = asyncio.get_running_loop()
-        shared = self._sessions.get(loop)
-        if shared is None:
-            shared = self._sessions[loop] = _Shared(self._session())
-        shared.users += 1
-        try:
-            yield shared.session
-        finally:
-            shared.users -= 1
-            if shared.users == 0:
-                if self._sessions.get(loop) is shared:
-                    del self._sessions[loop]
-                await shared.session.close()
 
     def _session(self) -> aiohttp.ClientSession:
         headers = {"Content-Type": "application/json", "Accept": "application/json"}

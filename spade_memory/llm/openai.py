@@ -30,6 +30,7 @@ import aiohttp
 
 from ..endpoint_urls import split_credentials
 from ..errors import ConfigError, LLMError
+from ..http_sessions import LoopSessions
 from .json_output import json_in_text, schema_problems
 from .messages import ChatMessage, LLMResponse, ToolCall
 from .retry_after import MAX_RETRY_AFTER_SECONDS, parse_retry_after
@@ -88,8 +89,10 @@ class _Refused(LLMError):
 class OpenAICompatibleLLM:
     """An :class:`~spade_memory.llm.messages.LLMClient` for OpenAI-compatible servers.
 
-    The HTTP session opens on the first request and closes in :meth:`aclose` (or at
-    the end of ``async with``); a closed client refuses further requests.
+    Requests of one event loop that overlap share an HTTP session, closed when the
+    last of them ends, so one client serves one ``asyncio.run`` after another (or
+    several threads' loops) and holds no connection between requests. After
+    :meth:`aclose` (or the end of ``async with``) the client refuses further requests.
 
     Args:
         base_url: the API root, e.g. ``"http://localhost:11434/v1"``; requests go to
@@ -171,7 +174,7 @@ class OpenAICompatibleLLM:
         self._extra_headers = dict(extra_headers or {})
         self.stream = bool(stream)
         self.text_tool_calls = bool(text_tool_calls)
-        self._session: aiohttp.ClientSession | None = None
+        self._sessions = LoopSessions(aiohttp.ClientSession)
         self._closed = False
 
     def __repr__(self) -> str:
@@ -191,11 +194,8 @@ class OpenAICompatibleLLM:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Close the HTTP session; later requests raise :class:`LLMError`."""
+        """Refuse further requests (:class:`LLMError`); those under way finish."""
         self._closed = True
-        session, self._session = self._session, None
-        if session is not None and not session.closed:
-            await session.close()
 
     def _check_open(self) -> None:
         if self._closed:
@@ -375,9 +375,12 @@ class OpenAICompatibleLLM:
         self._check_open()
         url = f"{self.base_url}/models"
         try:
-            async with self._http().get(
-                url, headers=self._headers(), timeout=aiohttp.ClientTimeout(total=timeout)
-            ) as response:
+            async with (
+                self._sessions.connection() as session,
+                session.get(
+                    url, headers=self._headers(), timeout=aiohttp.ClientTimeout(total=timeout)
+                ) as response,
+            ):
                 status = response.status
                 text = await response.text(errors="replace")
         except TimeoutError:
@@ -403,11 +406,6 @@ class OpenAICompatibleLLM:
                 f"(it serves: {shown})"
             )
 
-    def _http(self) -> aiohttp.ClientSession:
-        if self._session is None:
-            self._session = aiohttp.ClientSession()
-        return self._session
-
     def _delay(self, attempt: int, retry_after: float | None) -> float:
         if retry_after is not None:
             return min(max(retry_after, 0.0), MAX_RETRY_AFTER_SECONDS)
@@ -418,9 +416,12 @@ class OpenAICompatibleLLM:
         timeout = aiohttp.ClientTimeout(total=seconds)
         logger.debug("POST %s (model %s, %d bytes)", self.url, self.model, len(body))
         try:
-            async with self._http().post(
-                self.url, data=body, headers=self._headers(), timeout=timeout
-            ) as response:
+            async with (
+                self._sessions.connection() as session,
+                session.post(
+                    self.url, data=body, headers=self._headers(), timeout=timeout
+                ) as response,
+            ):
                 status = response.status
                 retry_after = parse_retry_after(response.headers.get("Retry-After"))
                 content_type = response.headers.get("Content-Type", "")

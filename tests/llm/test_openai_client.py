@@ -328,6 +328,24 @@ async def test_closed_client_refuses(
     assert len(fake.bodies) == 1
 
 
+async def test_one_client_serves_one_event_loop_after_another(
+    fake: FakeOpenAI, make_client: Callable[..., OpenAICompatibleLLM]
+) -> None:
+    # A client made once and used by one asyncio.run after another (a script, or
+    # agents started again): each loop gets a session of its own, none is kept.
+    fake.script.extend([reply(completion("first")), reply(completion("second"))])
+    client = make_client(base_url=fake.base_url, max_retries=0)
+
+    def in_a_new_loop() -> str:
+        return asyncio.run(client.complete(USER)).text or ""
+
+    assert await asyncio.to_thread(in_a_new_loop) == "first"
+    assert await asyncio.to_thread(in_a_new_loop) == "second"
+    assert len(client._sessions) == 0  # no connection held between requests
+    fake.script.append(reply(completion("third")))
+    assert (await client.complete(USER)).text == "third"
+
+
 @pytest.mark.parametrize(
     ("body", "fragment"),
     [

@@ -352,20 +352,20 @@ async def test_overlapping_calls_share_one_session_and_none_is_kept(
 ) -> None:
     embedder = make(server, dimensions=32, batch_size=2)
     opened: list[object] = []
-    new_session = embedder._session
+    new_session = embedder._sessions._make
 
-    def counted() -> object:
+    def counted() -> Any:
         session = new_session()
         opened.append(session)
         return session
 
-    monkeypatch.setattr(embedder, "_session", counted)
+    monkeypatch.setattr(embedder._sessions, "_make", counted)
     _, second = await asyncio.gather(
         embedder.aembed_documents([f"first {i}" for i in range(6)]),
         embedder.aembed_documents([f"second {i}" for i in range(6)]),
     )
     assert len(opened) == 1 and opened[0].closed  # type: ignore[attr-defined]
-    assert not embedder._sessions  # nothing held between calls
+    assert len(embedder._sessions) == 0  # nothing held between calls
     expected = [hashed_vector(f"second {i}", 32) for i in range(6)]
     assert np.allclose(second, np.asarray(expected, dtype=np.float32), atol=1e-6)
     await embedder.aembed_documents(["later"])
