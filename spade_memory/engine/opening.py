@@ -20,6 +20,7 @@ import logging
 import os
 import sqlite3
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,7 @@ from ..storage.graph_store import GraphStore
 from ..storage.interaction import InteractionStore
 from ..storage.memory_rows import INDEX_TEXT_VERSION
 from ..storage.registry import Registry
-from ..storage.schema import GRAPH_VERSION_KEY, INDEX_TEXT_VERSION_KEY
+from ..storage.schema import GRAPH_VERSION_KEY, INDEX_TEXT_VERSION_KEY, LOST_KEY
 from ..storage.traces import Traces, find_traces
 from ..text.extraction import GRAPH_VERSION
 from ..text.tokenizer import use_dictionary_cache
@@ -136,6 +137,11 @@ async def open_engine(
             initial_meta={
                 GRAPH_VERSION_KEY: str(GRAPH_VERSION),
                 INDEX_TEXT_VERSION_KEY: str(INDEX_TEXT_VERSION),
+                **(
+                    {LOST_KEY: repr(clock())}
+                    if any(r.action == "started_empty" for r in recoveries)
+                    else {}
+                ),
             },
         )
         closers.append(base.aclose)
@@ -253,22 +259,39 @@ async def _warn_if_empty(
     traces: Traces,
     recoveries: list[MemoryRecovery],
 ) -> None:
-    """Log a WARNING when a known agent starts on an empty memory (every time)."""
+    """Log a WARNING when a known agent starts on the empty memory that replaced its
+    lost one (every time, until it holds something again).
+
+    A memory empty by the agent's own doing (it never stored anything, forgot all it
+    held, or keeps only notes) is no loss and is not warned about.
+    """
+    lost = await base.meta_get(LOST_KEY)
+    if lost is None:
+        return
     if await base.has_memories() or await base.has_messages():
+        await base.meta_delete(LOST_KEY)  # it remembers again
         return  # kept conversations not formed yet are a memory too
     if any(r.file == "database" and r.action == "started_empty" for r in recoveries):
         return  # said already, at length
     listed = await asyncio.to_thread(_listed, root, identity, traces)
     logger.warning(
-        "the memory of %s starts with no memories, though its memory existed in %s (%s); "
-        "if it held memories, they are lost: see the backups (spade-memory backup %s "
-        "--list --root %s)",
+        "the memory of %s starts with no memories: they were lost%s and it was started "
+        "empty in %s (%s); see the backups (spade-memory backup %s --list --root %s)",
         identity.jid,
+        _since(lost),
         root,
         listed.describe(),
         identity.jid,
         root,
     )
+
+
+def _since(lost: str) -> str:
+    """`` on <date>`` for a :data:`LOST_KEY` value, or nothing if it is no time."""
+    try:
+        return " on " + datetime.fromtimestamp(float(lost)).isoformat(sep=" ", timespec="seconds")
+    except (ValueError, OverflowError, OSError):
+        return ""
 
 
 def _make_root(root: Path) -> None:

@@ -392,6 +392,10 @@ class BaseMemoryStore:
         rows = await self._fetchall("SELECT value FROM meta WHERE key = ?", (key,))
         return None if not rows else str(rows[0][0])
 
+    async def meta_delete(self, key: str) -> None:
+        async with self._transaction() as db:
+            await db.execute("DELETE FROM meta WHERE key = ?", (key,))
+
     async def meta_set(self, key: str, value: str) -> None:
         async with self._transaction() as db:
             await db.execute(

@@ -14,6 +14,7 @@ __all__ = [
     "GRAPH_VERSION_KEY",
     "INDEX_TEXT_VERSION_KEY",
     "LAST_RUN_KEY",
+    "LOST_KEY",
     "MIGRATIONS",
     "NOTES_KEY",
     "SCHEDULED_JOBS",
@@ -26,6 +27,10 @@ GRAPH_VERSION_KEY = "graph_version"
 
 INDEX_TEXT_VERSION_KEY = "index_text_version"
 """The ``meta`` row naming the keyword-index text version the stored rows were made with."""
+
+LOST_KEY = "memories_lost_at"
+"""The ``meta`` row of a database made empty in place of a lost one (``start_empty``):
+when (Unix seconds). While it stays empty, each open says its memories were lost."""
 
 NOTES_KEY = "notes_file"
 """The ``meta`` row saying the agent's notes file was written ("1") and must be there."""

@@ -188,6 +188,43 @@ async def test_with_no_good_backup_the_next_open_refuses_until_told_to_start_emp
     assert first.quarantined_to.exists(), "the damaged copy must stay"
 
 
+async def test_a_memory_started_empty_warns_until_it_holds_something_again(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    await build(tmp_path, backups=0)
+    await quarantine_database(tmp_path)
+    async with await MemoryManager.open(JID, config(tmp_path, start_empty=True)):
+        pass
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="spade_memory"):
+        async with await MemoryManager.open(JID, config(tmp_path)) as manager:
+            stored = await manager.store("the memory holds something again")
+    assert any("they were lost on" in m and JID in m for m in warnings_of(caplog))
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="spade_memory"):
+        async with await MemoryManager.open(JID, config(tmp_path)) as manager:
+            await manager.forget(stored.id)
+        # forgetting all it holds is the agent's own doing: no loss to warn about
+        async with await MemoryManager.open(JID, config(tmp_path)):
+            pass
+    assert not any("no memories" in m for m in warnings_of(caplog)), warnings_of(caplog)
+
+
+@pytest.mark.parametrize("history", ["nothing stored", "all forgotten", "notes only"])
+async def test_an_agent_empty_by_its_own_doing_opens_without_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, history: str
+) -> None:
+    async with await MemoryManager.open(JID, config(tmp_path)) as manager:
+        if history == "all forgotten":
+            await manager.forget((await manager.store(memory_text(0))).id)
+        elif history == "notes only":
+            await manager.add_note("conv", note_text(0))
+    with caplog.at_level(logging.WARNING, logger="spade_memory"):
+        async with await MemoryManager.open(JID, config(tmp_path)) as manager:
+            assert manager.recoveries == ()
+    assert warnings_of(caplog) == []
+
+
 def test_on_damage_is_checked() -> None:
     with pytest.raises(ConfigError):
         MemoryConfig(on_damage="ignore")  # type: ignore[arg-type]
