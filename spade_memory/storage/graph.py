@@ -18,21 +18,25 @@ memory itself, so a memory and its graph are never seen apart. Reads go through
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterable
 from functools import partial
 from typing import Any
 
 import aiosqlite
 
 from ..text.graph import MemoryGraph
+from ..text.relations import FUNCTIONAL
 from .on_thread import run_on_connection
 from .scope_filter import same_scope
 from .sql import SQL_CHUNK, chunks, placeholders
 
 __all__ = [
+    "Claim",
     "delete_graph",
     "delete_graph_rows",
     "reinforce_atoms",
     "run_on_connection",
+    "settle_claims",
     "write_graph",
     "write_graph_rows",
 ]
@@ -87,33 +91,93 @@ _REINFORCE = (
 _REINFORCE_OF_MEMORY = (
     "UPDATE memory_atoms SET reinforcements = reinforcements + 1, reinforced_at = ?, "
     "status = 'active', expires_at = ? + ttl_seconds * (1 + ? * (reinforcements + 1)) "
-    "WHERE memory_id = ? AND status IN ('active', 'dormant')"
+    "WHERE memory_id = ? AND status IN ('active', 'dormant', 'superseded')"
 )
 _INSERT_ATOM = (
     "INSERT INTO memory_atoms (memory_id, position, text, key, type, status, subject, "
     "predicate, object, importance, ttl_seconds, reinforcements, created_at, "
     "reinforced_at, expires_at) VALUES (?, ?, ?, ?, ?, 'active', ?, ?, ?, ?, ?, 0, ?, ?, ?)"
 )
-_SUPERSEDE = (
-    "UPDATE memory_atoms SET status = 'superseded', superseded_by = ? "
-    "WHERE subject = ? AND predicate = ? AND object != ? AND memory_id != ? "
-    "AND status IN ('active', 'dormant')"
+# The claim standing for one subject and predicate: of the atoms claiming a value
+# that are live or dormant, the one told last (``reinforced_at``: when its memory
+# was stored, or the same fact told again), within one scope (the memories of one
+# owner and visibility and, for a conversation's memory, one conversation).
+_STANDING = (
+    "SELECT a.id, a.memory_id, a.object FROM memory_atoms AS a "
+    "WHERE a.subject = ? AND a.predicate = ? AND a.object IS NOT NULL "
+    f"AND a.{_LIVE_OR_DORMANT} ORDER BY a.reinforced_at DESC, a.id DESC LIMIT 1"
 )
-# The same, only among memories of the new one's scope (owner, visibility and, for a
-# conversation's memory, its conversation); an atom superseded so far only by a claim
-# of another scope is taken over too. Where the memories table is at hand.
-_SAME_SCOPE = (
+_SCOPE_OF = (
     "EXISTS (SELECT 1 FROM memories AS m, memories AS n WHERE m.id = {atom}.memory_id "
     f"AND n.id = ? AND {same_scope('m', 'n')})"
 )
-_SUPERSEDE_IN_SCOPE = (
+_STANDING_IN_SCOPE = (
+    "SELECT a.id, a.memory_id, a.object FROM memory_atoms AS a "
+    "WHERE a.subject = ? AND a.predicate = ? AND a.object IS NOT NULL "
+    f"AND a.{_LIVE_OR_DORMANT} AND {_SCOPE_OF.format(atom='a')} "
+    "ORDER BY a.reinforced_at DESC, a.id DESC LIMIT 1"
+)
+# Every other value of the claim, live or dormant, is superseded by the standing one
+# (atoms of its own memory excepted: one text may name two values).
+_SUPERSEDE = (
     "UPDATE memory_atoms SET status = 'superseded', superseded_by = ? "
     "WHERE subject = ? AND predicate = ? AND object != ? AND memory_id != ? "
-    f"AND {_SAME_SCOPE.format(atom='memory_atoms')} "
-    "AND (status IN ('active', 'dormant') OR (status = 'superseded' AND NOT EXISTS ("
-    "SELECT 1 FROM memory_atoms AS s WHERE s.id = memory_atoms.superseded_by "
-    f"AND {_SAME_SCOPE.format(atom='s')})))"
+    f"AND {_LIVE_OR_DORMANT}"
 )
+# An atom superseded before that holds the standing value stands with it.
+_REVIVE = (
+    "UPDATE memory_atoms SET status = 'active', superseded_by = NULL "
+    "WHERE subject = ? AND predicate = ? AND object = ? AND status = 'superseded'"
+)
+
+# A claim of one subject and predicate, settled within the scope of a memory.
+Claim = tuple[str, str, int]  # subject, predicate, a memory of the scope
+
+
+def settle_claims(claims: Iterable[Claim], db: sqlite3.Connection, *, scoped: bool = True) -> None:
+    """Settle functional claims (inside the caller's transaction): of the atoms
+    claiming a value for one subject and predicate in one scope, the claim told last
+    stands, every atom claiming another value is superseded by it, and one holding
+    the same value stands with it.
+
+    Run after every change of such atoms (written, told again, deleted), so the
+    claim told last wins whatever the order of the writes (a graph rebuild writes
+    memories in id order; a forgotten middle claim leaves the one before it
+    superseded by the one after it). An atom superseded by a claim that goes away is
+    made live first (see :func:`delete_graph_rows`), so the standing claim is always
+    among the live or dormant ones. ``scoped=False``: across scopes (a graph
+    rebuild's shadow, without the memories table; reading atoms undoes a
+    supersession across scopes, ``storage.atoms``).
+    """
+    for subject, predicate, memory_id in dict.fromkeys(claims):
+        if predicate not in FUNCTIONAL:
+            continue
+        scope = (memory_id,) if scoped else ()
+        in_scope = f" AND {_SCOPE_OF.format(atom='memory_atoms')}" if scoped else ""
+        row = db.execute(
+            _STANDING_IN_SCOPE if scoped else _STANDING, (subject, predicate, *scope)
+        ).fetchone()
+        if row is None:
+            continue
+        standing, standing_memory, value = int(row[0]), int(row[1]), str(row[2])
+        db.execute(
+            _SUPERSEDE + in_scope, (standing, subject, predicate, value, standing_memory, *scope)
+        )
+        db.execute(_REVIVE + in_scope, (subject, predicate, value, *scope))
+
+
+def _claims_of(memory_id: int, db: sqlite3.Connection) -> list[Claim]:
+    """The claims a memory's atoms make, and those of the atoms they superseded
+    (each settled in its own memory's scope, which an update may have left)."""
+    rows = db.execute(
+        "SELECT subject, predicate, memory_id FROM memory_atoms WHERE memory_id = ? "
+        "AND subject IS NOT NULL AND predicate IS NOT NULL AND object IS NOT NULL "
+        "UNION SELECT s.subject, s.predicate, s.memory_id FROM memory_atoms AS s "
+        "JOIN memory_atoms AS a ON a.id = s.superseded_by WHERE a.memory_id = ? "
+        "AND s.subject IS NOT NULL AND s.predicate IS NOT NULL",
+        (memory_id, memory_id),
+    ).fetchall()
+    return [(str(r[0]), str(r[1]), int(r[2])) for r in rows if str(r[1]) in FUNCTIONAL]
 
 
 def write_graph_rows(
@@ -165,9 +229,11 @@ def write_graph_rows(
 
 
 def reinforce_atoms(memory_id: int, factor: float, now: float, db: sqlite3.Connection) -> None:
-    """The same memory told again: each of its live or dormant atoms is reinforced
-    (a longer life, dormant ones active again); inside the caller's transaction."""
+    """The same memory told again: each of its live, dormant or superseded atoms is
+    reinforced (a longer life, dormant ones active again), and its claims, told last
+    now, stand again; inside the caller's transaction."""
     db.execute(_REINFORCE_OF_MEMORY, (now, now, factor, memory_id))
+    settle_claims(_claims_of(memory_id, db), db)
 
 
 def _write_atoms(
@@ -210,29 +276,30 @@ def _write_atoms(
         )
         for atom in atoms
     ]
-    if not any(atom.functional for atom in atoms):
-        db.executemany(_INSERT_ATOM, rows)  # no claim to supersede others: no ids needed
-        return
-    for atom, row in zip(atoms, rows, strict=True):
-        cursor = db.execute(_INSERT_ATOM, row)
-        if atom.functional and atom.subject and atom.predicate and atom.object:
-            # A newer claim on the same subject and predicate with another object wins.
-            db.execute(
-                _SUPERSEDE_IN_SCOPE if scoped else _SUPERSEDE,
-                (cursor.lastrowid, atom.subject, atom.predicate, atom.object, memory_id)
-                + ((memory_id, memory_id) if scoped else ()),
-            )
+    db.executemany(_INSERT_ATOM, rows)
+    # A claim told now (or one reinforced above) on a subject and predicate with
+    # another value told before: the claim told last stands.
+    settle_claims(
+        [
+            (atom.subject, atom.predicate, memory_id)
+            for atom in atoms
+            if atom.functional and atom.subject and atom.predicate and atom.object
+        ],
+        db,
+        scoped=scoped,
+    )
 
 
-async def delete_graph(db: aiosqlite.Connection, memory_id: int) -> None:
+async def delete_graph(db: aiosqlite.Connection, memory_id: int, *, scoped: bool = True) -> None:
     """Remove the graph of one memory and the nodes left orphaned; inside its transaction.
 
-    Atoms this memory had superseded become active again (the newer claim is gone).
+    The claims its atoms made are settled again without them (:func:`settle_claims`):
+    an atom it had superseded stands again unless a claim told since stands instead.
     """
-    await run_on_connection(db, partial(delete_graph_rows, memory_id))
+    await run_on_connection(db, partial(delete_graph_rows, memory_id, scoped=scoped))
 
 
-def delete_graph_rows(memory_id: int, db: sqlite3.Connection) -> None:
+def delete_graph_rows(memory_id: int, db: sqlite3.Connection, *, scoped: bool = True) -> None:
     rows = db.execute(
         "SELECT node_id FROM graph_entry_nodes WHERE memory_id = ? "
         "UNION SELECT source_id FROM graph_edges WHERE memory_id = ? "
@@ -240,6 +307,9 @@ def delete_graph_rows(memory_id: int, db: sqlite3.Connection) -> None:
         (memory_id, memory_id, memory_id),
     ).fetchall()
     touched = [int(row[0]) for row in rows]
+    claims = _claims_of(memory_id, db)
+    # Free what its atoms superseded; the settling below supersedes it again by
+    # whichever claim stands now.
     db.execute(
         "UPDATE memory_atoms SET status = 'active', superseded_by = NULL "
         "WHERE status = 'superseded' AND superseded_by IN "
@@ -255,6 +325,7 @@ def delete_graph_rows(memory_id: int, db: sqlite3.Connection) -> None:
         db.execute(f"DELETE FROM {table} WHERE memory_id = ?", (memory_id,))
     db.execute("DELETE FROM graph_entries WHERE memory_id = ?", (memory_id,))
     db.execute("DELETE FROM graph_entries_fts WHERE rowid = ?", (memory_id,))
+    settle_claims(claims, db, scoped=scoped)  # the memory's own row is still there
     for chunk in chunks(touched):
         db.execute(
             f"DELETE FROM graph_nodes WHERE id IN ({placeholders(len(chunk))}) "

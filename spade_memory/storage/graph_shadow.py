@@ -183,7 +183,7 @@ class GraphShadowFile:
         await db.execute("BEGIN IMMEDIATE")
         try:
             for memory_id in replace:
-                await delete_graph(db, memory_id)
+                await delete_graph(db, memory_id, scoped=False)
             for memory, graph in items:
                 await write_graph(db, memory.id, graph, now=memory.updated_at, scoped=False)
             if checkpoint is not None:

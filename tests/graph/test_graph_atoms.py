@@ -167,6 +167,74 @@ async def test_a_newer_claim_supersedes_an_older_one(memory: MemoryManager, cloc
     assert paris.id in {r.memory.id for r in await memory.search("where does Alice live")}
 
 
+async def live_claims(memory: MemoryManager) -> list[str]:
+    return sorted(r.memory.content for r in await memory.recall("where does Alice live"))
+
+
+@pytest.mark.parametrize("change", ["forget", "update"])
+async def test_a_claim_gone_from_the_middle_of_a_chain_leaves_the_newest_standing(
+    memory: MemoryManager, clock: Clock, change: str
+) -> None:
+    await memory.store("Alice lives in Paris.")
+    clock.advance(1)
+    berlin = await memory.store("Alice lives in Berlin.")
+    clock.advance(1)
+    rome = await memory.store("Alice lives in Rome.")
+    await memory.flush()
+    if change == "forget":
+        await memory.forget(berlin.id)
+    else:
+        await memory.update(berlin.id, content="Alice spent a year in Berlin.")
+    await memory.flush()
+    assert [a.status for a in await memory.atoms(rome.id)] == ["active"]
+    # Paris was superseded by Berlin; with Berlin gone, Rome still supersedes it
+    assert "Alice lives in Paris." not in await live_claims(memory)
+    assert "Alice lives in Rome." in await live_claims(memory)
+
+
+async def test_consolidation_merging_the_claim_that_superseded_another_keeps_it_superseded(
+    clock: Clock,
+) -> None:
+    config = MemoryConfig(in_memory=True, embedder="hashing")
+    async with await MemoryManager.open("merges@localhost", config, clock=clock) as memory:
+        await memory.store("Alice lives in Paris.")
+        clock.advance(1)
+        await memory.store("Alice lives in Berlin.")
+        clock.advance(1)
+        await memory.store("Alice lives in Berlin now.")
+        await memory.flush()
+        report = await memory.maintenance.consolidate()
+        assert report.to_dict()["merges"], "the two Berlin memories were to be merged"
+        await memory.flush()
+        assert "Alice lives in Paris." not in await live_claims(memory)
+
+
+async def test_a_claim_told_again_stands_again(memory: MemoryManager, clock: Clock) -> None:
+    paris = await memory.store("Alice lives in Paris.")
+    clock.advance(1)
+    berlin = await memory.store("Alice lives in Berlin.")
+    clock.advance(1)
+    again = await memory.store("Alice lives in Paris.")  # a copy: reinforces the first
+    await memory.flush()
+    assert again.id == paris.id
+    assert await live_claims(memory) == ["Alice lives in Paris."]
+    assert (await memory.atoms(berlin.id))[0].status == "superseded"
+
+
+async def test_a_graph_rebuild_keeps_the_claim_told_last(
+    memory: MemoryManager, clock: Clock
+) -> None:
+    paris = await memory.store("Alice lives in Paris.")
+    clock.advance(1)
+    await memory.store("Alice lives in Berlin.")
+    clock.advance(1)
+    await memory.update(paris.id, content="Alice lives in Rome.")  # told last
+    await memory.flush()
+    assert await live_claims(memory) == ["Alice lives in Rome."]
+    assert await memory.rebuild_graph() == 2  # memories written in id order
+    assert await live_claims(memory) == ["Alice lives in Rome."]
+
+
 CITIES = [f"Town{chr(65 + i // 26)}{chr(65 + i % 26)}" for i in range(60)]
 
 

@@ -105,7 +105,7 @@ def _plain_rows(memory_id: int, graph: MemoryGraph, now: float, db: sqlite3.Conn
             (now, now, graph.reinforcement_factor, atom_id),
         )
     for atom in graph.atoms:
-        cursor = db.execute(
+        db.execute(
             "INSERT INTO memory_atoms (memory_id, position, text, key, type, status, subject, "
             "predicate, object, importance, ttl_seconds, reinforcements, created_at, "
             "reinforced_at, expires_at) "
@@ -116,13 +116,32 @@ def _plain_rows(memory_id: int, graph: MemoryGraph, now: float, db: sqlite3.Conn
                 *(now, now, now + atom.ttl_seconds),
             ),
         )
-        if atom.functional and atom.subject and atom.predicate and atom.object:
-            db.execute(
-                "UPDATE memory_atoms SET status = 'superseded', superseded_by = ? "
-                "WHERE subject = ? AND predicate = ? AND object != ? AND memory_id != ? "
-                "AND status IN ('active', 'dormant')",
-                (cursor.lastrowid, atom.subject, atom.predicate, atom.object, memory_id),
-            )
+    # the claim told last stands (every memory here is of one scope)
+    claims = [
+        (atom.subject, atom.predicate)
+        for atom in graph.atoms
+        if atom.functional and atom.subject and atom.predicate and atom.object
+    ]
+    for subject, predicate in dict.fromkeys(claims):
+        standing = db.execute(
+            "SELECT id, memory_id, object FROM memory_atoms WHERE subject = ? AND predicate = ? "
+            "AND object IS NOT NULL AND status IN ('active', 'dormant') "
+            "ORDER BY reinforced_at DESC, id DESC LIMIT 1",
+            (subject, predicate),
+        ).fetchone()
+        if standing is None:
+            continue
+        db.execute(
+            "UPDATE memory_atoms SET status = 'superseded', superseded_by = ? "
+            "WHERE subject = ? AND predicate = ? AND object != ? AND memory_id != ? "
+            "AND status IN ('active', 'dormant')",
+            (standing[0], subject, predicate, standing[2], standing[1]),
+        )
+        db.execute(
+            "UPDATE memory_atoms SET status = 'active', superseded_by = NULL "
+            "WHERE subject = ? AND predicate = ? AND object = ? AND status = 'superseded'",
+            (subject, predicate, standing[2]),
+        )
 
 
 def _random_graph(rng: random.Random) -> MemoryGraph:
