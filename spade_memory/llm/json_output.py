@@ -3,7 +3,7 @@
 :meth:`~spade_memory.llm.openai.OpenAICompatibleLLM.complete_json` asks for
 ``response_format: json_schema``; a server without it answers in text, from
 which :func:`json_in_text` takes the JSON (the whole text, a fenced block, or the
-first balanced object). :func:`schema_problems` checks the common subset of JSON
+first object or array that parses). :func:`schema_problems` checks the common subset of JSON
 Schema that structured output uses: ``type`` (one or a list), ``properties``,
 ``required``, ``additionalProperties: false``, ``items``, ``enum``, ``minimum`` /
 ``maximum``, ``minLength`` / ``maxLength``, ``minItems`` / ``maxItems``.
@@ -11,6 +11,7 @@ Schema that structured output uses: ``type`` (one or a list), ``properties``,
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from collections.abc import Mapping
@@ -29,39 +30,16 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "null": (type(None),),
 }
 _MAX_PROBLEMS = 10
-
-
-def _balanced(text: str, start: int) -> str | None:
-    """The JSON object or array that opens at ``start`` (strings and escapes respected)."""
-    opener = text[start]
-    closer = "}" if opener == "{" else "]"
-    depth = 0
-    in_string = escaped = False
-    for position in range(start, len(text)):
-        char = text[position]
-        if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-        elif char == opener:
-            depth += 1
-        elif char == closer:
-            depth -= 1
-            if depth == 0:
-                return text[start : position + 1]
-    return None
+_OPENER = re.compile(r"[{\[]")
+_OPENERS_TRIED = 100  # brackets of prose before the JSON ("[1]") are few
+_DECODER = json.JSONDecoder()
 
 
 def json_in_text(text: str) -> Any:
     """The JSON value a model's text holds.
 
-    Tried in turn: the whole text, each fenced block, each balanced ``{...}`` or
-    ``[...]`` from the first opening bracket on.
+    Tried in turn: the whole text, each fenced block, then the object or array
+    opening at each of the first 100 opening brackets.
 
     Raises:
         ValueError: the text holds no JSON value.
@@ -71,16 +49,18 @@ def json_in_text(text: str) -> Any:
     for candidate in candidates:
         try:
             return json.loads(candidate)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             continue
-    for position, char in enumerate(text):
-        if char in "{[":
-            found = _balanced(text, position)
-            if found is not None:
-                try:
-                    return json.loads(found)
-                except json.JSONDecodeError:
-                    continue
+    # The value that opens at each of the first brackets, read by the JSON decoder
+    # itself. Bounded: a text of brackets alone (a model repeating "[") costs a
+    # decoder call per bracket, each as deep as the nesting it reaches, and this runs
+    # on the event loop, where no timeout can stop it.
+    for opener in itertools.islice(_OPENER.finditer(text), _OPENERS_TRIED):
+        try:
+            value, _ = _DECODER.raw_decode(text, opener.start())
+        except (json.JSONDecodeError, RecursionError):
+            continue
+        return value
     raise ValueError("the answer holds no JSON object")
 
 

@@ -427,6 +427,18 @@ def test_json_is_found_in_chatty_text() -> None:
     assert json_in_text("```\n[1, 2]\n```") == [1, 2]
     with pytest.raises(ValueError, match="no JSON"):
         json_in_text("nothing { here")
+    assert json_in_text('He said "hi" [1] then {"x": [1, {"y": 2}]}') == [1]
+
+
+@pytest.mark.parametrize("text", ["{" * 16_000, "[" * 16_000, '{"' + "x{" * 16_000])
+def test_an_answer_of_brackets_is_refused_without_holding_the_event_loop(text: str) -> None:
+    # A small model stuck repeating "{": matching brackets from every one of them
+    # took 20 s for 16,000 (the square of the length), with no timeout able to stop
+    # it on the event loop. The bound is a hang check, far above what it takes.
+    started = time.perf_counter()
+    with pytest.raises(ValueError, match="no JSON"):
+        json_in_text(text)
+    assert time.perf_counter() - started < 2.0
 
 
 async def test_a_stream_line_too_long_to_read_is_an_llm_error(
