@@ -26,12 +26,13 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from ..errors import InvalidToolInput, SpadeMemoryError
+from ..errors import InvalidAgentId, InvalidToolInput, SpadeMemoryError
+from ..identity import conversation_id_for
 from ..manager import MemoryManager
 from ..storage.interaction import InteractionStore
 from ..storage.spade_llm_files import datetime_of
 from .spade_llm_import import spade_llm_conversation
-from .spade_llm_tools import import_spade_llm, require_spade_llm
+from .spade_llm_tools import conversation_senders, import_spade_llm, require_spade_llm
 
 __all__ = ["SUMMARY_TITLE", "SpadeMemoryInteractionMemory", "use_interaction_memory"]
 
@@ -51,6 +52,8 @@ class SpadeMemoryInteractionMemory:
     def __init__(self, manager: MemoryManager) -> None:
         self._manager = manager
         self._writes: set[asyncio.Task[None]] = set()
+        # the spade_llm agent it serves (use_interaction_memory): who is answered
+        self.agent: Any = None
 
     @property
     def agent_id(self) -> str:
@@ -100,13 +103,38 @@ class SpadeMemoryInteractionMemory:
 
     def get_information(self, conversation_id: str) -> list[str]:
         """The notes of a conversation, oldest first (with those ``import-spade-llm``
-        brought over under spade_memory's id of an ``"a@x_b@y"`` conversation)."""
+        brought over under spade_memory's id of an ``"a@x_b@y"`` conversation, see
+        :meth:`_paired`)."""
         current = self._store().current()
         notes = list(current.get(conversation_id, []))
-        imported = spade_llm_conversation(conversation_id)
-        if imported != conversation_id and imported in current:
-            notes = sorted([*current[imported], *notes], key=lambda note: note.created_at)
+        paired = self._paired(conversation_id)
+        if paired is not None and paired in current:
+            notes = sorted([*current[paired], *notes], key=lambda note: note.created_at)
         return [note.content for note in notes]
+
+    def _paired(self, conversation_id: str) -> str | None:
+        """spade_memory's id of the two agents an ``"a@x_b@y"`` conversation names,
+        whose notes it reads and clears too, or ``None``.
+
+        spade_llm's id of a conversation is the XMPP thread its sender chose: anyone
+        may write in a thread named after two others. Serving an agent
+        (:func:`use_interaction_memory`), the pair's notes are the conversation's
+        only when the newest message in it, as the agent's context holds it, came
+        from this agent's partner of the pair; never when no sender is known.
+        """
+        paired = spade_llm_conversation(conversation_id)
+        if paired == conversation_id:
+            return None
+        if self.agent is None:
+            return paired  # asked by name, outside an agent
+        senders = conversation_senders(self.agent, conversation_id)
+        if senders is None:
+            return None
+        try:
+            own = conversation_id_for(self.agent_id, senders[1])
+        except InvalidAgentId:
+            return None
+        return paired if own == paired else None
 
     def get_all_interactions(self) -> dict[str, list[dict[str, str]]]:
         """Every conversation's notes as spade_llm keeps them: ``content`` and an ISO
@@ -125,8 +153,8 @@ class SpadeMemoryInteractionMemory:
     def clear_conversation(self, conversation_id: str) -> bool:
         """Remove the notes of a conversation; ``False`` when it had none."""
         removed = 0
-        imported = spade_llm_conversation(conversation_id)
-        for conversation in dict.fromkeys([conversation_id, imported]):
+        paired = self._paired(conversation_id)
+        for conversation in dict.fromkeys([conversation_id, paired or conversation_id]):
             try:
                 cleared, task = self._store().clear_soon(conversation)
             except InvalidToolInput:
@@ -170,6 +198,7 @@ def use_interaction_memory(agent: Any, memory: SpadeMemoryInteractionMemory) -> 
     require_spade_llm()
     tool_class = import_spade_llm("spade_llm.memory").AgentMemoryTool
     agent.interaction_memory = memory
+    memory.agent = agent
     behaviour = getattr(agent, "llm_behaviour", None)
     if behaviour is not None:
         behaviour.interaction_memory = memory

@@ -47,6 +47,7 @@ __all__ = [
     "INSTALL_HINT",
     "SpadeLLMMemoryTool",
     "ToolBinding",
+    "conversation_senders",
     "import_spade_llm",
     "require_spade_llm",
     "spade_llm_tools",
@@ -162,25 +163,31 @@ class ToolBinding:
         )
 
     def _senders(self) -> tuple[str | None, str] | None:
-        """Who started the current conversation (``None`` if unknown) and who wrote
-        its newest message, from the spade_llm agent's context; ``None`` when no
-        sender is known."""
-        context = getattr(self.agent, "context", None)
-        if context is None or self.conversation_id is None:
+        """Who started the current conversation and who wrote its newest message
+        (:func:`conversation_senders`)."""
+        if self.conversation_id is None:
             return None
-        try:
-            history = context.get_conversation_history(self.conversation_id)
-            newest = next(
-                (m.get("sender") for m in reversed(history) if m.get("role") == "user"), None
-            )
-            first = context.get_tracing_metadata(self.conversation_id).get("sender_id")
-            first = normalize_jid(first) if first else None
-            if newest:
-                return first, normalize_jid(newest)
-            return (first, first) if first else None
-        except Exception:  # the sender is a nicety; a tool call must not fail for it
-            logger.debug("no sender known for %s", self.conversation_id, exc_info=True)
-            return None
+        return conversation_senders(self.agent, self.conversation_id)
+
+
+def conversation_senders(agent: Any, conversation_id: str) -> tuple[str | None, str] | None:
+    """Who started a conversation of a spade_llm agent (``None`` if unknown) and who
+    wrote its newest message, from the agent's context; ``None`` when no sender is
+    known (no agent, no context, no message)."""
+    context = getattr(agent, "context", None)
+    if context is None:
+        return None
+    try:
+        history = context.get_conversation_history(conversation_id)
+        newest = next((m.get("sender") for m in reversed(history) if m.get("role") == "user"), None)
+        first = context.get_tracing_metadata(conversation_id).get("sender_id")
+        first = normalize_jid(first) if first else None
+        if newest:
+            return first, normalize_jid(newest)
+        return (first, first) if first else None
+    except Exception:  # the sender is a nicety; a tool call must not fail for it
+        logger.debug("no sender known for %s", conversation_id, exc_info=True)
+        return None
 
 
 class SpadeLLMMemoryTool(_LLMToolBase):  # type: ignore[misc]

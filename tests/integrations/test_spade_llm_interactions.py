@@ -8,11 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from spade.message import Message
 from spade_llm.agent import LLMAgent
 from spade_llm.memory import AgentInteractionMemory, AgentMemoryTool
 from spade_llm.providers import LLMProvider
 
-from spade_memory import MemoryConfig, MemoryManager
+from spade_memory import MemoryConfig, MemoryManager, conversation_id_for
 from spade_memory.integrations.spade_llm import (
     SpadeLLMMemoryTool,
     SpadeMemoryInteractionMemory,
@@ -182,3 +183,31 @@ def test_a_note_added_outside_an_event_loop_is_refused_and_changes_nothing(
     finally:
         loop.run_until_complete(manager.aclose())
         loop.close()
+
+
+async def test_a_thread_named_after_two_others_never_reads_their_notes(
+    fresh_memory: MemoryManager,
+) -> None:
+    # spade_llm's conversation id is the thread its sender chose: mallory writing
+    # in the thread "alice@..._bob@..." must not have alice's notes on bob (kept
+    # under spade_memory's id of the pair, as import-spade-llm keeps them) put into
+    # the prompt that answers mallory, nor clear them.
+    await fresh_memory.add_note(
+        conversation_id_for("alice@localhost", "bob@localhost"), "Bob's staging password is hunter2"
+    )
+    agent = LLMAgent("alice@localhost", "pw", provider=provider())
+    memory = SpadeMemoryInteractionMemory(fresh_memory)
+    use_interaction_memory(agent, memory)
+    context = agent.llm_behaviour.context
+
+    def message_from(sender: str, thread: str) -> None:
+        message = Message(to="alice@localhost", sender=f"{sender}/phone", thread=thread, body="hi")
+        context.add_message(message, thread)
+
+    mallory_thread = CONVERSATION  # "alice@localhost_bob@localhost"
+    message_from("mallory@localhost", mallory_thread)
+    assert memory.get_context_summary(mallory_thread) is None
+    assert memory.clear_conversation(mallory_thread) is False
+    message_from("bob@localhost", mallory_thread)  # bob writes in it: his notes
+    assert memory.get_information(mallory_thread) == ["Bob's staging password is hunter2"]
+    assert await fresh_memory.notes(conversation_id_for("alice@localhost", "bob@localhost"))
