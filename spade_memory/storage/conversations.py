@@ -77,6 +77,10 @@ _FORMED_ONLY_HERE = (
     "AND s.formed = 1 AND NOT EXISTS (SELECT 1 FROM memory_sources AS o "
     "WHERE o.memory_id = s.memory_id AND o.session_id != s.session_id)"
 )
+_FORMED_ELSEWHERE_NOW = (
+    "UPDATE memory_sources SET formed = 1 WHERE session_id != ? AND formed = 0 "
+    "AND memory_id IN (SELECT memory_id FROM memory_sources WHERE session_id = ? AND formed = 1)"
+)
 _INFO = (
     "SELECT c.conversation_id, c.peer, c.revision, c.formed_through, "
     "(SELECT count(*) FROM conversation_messages WHERE session_id = c.id), "
@@ -441,6 +445,9 @@ class ConversationStore:
             session_id = int(row[0])
             doomed = [int(found[0]) for found in db.execute(_FORMED_ONLY_HERE, (session_id,))]
             gone = [memory_id for memory_id in doomed if delete_rows(memory_id, agent, db)]
+            # A memory formed here that another conversation told again stays, for
+            # what that one said: it is formed from that one now, and goes with it.
+            db.execute(_FORMED_ELSEWHERE_NOW, (session_id, session_id))
             messages = db.execute(
                 "DELETE FROM conversation_messages WHERE session_id = ?", (session_id,)
             ).rowcount

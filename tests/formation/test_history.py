@@ -319,6 +319,20 @@ async def test_forgetting_a_conversation_removes_what_was_formed_only_from_it(
         assert await memory.history.forget(CID) == 0
 
 
+@pytest.mark.parametrize("order", [("conv-a", "conv-b"), ("conv-b", "conv-a")])
+async def test_forgetting_every_conversation_a_memory_came_from_forgets_it(
+    tmp_path: Path, order: tuple[str, str]
+) -> None:
+    async with await MemoryManager.open(ALICE, config(tmp_path), clock=clock) as memory:
+        for cid in ("conv-a", "conv-b"):  # the same words said in two conversations
+            await chat(memory, [("user", "My sister Emma lives in Lisbon")], cid=cid)
+            await memory.form_memories()
+        assert await memory.list(limit=10)
+        for cid in order:
+            await memory.history.forget(cid)
+        assert await memory.list(limit=10) == []
+
+
 async def test_a_memory_keeping_only_messages_opens_without_a_loss_warning(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
