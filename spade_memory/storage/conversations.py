@@ -280,7 +280,9 @@ class ConversationStore:
         keep: int,
         formed_floor: bool,
     ) -> ConversationMessage:
-        """Keep one message (a message with an XMPP id already kept is returned as kept).
+        """Keep one message. A message whose XMPP id is kept already with the same
+        role, sender and text is that message delivered again: it is returned as kept;
+        another one under the same id is kept without the id.
 
         The oldest messages past the newest ``keep`` go in the same transaction:
         with ``formed_floor``, only those formed into memories already.
@@ -290,12 +292,22 @@ class ConversationStore:
             session_id, revision, formed_through = db.execute(
                 _SESSION, (conversation_id, peer, at, at)
             ).fetchone()
+            kept_id = message_id
             row = db.execute(
                 _INSERT_MESSAGE,
                 (session_id, revision, role, sender, text, at, message_id),
             ).fetchone()
-            if row is None:  # the same XMPP message, delivered again
-                return _message(db.execute(_BY_XMPP_ID, (session_id, message_id)).fetchone())
+            if row is None:  # a message with this XMPP id is kept already
+                kept = _message(db.execute(_BY_XMPP_ID, (session_id, message_id)).fetchone())
+                if (kept.role, kept.sender, kept.text) == (role, sender, text):
+                    return kept  # the same message, delivered again
+                # Another message under the same id: ids are unique within one XMPP
+                # stream only, and a client numbering its messages starts again after
+                # a reconnect. Kept as a message of its own, without the id.
+                kept_id = None
+                row = db.execute(
+                    _INSERT_MESSAGE, (session_id, revision, role, sender, text, at, None)
+                ).fetchone()
             message = ConversationMessage(
                 id=int(row[0]),
                 conversation_id=conversation_id,
@@ -303,7 +315,7 @@ class ConversationStore:
                 sender=sender,
                 text=text,
                 at=at,
-                message_id=message_id,
+                message_id=kept_id,
                 revision=int(revision),
             )
             _prune(db, int(session_id), int(formed_through) if formed_floor else message.id, keep)

@@ -274,6 +274,29 @@ async def test_a_message_delivered_twice_is_answered_once(manager: MemoryManager
     ]
 
 
+async def test_a_new_message_reusing_a_stanza_id_is_answered_as_new(
+    manager: MemoryManager,
+) -> None:
+    # stanza ids are unique within one stream only: a client numbering its messages
+    # starts again after a reconnect
+    llm = FakeLLM(LLMResponse(text="noted: Porto"), LLMResponse(text="noted: Berlin"))
+    behaviour = await make(manager, llm=llm)
+    replies = []
+    for text in ("I live in Porto", "I moved to Berlin last week"):
+        msg = incoming(text)
+        msg.xmpp_id = "m1"  # type: ignore[attr-defined]
+        replies.append(await turn(behaviour, msg))
+    assert [reply.body for reply in replies if reply is not None] == [
+        "noted: Porto",
+        "noted: Berlin",
+    ]
+    kept = await manager.history.messages(conversation_id_for(ME, PEER))
+    assert [m.text for m in kept if m.role == "user"] == [
+        "I live in Porto",
+        "I moved to Berlin last week",
+    ]
+
+
 async def test_one_budget_per_incoming_message(manager: MemoryManager) -> None:
     config = MemoryConfig(in_memory=True, embedder="hashing", tools=ToolBudget(max_calls=2))
     async with await MemoryManager.open("carol@localhost", config) as small:
