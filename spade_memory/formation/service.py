@@ -262,6 +262,10 @@ class Formation:
         """The formed memories the agent's memory takes, checked as ``store_many``
         checks its items, with their checked rows and graph input.
 
+        Each memory is told when the newest message it was formed from was said (not
+        later than ``now``): a window formed late (after a restart, or on opening) has
+        the times of its words, and its plans lapse from then, not from the forming.
+
         A text over the memory's ``max_content_chars`` is cut (with ``…``); a memory
         still refused (a model's fact holding a control character, say) is left out
         with a warning, so one bad memory never holds the window, and every later
@@ -277,7 +281,9 @@ class Formation:
                 memory = replace(memory, content=memory.content[: limit - 1] + CUT_MARK)
             item = _item(memory, window[0].conversation_id, _teller(memory, by_id, peer), scope)
             try:
-                checked, graph_input = self._engine.input.items([item], now)
+                checked, graph_input = self._engine.input.items(
+                    [item], _said_at(memory, by_id, now)
+                )
             except InvalidToolInput as exc:
                 logger.warning(
                     "%s: a memory formed from %s was left out: %s",
@@ -382,3 +388,11 @@ def _item(
     if memory.entities:
         item["entities"] = list(memory.entities)
     return item
+
+
+def _said_at(memory: FormedMemory, by_id: Mapping[int, ConversationMessage], now: float) -> float:
+    """When ``memory`` was told: the time of the newest message it was formed from (of
+    the window's newest when it names none), never later than ``now``."""
+    times = [by_id[source].at for source in memory.sources if source in by_id]
+    said = max(times) if times else max(message.at for message in by_id.values())
+    return min(said, now)

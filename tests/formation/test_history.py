@@ -337,6 +337,20 @@ async def test_forgetting_every_conversation_a_memory_came_from_forgets_it(
         assert await memory.list(limit=10) == []
 
 
+async def test_a_window_formed_days_late_keeps_the_time_its_words_were_said() -> None:
+    later = NOW + 10 * 86_400  # formed ten days after it was said (a restart, say)
+    async with await MemoryManager.open(ALICE, config(None), clock=lambda: later) as memory:
+        said = await chat(memory, [("user", "I am flying to Paris tomorrow")])
+        report = await memory.form_memories()
+        assert report.memory_ids
+        for memory_id in report.memory_ids:
+            formed = await memory.get(memory_id)
+            assert formed.created_at == said[0].at
+            # the plan lapsed days ago: it is not recalled as current
+            assert not any(atom.live for atom in await memory.atoms(memory_id))
+        assert await memory.recall("Paris") == []
+
+
 async def test_a_memory_keeping_only_messages_opens_without_a_loss_warning(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
