@@ -18,8 +18,9 @@ from pathlib import Path
 
 from ..config import MemoryConfig
 from ..embedding.chance import chance_by_script
-from ..errors import MemoryNotFound, StoreClosedError
+from ..errors import ConfigError, MemoryNotFound, StoreClosedError
 from ..identity import AgentIdentity
+from ..limits import LIMITS
 from ..models import Memory, MemoryRecovery
 from ..retrieval.graph import GraphRetriever
 from ..retrieval.retriever import Retriever
@@ -183,8 +184,20 @@ class Engine:
         return value
 
     def now(self) -> float:
-        """The memory's clock (Unix seconds)."""
-        return self._clock()
+        """The memory's clock (Unix seconds).
+
+        Raises:
+            ConfigError: the clock gave no time a memory can carry (not a number,
+                before 1970 or after :data:`~spade_memory.limits.LIMITS` ``.latest_time``):
+                nothing is written with it.
+        """
+        now = self._clock()
+        if not (isinstance(now, (int, float)) and 0 <= now <= LIMITS.latest_time):
+            raise ConfigError(
+                f"the memory's clock gave {now!r}: a time must be Unix seconds from 0 "
+                f"to {LIMITS.latest_time:.0f} (the year 9999)"
+            )
+        return float(now)
 
     # -- changes -----------------------------------------------------------------
 

@@ -226,7 +226,7 @@ class Formation:
         insert: InsertTransaction | None = None
         if prepared:
             graphs = await engine.input.graphs_for([new for new, _ in prepared], explicit)
-            insert = InsertTransaction.of(prepared, engine.base.agent, graphs, None)
+            insert = InsertTransaction.of(prepared, engine.base.agent, graphs, now)
         ids = await engine.conversations.commit_window(
             FormedWindow(
                 session_id=pending.session_id,
@@ -263,8 +263,10 @@ class Formation:
         checks its items, with their checked rows and graph input.
 
         Each memory is told when the newest message it was formed from was said (not
-        later than ``now``): a window formed late (after a restart, or on opening) has
-        the times of its words, and its plans lapse from then, not from the forming.
+        later than ``now``): a window formed late (after a restart, on opening, or
+        from imported messages) has the times of its words. Its atoms start their
+        lives when it is formed, as an imported memory's do: a conversation brought
+        from elsewhere does not arrive lapsed.
 
         A text over the memory's ``max_content_chars`` is cut (with ``…``); a memory
         still refused (a model's fact holding a control character, say) is left out

@@ -321,7 +321,9 @@ class Maintenance:
             if hours <= 0:
                 continue
             last = await self._last(name)
-            if last is not None and now - last < hours * _HOUR:
+            # a last run ahead of the clock (one run under a clock set far ahead) is
+            # due now: waiting for the clock to reach it would stop the job for years
+            if last is not None and 0 <= now - last < hours * _HOUR:
                 continue
             result = await job()
             if name != "decay":  # decay records its own run: it measures time from it

@@ -142,7 +142,9 @@ class AtomReads:
             rows = await self._fetch(
                 "SELECT a.memory_id FROM memory_atoms AS a WHERE a.memory_id IN "
                 f"({placeholders(len(chunk))}) GROUP BY a.memory_id "
-                "HAVING sum(a.expires_at > ? AND (a.status = 'active' OR "
+                # 'dormant' as recorded, live again at ``now`` (a clock set back): as
+                # _atom reads it, by its expiry, not by the status recorded
+                "HAVING sum(a.expires_at > ? AND (a.status IN ('active', 'dormant') OR "
                 f"(a.status = 'superseded' AND {_ACROSS_SCOPES}))) = 0",
                 [*chunk, now],
             )

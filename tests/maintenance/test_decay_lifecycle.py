@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from maint_support import Clock, Opener
 
 from spade_memory.config import MaintenanceConfig
-from spade_memory.errors import MemoryNotFound
+from spade_memory.errors import ConfigError, MemoryNotFound
 from spade_memory.maintenance.decay import decayed_importance, is_protected
 from spade_memory.manager import MemoryManager
 
@@ -194,3 +194,46 @@ async def test_access_statistics_are_coalesced_into_one_write(
     await memory.flush()
     assert len(calls) == 1 and calls[0].count(stored.id) == 5
     assert (await memory.get(stored.id)).access_count == 5
+
+
+async def test_one_run_under_a_clock_far_ahead_stops_no_job(
+    open_memory: Opener, clock: Clock
+) -> None:
+    memory = await open_memory()
+    await memory.store("The printer on floor 3 jams on Mondays", importance=0.8)
+    assert {"expiry", "decay"} <= set(await memory.maintenance.run_due())
+    started = clock.now
+    clock.advance(365 * 30)  # set far ahead once, by mistake
+    await memory.maintenance.run_due()
+    clock.now = started + 2 * 86_400  # set right again: the jobs are due, not in 30 years
+    assert {"expiry", "decay"} <= set(await memory.maintenance.run_due())
+    assert (await memory.maintenance.last_runs())["decay"] == clock()
+
+
+async def test_a_plan_recorded_dormant_is_found_again_when_the_clock_comes_back(
+    open_memory: Opener, clock: Clock
+) -> None:
+    memory = await open_memory()
+    plan = await memory.store("We will meet Bob at the harbour tomorrow", importance=0.5)
+    await memory.flush()
+    started = clock.now
+    clock.advance(3.5)
+    assert (await memory.maintenance.expire())["dormant"] == 1
+    assert await memory.search("harbour") == []
+    clock.now = started + 86_400  # the clock set back: the plan has not lapsed yet
+    assert [a.live for a in await memory.atoms(plan.id)] == [True]
+    assert [r.memory.id for r in await memory.search("meet Bob at the harbour")] == [plan.id]
+
+
+@pytest.mark.parametrize("bad", [-3600.0, 253_402_171_200.0, float("nan")])
+async def test_a_clock_giving_no_storable_time_is_refused_with_nothing_written(
+    open_memory: Opener, clock: Clock, bad: float
+) -> None:
+    memory = await open_memory()
+    kept = await memory.store("The printer on floor 3 jams on Mondays")
+    clock.now = bad
+    with pytest.raises(ConfigError, match="clock"):
+        await memory.store("stored with a broken clock")
+    clock.now = kept.created_at
+    assert [m.id for m in await memory.list(limit=10)] == [kept.id]
+    assert len((await memory.export())["memories"]) == 1
