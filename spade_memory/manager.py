@@ -602,7 +602,8 @@ class MemoryManager:
             )
         if not changes:
             return current
-        text, graph = self._engine.input.updated_index(current, changes)
+        given = (await self._engine.base.given([current.id])).get(current.id)
+        text, graph = self._engine.input.updated_index(current, changes, given)
         updated = await self._engine.base.update(
             current.id, changes, text=text, now=self._engine.now(), graph=graph
         )

@@ -27,6 +27,7 @@ from ..retrieval.retriever import Retriever
 from ..storage.atoms import AtomBook
 from ..storage.base import BaseMemoryStore
 from ..storage.conversations import ConversationStore
+from ..storage.given_graph import Given
 from ..storage.graph_store import GraphStore
 from ..storage.interaction import InteractionStore
 from ..text.extraction import EntityExtractor, get_extractor
@@ -223,9 +224,12 @@ class Engine:
         if self.indexer is not None:
             self.indexer.notify()
 
-    def graph_for(self, memory: Memory) -> MemoryGraph:
-        """The graph and atoms a memory's text yields (for rebuilds)."""
-        return self.input.graph_of(memory)
+    def graph_for(self, memory: Memory, given: Given | None = None) -> MemoryGraph:
+        """The graph and atoms a memory's text yields, with the entities and relations
+        named for it when it was stored (``given``: :meth:`BaseMemoryStore.given
+        <spade_memory.storage.base.BaseMemoryStore.given>`), for rebuilds."""
+        entities, relations = given if given is not None else ((), ())
+        return self.input.graph_of(memory, list(entities) or None, list(relations) or None)
 
     async def forget(self, memory_id: int) -> None:
         """Delete a memory, its index entries and its vector. Raises MemoryNotFound."""

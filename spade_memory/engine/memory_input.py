@@ -9,6 +9,7 @@ its results to the base memory in one transaction.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -277,10 +278,10 @@ class MemoryInput:
         return changes
 
     def updated_index(
-        self, current: Memory, changes: Mapping[str, Any]
+        self, current: Memory, changes: Mapping[str, Any], given: Any = None
     ) -> tuple[IndexedText | None, MemoryGraph | None]:
         """The new index text and graph of ``current`` after ``changes`` (``None``:
-        unchanged)."""
+        unchanged); ``given``: the entities and relations named for it when stored."""
         text = None
         if "content" in changes or "context" in changes:
             text = self.index_text(
@@ -297,7 +298,8 @@ class MemoryInput:
                     confidence=current.confidence,
                     importance=changes.get("importance", current.importance),
                     created_at=current.created_at,
-                )
+                ),
+                *(given if given is not None else (None, None)),
             )
         return text, graph
 
@@ -310,13 +312,16 @@ class MemoryInput:
         """The graph and atoms of one memory's text, with explicit entities and relations."""
         names, links = check_graph_input(entities, relations)
         extraction = self._extractor.extract(new.content, entities=names, relations=links)
-        return memory_graph(
+        graph = memory_graph(
             new.content,
             extraction,
             category=new.category,
             importance=new.importance,
             config=self._config.atoms,
         )
+        if names or links:
+            graph = dataclasses.replace(graph, given_entities=names, given_relations=links)
+        return graph
 
     async def graphs_of(
         self, news: Sequence[NewMemory | Memory], explicit: Sequence[tuple[Any, Any]]

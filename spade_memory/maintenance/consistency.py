@@ -49,6 +49,8 @@ from .vector_checks import non_finite, sound, stale_index
 
 if TYPE_CHECKING:
     from ..engine import Engine
+    from ..storage.given_graph import Given
+    from ..text.graph import MemoryGraph
 
 __all__ = ["CHECK_KINDS", "ConsistencyChecker", "ConsistencyReport"]
 
@@ -360,10 +362,14 @@ class ConsistencyChecker:
             async with self._queries.locked() as locked:
                 deleted = await locked.delete_graph_orphans()
             report.mend("graph_orphaned", min(deleted, orphans))
-        extract = self._engine.graph_for
         for start in range(0, len(missing), _BATCH):
             found = await self._base.get_many(missing[start : start + _BATCH])
             memories = list(found.values())
+            given = await self._base.given(found)  # named when stored: extracted the same
+
+            def extract(memory: Memory, given: dict[int, Given] = given) -> MemoryGraph:
+                return self._engine.graph_for(memory, given.get(memory.id))
+
             graphs = await asyncio.to_thread(extract_all, extract, memories)
             async with self._queries.locked() as locked:
                 # a write meanwhile made the rest

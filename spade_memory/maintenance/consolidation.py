@@ -228,7 +228,8 @@ async def _apply(
     if changed_text:
         text = IndexedText.of(content, survivor.context)
         tokens = (text.content_tokens, text.context_tokens)
-        graph = engine.graph_for(dataclasses.replace(survivor, content=content))
+        given = (await engine.base.given([survivor.id])).get(survivor.id)
+        graph = engine.graph_for(dataclasses.replace(survivor, content=content), given)
     metadata = json.dumps(_merged_metadata(survivor, others), ensure_ascii=False)
     accessed = [m.last_accessed for m in members if m.last_accessed is not None]
     fields = MergedFields(

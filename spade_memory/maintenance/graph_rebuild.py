@@ -215,8 +215,9 @@ class GraphRebuild:
     async def _graphs(self, ids: list[int]) -> tuple[list[Memory], list[MemoryGraph]]:
         found = await self._base.get_many(ids)
         memories = [found[i] for i in sorted(found)]
+        given = await self._base.given(ids)  # named when stored: extracted the same
         extract = self._engine.graph_for
-        graphs = await asyncio.to_thread(lambda: [extract(m) for m in memories])
+        graphs = await asyncio.to_thread(lambda: [extract(m, given.get(m.id)) for m in memories])
         return memories, graphs
 
     async def _write(
@@ -265,6 +266,7 @@ class GraphRebuild:
         self._engine.notify_changed()  # cached searches dropped; new entries embedded
         logger.info("%s: graph rebuilt (generation %d)", self._base.agent, generation)
         return generation, len(ids)
+
 
 def _checkpoint_shadow(raw: str | None) -> Path | None:
     """The shadow file a checkpoint names (``None`` if it names none)."""

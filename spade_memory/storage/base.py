@@ -48,6 +48,7 @@ from . import (
 from .damage import DamageGuard
 from .derivation import Deferred
 from .files import create_private
+from .given_graph import Given, read_given
 from .group_commit import GroupCommit
 from .keyword_plan import KeywordPlanner
 from .memory_rows import IndexedText, NewMemory
@@ -504,6 +505,11 @@ class BaseMemoryStore:
 
     async def get_by_uid(self, uid: str) -> Memory | None:
         return await memory_reads.get_by_uid(self._fetchall, uid)
+
+    async def given(self, memory_ids: Iterable[int]) -> dict[int, Given]:
+        """The entities and relations named for these memories when they were stored
+        (those named nothing left out); their graphs are extracted with them."""
+        return await read_given(self._fetchall, memory_ids)
 
     async def get_many(self, memory_ids: Iterable[int]) -> dict[int, Memory]:
         """Load many memories in as few queries as possible (chunks of 500)."""

@@ -25,6 +25,7 @@ from ..text.content_key import content_key
 from ..text.graph import MemoryGraph
 from .derivation import Deferred, clear_pending, mark_pending, renew_pending
 from .embeddings import DEPENDENTS_SQL
+from .given_graph import forget_given, keep_given
 from .graph import (
     delete_graph,
     delete_graph_rows,
@@ -285,8 +286,10 @@ class InsertTransaction:
                     renew_pending(memory_id, when, db)  # not derived yet: no atoms
                 elif isinstance(graph, Deferred):
                     mark_pending(memory_id, graph, self.graph_time, db)
+                    keep_given(memory_id, graph.entities, graph.relations, db)
                 else:
                     write_graph_rows(memory_id, graph, when, db)
+                    keep_given(memory_id, graph.given_entities, graph.given_relations, db)
         if reinforced:
             told_again = sorted({ids[position] for position in reinforced})
             found = db.execute(
@@ -399,6 +402,7 @@ def delete_rows(memory_id: int, agent: str, db: sqlite3.Connection) -> bool:
         db.execute("DELETE FROM embeddings WHERE memory_id = ?", (memory_id,))
         db.execute(DEPENDENTS_SQL, (memory_id,))
         clear_pending(memory_id, db)
+        forget_given(memory_id, db)
         db.execute("UPDATE agent_stats SET forgets = forgets + 1 WHERE agent = ?", (agent,))
     return bool(removed)
 

@@ -338,6 +338,21 @@ _V12 = (
     "UPDATE memories SET content_key = spade_content_key(content, context)",
 )
 
+_V13 = (
+    # The entities and relations a caller named for a memory (JSON, as derive_pending
+    # holds them), kept as long as the memory: a graph rebuild or repair extracts
+    # its graph again from its text and these (storage/given_graph.py). Those still
+    # pending are kept; those of memories derived before are gone with their marks.
+    """CREATE TABLE memory_given (
+        memory_id INTEGER PRIMARY KEY REFERENCES memories (id) ON DELETE CASCADE,
+        entities  TEXT,
+        relations TEXT
+    )""",
+    "INSERT INTO memory_given (memory_id, entities, relations) "
+    "SELECT memory_id, entities, relations FROM derive_pending "
+    "WHERE entities IS NOT NULL OR relations IS NOT NULL",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _V1),
     Migration(2, "graph nodes, edges, entries and memory atoms", _V2),
@@ -351,6 +366,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(10, "memories whose graph and atoms are still to be derived", _V10),
     Migration(11, "turns of a conversation embedded with the turn before them", _V11),
     Migration(12, "content keys of memories whose text changed", _V12),
+    Migration(13, "the entities and relations a caller named for a memory", _V13),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

@@ -6,6 +6,7 @@ Plain values made by :mod:`spade_memory.text.extraction` and
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 __all__ = ["AtomRecord", "Entity", "MemoryGraph", "Relation"]
@@ -70,6 +71,9 @@ class MemoryGraph:
             lifetime.
         dormant_fraction: how long (as a fraction of its lifetime) an atom past its
             lifetime stays dormant and can still be reinforced back to life.
+        given_entities: the entity names the caller named for the memory (kept with
+            it, so that extracting its graph again gives the same).
+        given_relations: the relations the caller named (``{source, relation, target}``).
     """
 
     entities: tuple[Entity, ...] = ()
@@ -79,3 +83,5 @@ class MemoryGraph:
     atoms: tuple[AtomRecord, ...] = ()
     reinforcement_factor: float = 0.5
     dormant_fraction: float = 0.5
+    given_entities: tuple[str, ...] = ()
+    given_relations: tuple[Mapping[str, str], ...] = ()

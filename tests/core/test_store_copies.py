@@ -8,7 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from factories import UNDO_CONTENT_KEYS, hashing_config
+from factories import UNDO_CONTENT_KEYS, UNDO_GIVEN, hashing_config
 
 from spade_memory import MaintenanceConfig, MemoryConfig, MemoryManager, Scope
 from spade_memory.errors import InvalidToolInput
@@ -262,6 +262,7 @@ async def test_a_stale_content_key_is_made_anew_by_the_migration(tmp_path: Path)
     try:  # as an update from "Bob likes tea" left it before keys followed the text
         stale = content_key("Bob likes tea", None)
         db.execute("UPDATE memories SET content_key = ? WHERE id = ?", (stale, tea.id))
+        db.executescript(";".join(UNDO_GIVEN[:-1]) + ";")
         db.execute("PRAGMA user_version = 11")
         db.commit()
     finally:

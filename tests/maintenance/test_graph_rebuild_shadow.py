@@ -69,8 +69,8 @@ def marked(memory: MemoryManager) -> None:
     engine = memory.engine  # what maintenance works through
     extract = engine.graph_for
 
-    def graph_for(item: Memory) -> MemoryGraph:
-        graph = extract(item)
+    def graph_for(item: Memory, given: Any = None) -> MemoryGraph:
+        graph = extract(item, given)
         entity = Entity(MARKER, "thing", "Rebuilt")
         return dataclasses.replace(graph, entities=(*graph.entities, entity))
 
