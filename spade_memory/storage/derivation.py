@@ -133,7 +133,10 @@ def write_derived(
     for memory_id, graph, when in items:
         cursor = db.execute("DELETE FROM derive_pending WHERE memory_id = ?", (memory_id,))
         if cursor.rowcount:
-            write_graph_rows(memory_id, graph, when, db)
+            # its claims as told when it was last told (an import: before it came)
+            told = db.execute("SELECT updated_at FROM memories WHERE id = ?", (memory_id,))
+            row = told.fetchone()
+            write_graph_rows(memory_id, graph, when, db, told=None if row is None else row[0])
             written.append(memory_id)
         cursor.close()
     return written

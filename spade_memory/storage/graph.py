@@ -83,13 +83,17 @@ _NEWEST_BY_CLAIM = (
     "SELECT max(id) FROM memory_atoms "
     f"WHERE subject = ? AND predicate = ? AND object = ? AND {_REVIVABLE}"
 )
+# ``reinforced_at`` moves forward only: a copy told long ago (an import) tells
+# nothing newer than what is held.
 _REINFORCE = (
-    "UPDATE memory_atoms SET reinforcements = reinforcements + 1, reinforced_at = ?, "
+    "UPDATE memory_atoms SET reinforcements = reinforcements + 1, "
+    "reinforced_at = max(reinforced_at, ?), "
     "status = 'active', expires_at = ? + ttl_seconds * (1 + ? * (reinforcements + 1)) "
     "WHERE id = ?"
 )
 _REINFORCE_OF_MEMORY = (
-    "UPDATE memory_atoms SET reinforcements = reinforcements + 1, reinforced_at = ?, "
+    "UPDATE memory_atoms SET reinforcements = reinforcements + 1, "
+    "reinforced_at = max(reinforced_at, ?), "
     "status = 'active', expires_at = ? + ttl_seconds * (1 + ? * (reinforcements + 1)) "
     "WHERE memory_id = ? AND status IN ('active', 'dormant', 'superseded')"
 )
@@ -181,9 +185,21 @@ def _claims_of(memory_id: int, db: sqlite3.Connection) -> list[Claim]:
 
 
 def write_graph_rows(
-    memory_id: int, graph: MemoryGraph, now: float, db: sqlite3.Connection, *, scoped: bool = True
+    memory_id: int,
+    graph: MemoryGraph,
+    now: float,
+    db: sqlite3.Connection,
+    *,
+    scoped: bool = True,
+    told: float | None = None,
 ) -> None:
-    """:func:`write_graph` on the connection's own thread (inside the write transaction)."""
+    """:func:`write_graph` on the connection's own thread (inside the write transaction).
+
+    ``now``: when the atoms' lives start. ``told``: when the memory was last told
+    (default ``now``), which orders its claims against others (:func:`settle_claims`):
+    an imported memory's atoms live from its import but claim what they claimed
+    when it was told.
+    """
     if not (graph.entities or graph.atoms):
         return
     # One fixed statement per row: on the connection's thread a row costs a few
@@ -225,19 +241,27 @@ def write_graph_rows(
             [(memory_id, node_id) for node_id in node_ids.values()],
         )
     if graph.atoms:
-        _write_atoms(db, memory_id, graph, now, scoped)
+        _write_atoms(db, memory_id, graph, now, scoped, now if told is None else told)
 
 
-def reinforce_atoms(memory_id: int, factor: float, now: float, db: sqlite3.Connection) -> None:
-    """The same memory told again: each of its live, dormant or superseded atoms is
-    reinforced (a longer life, dormant ones active again), and its claims, told last
-    now, stand again; inside the caller's transaction."""
-    db.execute(_REINFORCE_OF_MEMORY, (now, now, factor, memory_id))
+def reinforce_atoms(
+    memory_id: int, factor: float, now: float, db: sqlite3.Connection, *, told: float | None = None
+) -> None:
+    """The same memory told again (at ``told``, default ``now``): each of its live,
+    dormant or superseded atoms is reinforced (a longer life from ``now``, dormant
+    ones active again), and its claims are settled again, standing if told last;
+    inside the caller's transaction."""
+    db.execute(_REINFORCE_OF_MEMORY, (now if told is None else told, now, factor, memory_id))
     settle_claims(_claims_of(memory_id, db), db)
 
 
 def _write_atoms(
-    db: sqlite3.Connection, memory_id: int, graph: MemoryGraph, now: float, scoped: bool
+    db: sqlite3.Connection,
+    memory_id: int,
+    graph: MemoryGraph,
+    now: float,
+    scoped: bool,
+    told: float,
 ) -> None:
     atoms = graph.atoms[:SQL_CHUNK]
     # The same fact said again (the same text, or the same subject-predicate-object)
@@ -256,7 +280,7 @@ def _write_atoms(
     if found:
         db.executemany(
             _REINFORCE,
-            [(now, now, graph.reinforcement_factor, atom_id) for atom_id in sorted(found)],
+            [(told, now, graph.reinforcement_factor, atom_id) for atom_id in sorted(found)],
         )
     rows = [
         (
@@ -271,7 +295,7 @@ def _write_atoms(
             atom.importance,
             atom.ttl_seconds,
             now,
-            now,
+            told,
             now + atom.ttl_seconds,
         )
         for atom in atoms

@@ -281,14 +281,16 @@ class InsertTransaction:
                 if graph is None:
                     continue
                 when = new.created_at if self.graph_time is None else self.graph_time
+                # when it was told: its claims are ordered by it, not by the import
+                told = new.created_at if new.updated_at is None else new.updated_at
                 if position in reinforced:
-                    reinforce_atoms(memory_id, graph.reinforcement_factor, when, db)
+                    reinforce_atoms(memory_id, graph.reinforcement_factor, when, db, told=told)
                     renew_pending(memory_id, when, db)  # not derived yet: no atoms
                 elif isinstance(graph, Deferred):
                     mark_pending(memory_id, graph, self.graph_time, db)
                     keep_given(memory_id, graph.entities, graph.relations, db)
                 else:
-                    write_graph_rows(memory_id, graph, when, db)
+                    write_graph_rows(memory_id, graph, when, db, told=told)
                     keep_given(memory_id, graph.given_entities, graph.given_relations, db)
         if reinforced:
             told_again = sorted({ids[position] for position in reinforced})

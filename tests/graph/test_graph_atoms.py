@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from spade_memory.config import AtomConfig, MemoryConfig, RetrievalConfig
+from spade_memory.config import AtomConfig, MemoryConfig, RetrievalConfig, StorageConfig
 from spade_memory.errors import MemoryNotFound
 from spade_memory.manager import MemoryManager
 from spade_memory.models import Scope, SearchResult, Viewer
@@ -207,6 +207,32 @@ async def test_consolidation_merging_the_claim_that_superseded_another_keeps_it_
         assert report.to_dict()["merges"], "the two Berlin memories were to be merged"
         await memory.flush()
         assert "Alice lives in Paris." not in await live_claims(memory)
+
+
+@pytest.mark.parametrize("background", [True, False])
+async def test_imported_claims_keep_the_order_they_were_told_in(
+    clock: Clock, background: bool
+) -> None:
+    storage = StorageConfig(derive_in_background=background)
+    config = MemoryConfig(in_memory=True, embedder=None, storage=storage)
+    async with await MemoryManager.open("alice@localhost", config, clock=clock) as alice:
+        await alice.store("Alice lives in Paris.")
+        clock.advance(1)
+        await alice.store("Alice lives in Berlin.")
+        clock.advance(1)
+        await alice.store("Alice lives in Paris.")  # told again: Paris stands
+        exported = await alice.export()
+    clock.advance(1)
+    async with await MemoryManager.open("bob@localhost", config, clock=clock) as bob:
+        await bob.store("Alice lives in Rome.")  # told here after alice's last word
+        clock.advance(1)
+        await bob.import_data(exported)  # imported later, told before
+        await bob.flush()
+        assert await live_claims(bob) == ["Alice lives in Rome."]
+    async with await MemoryManager.open("carol@localhost", config, clock=clock) as carol:
+        await carol.import_data(exported)
+        await carol.flush()
+        assert await live_claims(carol) == ["Alice lives in Paris."]
 
 
 async def test_a_claim_told_again_stands_again(memory: MemoryManager, clock: Clock) -> None:
