@@ -110,6 +110,13 @@ def check_metadata(value: Any) -> dict[str, Any]:
         raise InvalidToolInput(f"metadata must be JSON-serialisable: {exc}") from None
     except RecursionError:
         raise InvalidToolInput("metadata is nested too deeply to keep as JSON") from None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidToolInput(
+            f"metadata holds {exc.object[exc.start]!r}, a lone surrogate, which is no "
+            "character of text and cannot be stored"
+        ) from None
     if len(text) > LIMITS.metadata_chars:
         raise InvalidToolInput(
             f"metadata is larger than {LIMITS.metadata_chars:,} characters of JSON"

@@ -16,6 +16,7 @@ is an :class:`~spade_memory.maintenance.transfer.ExportedMemory` with its ``type
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import sys
 from collections.abc import Iterable, Mapping
@@ -119,15 +120,23 @@ def export_lines(data: Mapping[str, Any]) -> Iterable[str]:
         messages=None if kept is None else sum(len(c.get("messages", [])) for c in kept),
     )
     left_out = {"export_format"} | ({"messages"} if kept is None else set())
-    yield json.dumps(header.model_dump(exclude=left_out), ensure_ascii=False)
+    yield _json_line(header.model_dump(exclude=left_out))
     for memory in memories:
-        yield json.dumps({"type": "memory", **memory}, ensure_ascii=False)
+        yield _json_line({"type": "memory", **memory})
     for conversation, entries in notes.items():
-        yield json.dumps(
-            {"type": "notes", "conversation": conversation, "notes": entries}, ensure_ascii=False
-        )
+        yield _json_line({"type": "notes", "conversation": conversation, "notes": entries})
     for conversation in kept or []:
-        yield json.dumps({"type": "conversation", **conversation}, ensure_ascii=False)
+        yield _json_line({"type": "conversation", **conversation})
+
+
+# Characters that end a line for str.splitlines() and many editors, though JSON keeps
+# them raw in a string: escaped, so that every line of the file is one item.
+_LINE_BREAKS = str.maketrans({"\u0085": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"})
+
+
+def _json_line(item: Mapping[str, Any]) -> str:
+    """One item as one line of JSON (UTF-8 text; line breaks inside strings escaped)."""
+    return json.dumps(item, ensure_ascii=False).translate(_LINE_BREAKS)
 
 
 def parse_export_lines(lines: Iterable[str]) -> dict[str, Any]:
@@ -196,7 +205,7 @@ def export(args: argparse.Namespace) -> int:
         async with open_memory(args) as memory:
             data = await memory.export()
         if args.output is None:
-            _write_lines(sys.stdout, export_lines(data))
+            _write_stdout(export_lines(data))
         else:
             with open(args.output, "w", encoding="utf-8") as target:
                 _write_lines(target, export_lines(data))
@@ -215,6 +224,22 @@ def export(args: argparse.Namespace) -> int:
 def _write_lines(target: TextIO, lines: Iterable[str]) -> None:
     for line in lines:
         target.write(line + "\n")
+
+
+def _write_stdout(lines: Iterable[str]) -> None:
+    """Write ``lines`` to standard output as UTF-8 whatever the console's encoding
+    (``export JID > file`` must give what ``import`` reads)."""
+    raw = getattr(sys.stdout, "buffer", None)
+    if raw is None:  # a text stream without bytes under it (redirected in Python)
+        _write_lines(sys.stdout, lines)
+        return
+    sys.stdout.flush()
+    stdout = io.TextIOWrapper(raw, encoding="utf-8", newline="\n")
+    try:
+        _write_lines(stdout, lines)
+    finally:
+        stdout.flush()
+        stdout.detach()  # sys.stdout keeps the buffer
 
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -274,7 +299,8 @@ def _read_export(source: str) -> dict[str, Any]:
                 f"{name} is JSON but not an export (no memories, and not the "
                 f"{EXPORT_LINES_FORMAT} lines); give the file spade-memory export wrote"
             )
-    return parse_export_lines(text.splitlines())
+    # only "\n" ends a line: a text may hold other line breaks (older files raw)
+    return parse_export_lines(text.split("\n"))
 
 
 def import_(args: argparse.Namespace) -> int:

@@ -116,7 +116,7 @@ class ExportedMemory(Document):
     created_at: Time | None = None
     updated_at: Time | None = None
     last_accessed: Time | None = None
-    access_count: Annotated[int, Field(ge=0)] = 0
+    access_count: Annotated[int, Field(ge=0, le=2**63 - 1)] = 0  # an SQLite integer
     metadata: dict[Text, Any] | None = None
     scope: ExportedScope | None = None
     """Absent in exports made before scopes: the memory is global."""

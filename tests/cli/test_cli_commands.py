@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -439,3 +440,53 @@ def test_as_a_process(root: Path) -> None:
     assert json.loads(found.stdout)[0]["memory"]["id"] == 2
     usage = process("search", ALICE, "--root", str(root))
     assert usage.returncode == 2 and "QUERY" in usage.stderr
+
+
+@pytest.mark.parametrize("odd", ["\u2028", "\u2029", "\u0085"])
+def test_a_text_holding_a_line_break_of_unicode_round_trips_through_export_lines(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], odd: str
+) -> None:
+    root = tmp_path / "odd"
+
+    async def keep() -> None:
+        config = MemoryConfig(root=root, embedder=None)
+        async with await MemoryManager.open(ALICE, config) as memory:
+            await memory.store(f"first line{odd}second line")
+
+    asyncio.run(keep())
+    dump = tmp_path / "alice.jsonl"
+    assert main(["export", ALICE, "--root", str(root), "-o", str(dump)]) == 0
+    assert len(dump.read_text(encoding="utf-8").split("\n")) == 3  # header, memory, end
+    added = run_json(capsys, "import", "carol@localhost", str(dump), "--root", str(root))
+    assert added["memories_added"] == 1
+    status, out, _ = run(capsys, "export", "carol@localhost", "--root", str(root))
+    assert status == 0
+    assert json.loads(out.split("\n")[1])["content"] == f"first line{odd}second line"
+
+
+@pytest.mark.slow
+def test_export_to_a_console_of_another_encoding_writes_utf_8(tmp_path: Path) -> None:
+    # `spade-memory export JID > file` where the console is not UTF-8 (Windows, a
+    # Latin-1 locale): the file must be what import reads
+    root = tmp_path / "enc"
+
+    async def keep() -> None:
+        config = MemoryConfig(root=root, embedder=None)
+        async with await MemoryManager.open(ALICE, config) as memory:
+            await memory.store("王芳住在北京。Dana loves café au lait.")
+
+    asyncio.run(keep())
+    exported = subprocess.run(
+        [sys.executable, "-m", "spade_memory.cli", "export", ALICE, "--root", str(root)],
+        capture_output=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "PYTHONIOENCODING": "cp1252"},
+    )
+    assert exported.returncode == 0, exported.stderr
+    dump = tmp_path / "alice.jsonl"
+    dump.write_bytes(exported.stdout)
+    imported = process("import", "carol@localhost", str(dump), "--root", str(root))
+    assert imported.returncode == 0, imported.stderr
+    again = process("export", "carol@localhost", "--root", str(root))
+    assert "王芳住在北京。Dana loves café au lait." in again.stdout

@@ -212,6 +212,7 @@ WRONG_MEMORY = [
     ("access_count", 1.0),
     ("access_count", -1),
     ("access_count", True),
+    ("access_count", 2**64),  # past what SQLite keeps
     ("metadata", [1]),
     ("metadata", "x"),
     ("id", "1"),
@@ -234,6 +235,16 @@ async def test_a_wrong_type_in_a_memory_is_refused_naming_it_and_writes_nothing(
     header = OLD_LINES.splitlines()[0]
     with pytest.raises(InvalidToolInput, match=rf"line 2 is invalid: {name}"):
         parse_export_lines([header, line])
+
+
+async def test_metadata_holding_a_lone_surrogate_is_refused_and_writes_nothing(
+    carol: MemoryManager,
+) -> None:
+    with pytest.raises(InvalidToolInput, match="surrogate"):
+        await carol.store("a fact", metadata={"note": "\ud800"})
+    with pytest.raises(InvalidToolInput, match=r"memory 2 of the export is invalid.*surrogate"):
+        await carol.import_data(_document(metadata={"note": "\udcff"}))
+    assert (await carol.stats()).total == 0
 
 
 async def test_a_note_too_long_is_refused_naming_it_before_any_memory_is_written() -> None:
