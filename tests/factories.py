@@ -43,6 +43,7 @@ MEMORY_TOOL_NAMES = (
 
 UNDO_GIVEN = (
     "DROP TABLE memory_given",
+    "ALTER TABLE derive_pending DROP COLUMN told_at",
     "PRAGMA user_version = 12",
 )
 """Statements taking a database of schema v13 back to v12 (before the entities and

@@ -10,12 +10,15 @@ read-only look into a memory (:mod:`.memory_view`) reads atoms with it too.
 from __future__ import annotations
 
 import builtins
+import sqlite3
 from collections.abc import Collection, Iterable, Mapping, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ..config import AtomConfig
 from ..errors import MemoryNotFound
 from ..text.atoms import Atom
+from .graph import forget_atoms
 from .scope_filter import same_scope
 from .sql import chunks, placeholders
 
@@ -191,26 +194,22 @@ class AtomBook(AtomReads):
         pairs = [(int(m), str(text)) for m, wanted in texts.items() for text in wanted]
         if not pairs:
             return 0
-        async with self._base.transaction() as db:
-            cursor = await db.executemany(
-                "UPDATE memory_atoms SET status = 'forgotten' "
-                "WHERE memory_id = ? AND text = ? AND status != 'forgotten'",
-                pairs,
-            )
-            changed = cursor.rowcount
-            await cursor.close()
-        return max(changed, 0)
+
+        def work(db: sqlite3.Connection) -> int:
+            return sum(forget_atoms("memory_id = ? AND text = ?", pair, db) for pair in pairs)
+
+        return await self._base.run_write(work, "forgetting atoms")
 
     async def forget(self, atom_id: int) -> Atom:
         """Mark one atom forgotten (its memory stays). Raises MemoryNotFound."""
-        async with self._base.transaction() as db:
-            cursor = await db.execute(
-                "UPDATE memory_atoms SET status = 'forgotten' WHERE id = ?", (int(atom_id),)
-            )
-            changed = cursor.rowcount
-            await cursor.close()
-        if not changed:
+        found = await self._base.fetchall(
+            "SELECT 1 FROM memory_atoms WHERE id = ?", (int(atom_id),)
+        )
+        if not found:
             raise MemoryNotFound(f"there is no memory atom with id {atom_id}")
+        await self._base.run_write(
+            partial(forget_atoms, "id = ?", (int(atom_id),)), "forgetting an atom"
+        )
         rows = await self._base.fetchall(
             f"SELECT {_COLUMNS} FROM memory_atoms AS a WHERE a.id = ?", (int(atom_id),)
         )

@@ -62,8 +62,8 @@ class PendingMemory:
 
 
 _INSERT_MARK = (
-    "INSERT OR REPLACE INTO derive_pending (memory_id, entities, relations, graph_time) "
-    "VALUES (?, ?, ?, ?)"
+    "INSERT OR REPLACE INTO derive_pending (memory_id, entities, relations, graph_time, "
+    "told_at) VALUES (?, ?, ?, ?, ?)"
 )
 _READ = (
     f"SELECT {COLUMNS}, p.entities, p.relations, p.graph_time FROM derive_pending AS p "
@@ -73,9 +73,15 @@ _READ = (
 
 
 def mark_pending(
-    memory_id: int, deferred: Deferred, graph_time: float | None, db: sqlite3.Connection
+    memory_id: int,
+    deferred: Deferred,
+    graph_time: float | None,
+    db: sqlite3.Connection,
+    *,
+    told: float | None = None,
 ) -> None:
-    """Mark one memory's graph as still to be derived; inside its insert transaction."""
+    """Mark one memory's graph as still to be derived; inside its insert transaction.
+    ``told``: when it was last told, when not at its creation (an import)."""
     db.execute(
         _INSERT_MARK,
         (
@@ -85,14 +91,22 @@ def mark_pending(
             if deferred.relations
             else None,
             graph_time,
+            told,
         ),
     )
 
 
-def renew_pending(memory_id: int, when: float, db: sqlite3.Connection) -> None:
-    """A memory still to be derived was told again at ``when``: its atoms, once
-    derived, start their lives then (they have none to reinforce yet)."""
-    db.execute("UPDATE derive_pending SET graph_time = ? WHERE memory_id = ?", (when, memory_id))
+def renew_pending(
+    memory_id: int, when: float, db: sqlite3.Connection, *, told: float | None = None
+) -> None:
+    """A memory still to be derived was told again (at ``told``, default ``when``):
+    its atoms, once derived, start their lives at ``when`` (they have none to
+    reinforce yet), and its claims count as told then."""
+    db.execute(
+        "UPDATE derive_pending SET graph_time = ?, told_at = max(coalesce(told_at, 0), ?) "
+        "WHERE memory_id = ?",
+        (when, when if told is None else told, memory_id),
+    )
 
 
 def clear_pending(memory_id: int, db: sqlite3.Connection) -> None:
@@ -131,12 +145,15 @@ def write_derived(
     memory whose mark is gone meanwhile is skipped)."""
     written: list[int] = []
     for memory_id, graph, when in items:
-        cursor = db.execute("DELETE FROM derive_pending WHERE memory_id = ?", (memory_id,))
-        if cursor.rowcount:
-            # its claims as told when it was last told (an import: before it came)
-            told = db.execute("SELECT updated_at FROM memories WHERE id = ?", (memory_id,))
-            row = told.fetchone()
-            write_graph_rows(memory_id, graph, when, db, told=None if row is None else row[0])
-            written.append(memory_id)
-        cursor.close()
+        # its claims as told when it was last told (an import's: before it came)
+        row = db.execute(
+            "SELECT coalesce(p.told_at, m.created_at) FROM derive_pending AS p "
+            "JOIN memories AS m ON m.id = p.memory_id WHERE p.memory_id = ?",
+            (memory_id,),
+        ).fetchone()
+        if row is None:
+            continue  # its mark is gone meanwhile
+        db.execute("DELETE FROM derive_pending WHERE memory_id = ?", (memory_id,))
+        write_graph_rows(memory_id, graph, when, db, told=float(row[0]))
+        written.append(memory_id)
     return written

@@ -18,7 +18,7 @@ memory itself, so a memory and its graph are never seen apart. Reads go through
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from functools import partial
 from typing import Any
 
@@ -34,8 +34,12 @@ __all__ = [
     "Claim",
     "delete_graph",
     "delete_graph_rows",
+    "forget_atoms",
     "reinforce_atoms",
+    "release_atoms",
+    "resettle_memory",
     "run_on_connection",
+    "settle_all_claims",
     "settle_claims",
     "write_graph",
     "write_graph_rows",
@@ -103,9 +107,9 @@ _INSERT_ATOM = (
     "reinforced_at, expires_at) VALUES (?, ?, ?, ?, ?, 'active', ?, ?, ?, ?, ?, 0, ?, ?, ?)"
 )
 # The claim standing for one subject and predicate: of the atoms claiming a value
-# that are live or dormant, the one told last (``reinforced_at``: when its memory
-# was stored, or the same fact told again), within one scope (the memories of one
-# owner and visibility and, for a conversation's memory, one conversation).
+# that stand (live or dormant), the one told last (``reinforced_at``: when its
+# memory was last told), within one scope (the memories of one owner and visibility
+# and, for a conversation's memory, one conversation).
 _STANDING = (
     "SELECT a.id, a.memory_id, a.object FROM memory_atoms AS a "
     "WHERE a.subject = ? AND a.predicate = ? AND a.object IS NOT NULL "
@@ -121,18 +125,14 @@ _STANDING_IN_SCOPE = (
     f"AND a.{_LIVE_OR_DORMANT} AND {_SCOPE_OF.format(atom='a')} "
     "ORDER BY a.reinforced_at DESC, a.id DESC LIMIT 1"
 )
-# Every other value of the claim, live or dormant, is superseded by the standing one
+# Every other value of the claim that stands is superseded by the standing one
 # (atoms of its own memory excepted: one text may name two values).
 _SUPERSEDE = (
     "UPDATE memory_atoms SET status = 'superseded', superseded_by = ? "
     "WHERE subject = ? AND predicate = ? AND object != ? AND memory_id != ? "
     f"AND {_LIVE_OR_DORMANT}"
 )
-# An atom superseded before that holds the standing value stands with it.
-_REVIVE = (
-    "UPDATE memory_atoms SET status = 'active', superseded_by = NULL "
-    "WHERE subject = ? AND predicate = ? AND object = ? AND status = 'superseded'"
-)
+_SUPERSEDE_IN_SCOPE = _SUPERSEDE + f" AND {_SCOPE_OF.format(atom='memory_atoms')}"
 
 # A claim of one subject and predicate, settled within the scope of a memory.
 Claim = tuple[str, str, int]  # subject, predicate, a memory of the scope
@@ -141,33 +141,80 @@ Claim = tuple[str, str, int]  # subject, predicate, a memory of the scope
 def settle_claims(claims: Iterable[Claim], db: sqlite3.Connection, *, scoped: bool = True) -> None:
     """Settle functional claims (inside the caller's transaction): of the atoms
     claiming a value for one subject and predicate in one scope, the claim told last
-    stands, every atom claiming another value is superseded by it, and one holding
-    the same value stands with it.
+    stands and every atom claiming another value is superseded by it.
 
-    Run after every change of such atoms (written, told again, deleted), so the
-    claim told last wins whatever the order of the writes (a graph rebuild writes
-    memories in id order; a forgotten middle claim leaves the one before it
-    superseded by the one after it). An atom superseded by a claim that goes away is
-    made live first (see :func:`delete_graph_rows`), so the standing claim is always
-    among the live or dormant ones. ``scoped=False``: across scopes (a graph
-    rebuild's shadow, without the memories table; reading atoms undoes a
-    supersession across scopes, ``storage.atoms``).
+    Run after every change of such atoms (written, told again, forgotten, deleted,
+    moved to another scope), so that the claim told last wins whatever the order of
+    the writes. An atom superseded by a claim that goes away or moves is released
+    first (:func:`release_atoms`): the one told last is always among the live or
+    dormant ones. ``scoped=False``: across scopes, where the memories table is not
+    at hand (a graph rebuild's shadow, settled again in scope by the swap).
     """
     for subject, predicate, memory_id in dict.fromkeys(claims):
         if predicate not in FUNCTIONAL:
             continue
-        scope = (memory_id,) if scoped else ()
-        in_scope = f" AND {_SCOPE_OF.format(atom='memory_atoms')}" if scoped else ""
-        row = db.execute(
-            _STANDING_IN_SCOPE if scoped else _STANDING, (subject, predicate, *scope)
-        ).fetchone()
-        if row is None:
+        if scoped:
+            row = db.execute(_STANDING_IN_SCOPE, (subject, predicate, memory_id))
+        else:
+            row = db.execute(_STANDING, (subject, predicate))
+        found = row.fetchone()
+        if found is None:
             continue
-        standing, standing_memory, value = int(row[0]), int(row[1]), str(row[2])
+        standing, standing_memory, value = int(found[0]), int(found[1]), str(found[2])
         db.execute(
-            _SUPERSEDE + in_scope, (standing, subject, predicate, value, standing_memory, *scope)
+            _SUPERSEDE_IN_SCOPE if scoped else _SUPERSEDE,
+            (standing, subject, predicate, value, standing_memory)
+            + ((memory_id,) if scoped else ()),
         )
-        db.execute(_REVIVE + in_scope, (subject, predicate, value, *scope))
+
+
+def settle_all_claims(db: sqlite3.Connection) -> None:
+    """Settle every functional claim of the memory in its scope (after a graph
+    rebuild, whose shadow has no memories table to tell scopes by)."""
+    rows = db.execute(
+        "SELECT DISTINCT subject, predicate, memory_id FROM memory_atoms "
+        "WHERE subject IS NOT NULL AND predicate IS NOT NULL AND object IS NOT NULL "
+        "AND status IN ('active', 'dormant', 'superseded')"
+    ).fetchall()
+    settle_claims([(str(r[0]), str(r[1]), int(r[2])) for r in rows if str(r[1]) in FUNCTIONAL], db)
+
+
+def release_atoms(where: str, params: Sequence[Any], db: sqlite3.Connection) -> list[Claim]:
+    """Release what the atoms selected by ``where`` (a condition on ``memory_atoms``)
+    superseded, before they are deleted or forgotten: the claims to settle then,
+    theirs and those of the atoms released (each in its own memory's scope, which an
+    update may have left)."""
+    ids = [int(r[0]) for r in db.execute(f"SELECT id FROM memory_atoms WHERE {where}", params)]
+    claims: list[Claim] = []
+    for chunk in chunks(ids):
+        marks = placeholders(len(chunk))
+        rows = db.execute(
+            "SELECT subject, predicate, memory_id FROM memory_atoms "
+            f"WHERE (id IN ({marks}) OR superseded_by IN ({marks})) "
+            "AND subject IS NOT NULL AND predicate IS NOT NULL AND object IS NOT NULL",
+            [*chunk, *chunk],
+        ).fetchall()
+        claims.extend((str(r[0]), str(r[1]), int(r[2])) for r in rows if str(r[1]) in FUNCTIONAL)
+        db.execute(
+            "UPDATE memory_atoms SET status = 'active', superseded_by = NULL "
+            f"WHERE status = 'superseded' AND superseded_by IN ({marks})",
+            chunk,
+        )
+    return claims
+
+
+def forget_atoms(where: str, params: Sequence[Any], db: sqlite3.Connection) -> int:
+    """Mark forgotten the atoms selected by ``where`` (not forgotten yet), inside the
+    caller's transaction; what they superseded is released and their claims settled
+    again (forgetting the claim that stands lets the one told before it stand, as
+    forgetting its memory does). Returns how many were marked."""
+    where = f"({where}) AND status != 'forgotten'"
+    claims = release_atoms(where, params, db)
+    changed = db.execute(
+        f"UPDATE memory_atoms SET status = 'forgotten' WHERE {where}", params
+    ).rowcount
+    settle_claims(claims, db)
+    return int(changed)
 
 
 def _claims_of(memory_id: int, db: sqlite3.Connection) -> list[Claim]:
@@ -182,6 +229,19 @@ def _claims_of(memory_id: int, db: sqlite3.Connection) -> list[Claim]:
         (memory_id, memory_id),
     ).fetchall()
     return [(str(r[0]), str(r[1]), int(r[2])) for r in rows if str(r[1]) in FUNCTIONAL]
+
+
+def resettle_memory(memory_id: int, db: sqlite3.Connection) -> None:
+    """Settle a memory's claims again where it now is (its scope changed) and where
+    the atoms it superseded are (its scope before): what it superseded, and its own
+    atoms that were superseded, are released and settled in their scopes."""
+    claims = release_atoms("memory_id = ?", (memory_id,), db)
+    db.execute(
+        "UPDATE memory_atoms SET status = 'active', superseded_by = NULL "
+        "WHERE memory_id = ? AND status = 'superseded'",
+        (memory_id,),
+    )
+    settle_claims(claims, db)
 
 
 def write_graph_rows(
@@ -331,15 +391,9 @@ def delete_graph_rows(memory_id: int, db: sqlite3.Connection, *, scoped: bool = 
         (memory_id, memory_id, memory_id),
     ).fetchall()
     touched = [int(row[0]) for row in rows]
-    claims = _claims_of(memory_id, db)
     # Free what its atoms superseded; the settling below supersedes it again by
     # whichever claim stands now.
-    db.execute(
-        "UPDATE memory_atoms SET status = 'active', superseded_by = NULL "
-        "WHERE status = 'superseded' AND superseded_by IN "
-        "(SELECT id FROM memory_atoms WHERE memory_id = ?)",
-        (memory_id,),
-    )
+    claims = release_atoms("memory_id = ?", (memory_id,), db)
     db.execute(
         "UPDATE graph_nodes SET entries = max(0, entries - 1) "
         "WHERE id IN (SELECT node_id FROM graph_entry_nodes WHERE memory_id = ?)",

@@ -24,8 +24,8 @@ from ..errors import StorageError
 from ..models import Memory
 from ..text.graph import MemoryGraph
 from .files import create_private
-from .graph import delete_graph, write_graph
-from .on_thread import unattended
+from .graph import delete_graph, settle_all_claims, write_graph
+from .on_thread import run_on_connection, unattended
 from .shadow import bump_generation, change_log_statements, drop_change_log, meta_put
 from .sql import placeholders
 
@@ -349,11 +349,16 @@ class GraphSwitch:
                 f"JOIN {_ATTACHED}.graph_entries AS n ON n.memory_id = v.memory_id "
                 "WHERE n.summary = o.summary"
             )
-            # An atom its owner forgot stays forgotten in the new graph.
-            await db.execute("DROP TABLE IF EXISTS temp.forgotten_atoms")
+            # An atom extracted again (same memory, place and text) keeps what it lived
+            # through: when it was told and reinforced, its life, and a recorded
+            # dormant, expired or forgotten status.
+            await db.execute("DROP TABLE IF EXISTS temp.kept_atoms")
             await db.execute(
-                "CREATE TEMP TABLE forgotten_atoms AS SELECT memory_id, position, text "
-                "FROM main.memory_atoms WHERE status = 'forgotten'"
+                "CREATE TEMP TABLE kept_atoms AS SELECT memory_id, position, text, status, "
+                "created_at, reinforced_at, reinforcements, expires_at FROM main.memory_atoms"
+            )
+            await db.execute(
+                "CREATE INDEX temp.kept_atoms_by_place ON kept_atoms (memory_id, position)"
             )
             for table in _EMPTY:
                 await db.execute(f"DELETE FROM main.{table}")
@@ -365,17 +370,30 @@ class GraphSwitch:
             )
             await db.execute("INSERT INTO main.graph_embeddings SELECT * FROM kept_graph_vectors")
             await db.execute(
-                "UPDATE main.memory_atoms SET status = 'forgotten' WHERE EXISTS (SELECT 1 FROM "
-                "forgotten_atoms AS f WHERE f.memory_id = memory_atoms.memory_id "
-                "AND f.position = memory_atoms.position AND f.text = memory_atoms.text)"
+                "UPDATE main.memory_atoms SET (status, created_at, reinforced_at, "
+                "reinforcements, expires_at) = (SELECT CASE WHEN k.status IN ('dormant', "
+                "'expired', 'forgotten') THEN k.status ELSE 'active' END, k.created_at, "
+                "k.reinforced_at, k.reinforcements, k.expires_at FROM kept_atoms AS k "
+                "WHERE k.memory_id = memory_atoms.memory_id AND k.position = "
+                "memory_atoms.position AND k.text = memory_atoms.text), superseded_by = NULL "
+                "WHERE EXISTS (SELECT 1 FROM kept_atoms AS k WHERE k.memory_id = "
+                "memory_atoms.memory_id AND k.position = memory_atoms.position "
+                "AND k.text = memory_atoms.text)"
             )
+            # The shadow settled claims across scopes (it has no memories table):
+            # settled again here, each in its scope, by when each was told.
+            await db.execute(
+                "UPDATE main.memory_atoms SET status = 'active', superseded_by = NULL "
+                "WHERE status = 'superseded'"
+            )
+            await run_on_connection(db, settle_all_claims)
             # Memories the shadow derived are no longer waiting for the pipeline.
             await db.execute(
                 "DELETE FROM main.derive_pending WHERE memory_id IN (SELECT memory_id FROM "
                 f"{_ATTACHED}.memory_atoms UNION SELECT memory_id FROM {_ATTACHED}.graph_entries)"
             )
             await db.execute("DROP TABLE temp.kept_graph_vectors")
-            await db.execute("DROP TABLE temp.forgotten_atoms")
+            await db.execute("DROP TABLE temp.kept_atoms")
             for statement in drop_change_log(self._table):
                 await db.execute(statement)
             await db.execute("DELETE FROM meta WHERE key = ?", (checkpoint_key,))

@@ -30,6 +30,7 @@ from .graph import (
     delete_graph,
     delete_graph_rows,
     reinforce_atoms,
+    resettle_memory,
     write_graph,
     write_graph_rows,
 )
@@ -285,9 +286,15 @@ class InsertTransaction:
                 told = new.created_at if new.updated_at is None else new.updated_at
                 if position in reinforced:
                     reinforce_atoms(memory_id, graph.reinforcement_factor, when, db, told=told)
-                    renew_pending(memory_id, when, db)  # not derived yet: no atoms
+                    renew_pending(memory_id, when, db, told=told)  # not derived yet: no atoms
                 elif isinstance(graph, Deferred):
-                    mark_pending(memory_id, graph, self.graph_time, db)
+                    mark_pending(
+                        memory_id,
+                        graph,
+                        self.graph_time,
+                        db,
+                        told=None if told == new.created_at else told,
+                    )
                     keep_given(memory_id, graph.entities, graph.relations, db)
                 else:
                     write_graph_rows(memory_id, graph, when, db, told=told)
@@ -386,6 +393,8 @@ async def update_memory(
                 await delete_graph(db, memory_id)
                 await write_graph(db, memory_id, graph, now=now)
                 await run_on_connection(db, partial(clear_pending, memory_id))
+            elif scope is not None:  # its claims now hold in another scope
+                await run_on_connection(db, partial(resettle_memory, memory_id))
             await db.execute(
                 "UPDATE agent_stats SET updates = updates + 1 WHERE agent = ?", (agent,)
             )

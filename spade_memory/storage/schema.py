@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from .scope_filter import same_scope
+
 __all__ = [
     "GRAPH_VERSION_KEY",
     "INDEX_TEXT_VERSION_KEY",
@@ -348,9 +350,20 @@ _V13 = (
         entities  TEXT,
         relations TEXT
     )""",
+    # When a memory still to be derived was last told (NULL: its creation), which
+    # orders its claims (an import's memory: before the import).
+    "ALTER TABLE derive_pending ADD COLUMN told_at REAL",
     "INSERT INTO memory_given (memory_id, entities, relations) "
     "SELECT memory_id, entities, relations FROM derive_pending "
     "WHERE entities IS NOT NULL OR relations IS NOT NULL",
+    # Claims are settled in their scope now (storage/graph.py settle_claims): an atom
+    # an older version superseded by a claim of another scope (read as standing all
+    # along) stands again, to be settled in its own scope by its next claim.
+    "UPDATE memory_atoms SET status = 'active', superseded_by = NULL "
+    "WHERE status = 'superseded' AND EXISTS (SELECT 1 FROM memory_atoms AS s "
+    "JOIN memories AS sm ON sm.id = s.memory_id JOIN memories AS am "
+    "ON am.id = memory_atoms.memory_id WHERE s.id = memory_atoms.superseded_by "
+    f"AND NOT {same_scope('sm', 'am')})",
 )
 
 MIGRATIONS: tuple[Migration, ...] = (
@@ -366,7 +379,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(10, "memories whose graph and atoms are still to be derived", _V10),
     Migration(11, "turns of a conversation embedded with the turn before them", _V11),
     Migration(12, "content keys of memories whose text changed", _V12),
-    Migration(13, "the entities and relations a caller named for a memory", _V13),
+    Migration(13, "the entities and relations named for a memory; claims settled in scope", _V13),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

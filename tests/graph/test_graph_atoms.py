@@ -261,6 +261,77 @@ async def test_a_graph_rebuild_keeps_the_claim_told_last(
     assert await live_claims(memory) == ["Alice lives in Rome."]
 
 
+BOB = "bob@example.org"
+
+
+async def private_claims(memory: MemoryManager, jid: str) -> list[str]:
+    found = await memory.recall("where does Alice live", viewer=Viewer(jid=jid), limit=10)
+    return sorted(r.memory.content for r in found if r.memory.scope.visibility == "private")
+
+
+async def test_a_graph_rebuild_settles_each_scope_by_its_own_claims(
+    memory: MemoryManager, clock: Clock
+) -> None:
+    bob = Scope.private(BOB)
+    await memory.store("Alice lives in Paris.", scope=bob)
+    clock.advance(1)
+    await memory.store("Alice lives in Rome.", scope=bob)
+    clock.advance(1)
+    await memory.store("Alice lives in Berlin.")  # the agent's own, told last
+    await memory.store("Alice lives in Paris!")  # the agent's own, Paris again
+    clock.advance(1)
+    await memory.flush()
+    await memory.rebuild_graph()  # its shadow settles claims without scopes
+    assert await private_claims(memory, BOB) == ["Alice lives in Rome."]
+    await memory.store("Alice lives in Madrid.", scope=bob)
+    await memory.flush()
+    assert await private_claims(memory, BOB) == ["Alice lives in Madrid."]
+
+
+async def test_a_claim_moved_to_another_scope_leaves_its_old_scope_settled(
+    memory: MemoryManager, clock: Clock
+) -> None:
+    bob = Scope.private(BOB)
+    await memory.store("Alice lives in Paris.", scope=bob)
+    clock.advance(1)
+    rome = await memory.store("Alice lives in Rome.", scope=bob)
+    clock.advance(1)
+    await memory.flush()
+    await memory.update(rome.id, scope=Scope.agent())  # Rome is the agent's own now
+    assert await private_claims(memory, BOB) == ["Alice lives in Paris."]
+    clock.advance(1)
+    await memory.store("Alice lives in Berlin.", scope=bob)
+    await memory.flush()
+    assert await private_claims(memory, BOB) == ["Alice lives in Berlin."]
+
+
+async def test_a_graph_rebuild_keeps_when_each_claim_was_told(
+    memory: MemoryManager, clock: Clock
+) -> None:
+    paris = await memory.store("Alice lives in Paris.")
+    clock.advance(1)
+    await memory.store("Alice lives in Rome.")
+    clock.advance(1)
+    await memory.update(paris.id, importance=0.9)  # an edit, not a telling
+    await memory.flush()
+    before = [(a.created_at, a.reinforced_at) for a in await memory.atoms(paris.id)]
+    await memory.rebuild_graph()
+    assert await live_claims(memory) == ["Alice lives in Rome."]
+    assert [(a.created_at, a.reinforced_at) for a in await memory.atoms(paris.id)] == before
+
+
+async def test_forgetting_the_claim_that_stands_lets_the_one_before_stand(
+    memory: MemoryManager, clock: Clock
+) -> None:
+    await memory.store("Alice lives in Paris.")
+    clock.advance(1)
+    rome = await memory.store("Alice lives in Rome.")
+    await memory.flush()
+    (atom,) = await memory.atoms(rome.id)
+    await memory.forget_atom(atom.id)  # as forgetting its memory would
+    assert await live_claims(memory) == ["Alice lives in Paris."]
+
+
 CITIES = [f"Town{chr(65 + i // 26)}{chr(65 + i % 26)}" for i in range(60)]
 
 

@@ -137,11 +137,6 @@ def _plain_rows(memory_id: int, graph: MemoryGraph, now: float, db: sqlite3.Conn
             "AND status IN ('active', 'dormant')",
             (standing[0], subject, predicate, standing[2], standing[1]),
         )
-        db.execute(
-            "UPDATE memory_atoms SET status = 'active', superseded_by = NULL "
-            "WHERE subject = ? AND predicate = ? AND object = ? AND status = 'superseded'",
-            (subject, predicate, standing[2]),
-        )
 
 
 def _random_graph(rng: random.Random) -> MemoryGraph:
