@@ -817,8 +817,9 @@ class MemoryManager:
         found = await self._engine.atoms.atoms(ids, now)
         claims = await self._engine.deriver.pending_claims(ids)
         parts: dict[int, builtins.list[tuple[str, bool]]] = {}
+        held = [(m, found[m.id]) for m in memories if m.id in found] if claims else []
         for memory in memories:
-            own = live_parts(memory, found.get(memory.id), claims, now=now)
+            own = live_parts(memory, found.get(memory.id), claims, now=now, held=held)
             if own is not None:
                 parts[memory.id] = own
         return parts

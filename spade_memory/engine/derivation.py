@@ -37,7 +37,8 @@ from ..storage.derivation import PendingMemory
 from ..storage.scope_filter import told_in_one_scope
 from ..text.atoms import Atom
 from ..text.extraction import needs_segmenter
-from ..text.graph import MemoryGraph
+from ..text.graph import AtomRecord, MemoryGraph
+from ..text.relations import FUNCTIONAL
 from .background_worker import BackgroundWorker
 from .memory_input import MemoryInput
 
@@ -87,12 +88,14 @@ _Key = tuple[int, float]  # a memory's id and updated_at: its text as extracted
 
 
 class PendingClaim(NamedTuple):
-    """A memory still to be derived, the graph it will be given, and the time its
-    atoms will start from (:func:`_graph_time`)."""
+    """A memory still to be derived, the graph it will be given, the time its atoms
+    will start from (:func:`_graph_time`) and when it was last told, which orders
+    its claims against others (as ``reinforced_at`` orders stored atoms')."""
 
     memory: Memory
     graph: MemoryGraph
     start: float
+    told: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,7 +190,12 @@ class Deriver(BackgroundWorker):
             graphs = await self._extract([(m, (), ()) for m in missing])
             self._keep(missing, graphs)
         return [
-            PendingClaim(p.memory, self._graphs[_key(p.memory)], _graph_time(p))
+            PendingClaim(
+                p.memory,
+                self._graphs[_key(p.memory)],
+                _graph_time(p),
+                p.memory.created_at if p.told_at is None else p.told_at,
+            )
             for p in pending
             if _key(p.memory) in self._graphs
         ]
@@ -407,41 +415,60 @@ def live_parts(
     claims: Sequence[PendingClaim],
     *,
     now: float,
+    held: Sequence[tuple[Memory, Sequence[Atom]]] = (),
 ) -> list[tuple[str, bool]] | None:
     """The parts of ``memory`` to recall, each with whether it is live now, or ``None``
     when it has no atoms (recalled whole).
 
     ``atoms`` are its stored atoms (``None``: none stored). ``claims`` are the
     memories still to be derived, with their graphs (:meth:`Deriver.pending_claims`):
-    a newer one of the same scope that claims another object for the same subject
-    and predicate supersedes an atom already, as its derivation will. A memory
-    still to be derived itself is cut into the atoms its graph will hold, each
-    live until its lifetime lapses by ``now``, counted from when its atoms will start
-    (its creation; the import, or the telling again, when that came later).
+    one of the same scope told later (then by id) that claims another object for the
+    same subject and predicate supersedes an atom already, as its derivation will
+    (:func:`~spade_memory.storage.graph.settle_claims`). A memory still to be
+    derived itself is cut into the atoms its graph will hold, each live until its
+    lifetime lapses by ``now``, counted from when its atoms will start (its
+    creation; the import, or the telling again, when that came later); ``held``,
+    other memories at hand with their stored atoms: one of them told later that
+    stands supersedes its claims too.
     """
-    newer = [
-        graph
-        for pending, graph, _ in claims
-        if pending.id > memory.id and told_in_one_scope(pending, memory)
+    others = [
+        claim
+        for claim in claims
+        if claim.memory.id != memory.id and told_in_one_scope(claim.memory, memory)
     ]
+
+    def newer(told: float) -> list[MemoryGraph]:
+        return [c.graph for c in others if (c.told, c.memory.id) > (told, memory.id)]
+
     if atoms is not None:
         return [
-            (a.text, a.live and not _superseded(a.subject, a.predicate, a.object, newer))
+            (
+                a.text,
+                a.live
+                and not _superseded(a.subject, a.predicate, a.object, newer(a.reinforced_at)),
+            )
             for a in atoms
         ]
-    own, start = next(
-        ((graph, start) for pending, graph, start in claims if pending.id == memory.id),
-        (None, memory.created_at),
-    )
-    if own is None or not own.atoms:
+    own = next((claim for claim in claims if claim.memory.id == memory.id), None)
+    if own is None or not own.graph.atoms:
         return None
+    later = newer(own.told)
+    later.extend(
+        MemoryGraph(atoms=tuple(_claims(stored)))
+        for other, stored in held
+        if other.id != memory.id and told_in_one_scope(other, memory)
+        for stored in [
+            [a for a in stored if a.live and (a.reinforced_at, other.id) > (own.told, memory.id)]
+        ]
+        if stored
+    )
     return [
         (
             a.text,
-            start + a.ttl_seconds > now
-            and not _superseded(a.subject, a.predicate, a.object, newer),
+            own.start + a.ttl_seconds > now
+            and not _superseded(a.subject, a.predicate, a.object, later),
         )
-        for a in own.atoms
+        for a in own.graph.atoms
     ]
 
 
@@ -468,3 +495,23 @@ def _key(memory: Memory) -> _Key:
 
 def _graph_time(pending: PendingMemory) -> float:
     return pending.memory.created_at if pending.graph_time is None else pending.graph_time
+
+
+def _claims(atoms: Sequence[Atom]) -> list[AtomRecord]:
+    """Stored atoms as the claims a graph would make (for :func:`_superseded`)."""
+    return [
+        AtomRecord(
+            position=a.position,
+            text=a.text,
+            key="",
+            type=a.type,
+            importance=a.importance,
+            ttl_seconds=0.0,
+            subject=a.subject,
+            predicate=a.predicate,
+            object=a.object,
+            functional=a.predicate in FUNCTIONAL,
+        )
+        for a in atoms
+        if a.subject is not None and a.predicate is not None and a.object is not None
+    ]

@@ -131,8 +131,9 @@ class Engine:
             return hidden
         memories = await self.base.get_many(rest)
         found = await self.atoms.atoms(rest, now)
+        held = [(memories[i], atoms) for i, atoms in found.items() if i in memories]
         for memory_id, memory in memories.items():
-            parts = live_parts(memory, found.get(memory_id), claims, now=now)
+            parts = live_parts(memory, found.get(memory_id), claims, now=now, held=held)
             if parts is not None and not any(live for _, live in parts):
                 hidden.add(memory_id)
         return hidden

@@ -59,6 +59,7 @@ class PendingMemory:
     entities: tuple[str, ...]
     relations: tuple[dict[str, str], ...]
     graph_time: float | None
+    told_at: float | None = None  # when last told, when not at its creation
 
 
 _INSERT_MARK = (
@@ -66,7 +67,7 @@ _INSERT_MARK = (
     "told_at) VALUES (?, ?, ?, ?, ?)"
 )
 _READ = (
-    f"SELECT {COLUMNS}, p.entities, p.relations, p.graph_time FROM derive_pending AS p "
+    f"SELECT {COLUMNS}, p.entities, p.relations, p.graph_time, p.told_at FROM derive_pending AS p "
     "JOIN memories ON memories.id = p.memory_id WHERE p.memory_id > ? "
     "ORDER BY p.memory_id LIMIT ?"
 )
@@ -115,13 +116,14 @@ def clear_pending(memory_id: int, db: sqlite3.Connection) -> None:
 
 
 def _pending(row: Sequence[Any]) -> PendingMemory:
-    width = len(row) - 3
-    entities, relations, graph_time = row[width:]
+    width = len(row) - 4
+    entities, relations, graph_time, told_at = row[width:]
     return PendingMemory(
         memory=row_to_memory(row[:width]),
         entities=tuple(json.loads(entities)) if entities else (),
         relations=tuple(json.loads(relations)) if relations else (),
         graph_time=None if graph_time is None else float(graph_time),
+        told_at=None if told_at is None else float(told_at),
     )
 
 

@@ -94,6 +94,24 @@ async def test_a_pending_claim_already_hides_the_older_one(root: Path) -> None:
         assert (await memory.atoms(paris.id))[0].status == "superseded"
 
 
+async def test_a_claim_told_again_while_a_newer_one_is_pending_stands_before_and_after(
+    root: Path,
+) -> None:
+    async with await MemoryManager.open("derive@localhost", _config(root)) as memory:
+        paris = await memory.store("Alice lives in Paris.")
+        await memory.flush()
+    async with await _paused(root) as memory:
+        await memory.store("Alice lives in Rome.")  # not derived yet
+        again = await memory.store("Alice lives in Paris.")  # told again, after Rome
+        assert again.id == paris.id
+        recalled = await memory.recall("where does Alice live")
+        assert [r.memory.content for r in recalled] == ["Alice lives in Paris."]
+    async with await MemoryManager.open("derive@localhost", _config(root)) as memory:
+        await memory.flush()
+        recalled = await memory.recall("where does Alice live")
+        assert [r.memory.content for r in recalled] == ["Alice lives in Paris."]
+
+
 async def test_two_pending_claims_the_newer_wins(root: Path) -> None:
     async with await _paused(root) as memory:
         paris = await memory.store("Alice lives in Paris.")
