@@ -60,9 +60,12 @@ _SAME_MESSAGE = (
     "SELECT id FROM conversation_messages WHERE session_id = ? AND message_id IS NULL "
     "AND role = ? AND sender = ? AND text = ? AND at = ? LIMIT 1"
 )
-_BY_XMPP_ID = (
+# The messages kept under an XMPP id: the first, then "id#2", "id#3" ... (not LIKE:
+# an id may hold "%" or "_").
+_UNDER_XMPP_ID = (
     f"SELECT {_MESSAGE_COLUMNS} FROM conversation_messages AS m "
-    "JOIN conversations AS c ON c.id = m.session_id WHERE m.session_id = ? AND m.message_id = ?"
+    "JOIN conversations AS c ON c.id = m.session_id WHERE m.session_id = ? "
+    "AND (m.message_id = ? OR substr(m.message_id, 1, ?) = ?) ORDER BY m.id"
 )
 # The oldest messages past the newest ``keep`` of a conversation, formed already
 # (id <= the cursor): through the (session_id, id) index, no count of the rest.
@@ -282,7 +285,7 @@ class ConversationStore:
     ) -> ConversationMessage:
         """Keep one message. A message whose XMPP id is kept already with the same
         role, sender and text is that message delivered again: it is returned as kept;
-        another one under the same id is kept without the id.
+        another one under the same id is kept under ``"id#2"``, ``"id#3"`` ...
 
         The oldest messages past the newest ``keep`` go in the same transaction:
         with ``formed_floor``, only those formed into memories already.
@@ -298,15 +301,24 @@ class ConversationStore:
                 (session_id, revision, role, sender, text, at, message_id),
             ).fetchone()
             if row is None:  # a message with this XMPP id is kept already
-                kept = _message(db.execute(_BY_XMPP_ID, (session_id, message_id)).fetchone())
-                if (kept.role, kept.sender, kept.text) == (role, sender, text):
-                    return kept  # the same message, delivered again
-                # Another message under the same id: ids are unique within one XMPP
-                # stream only, and a client numbering its messages starts again after
-                # a reconnect. Kept as a message of its own, without the id.
-                kept_id = None
+                # Ids are unique within one XMPP stream only (a client numbering its
+                # messages starts again after a reconnect): each other message under
+                # the id is kept as "id#2", "id#3" ..., and one of them delivered again
+                # (the same role, sender and text) is that message.
+                assert message_id is not None
+                under = [
+                    _message(found)
+                    for found in db.execute(
+                        _UNDER_XMPP_ID,
+                        (session_id, message_id, len(message_id) + 1, message_id + "#"),
+                    )
+                ]
+                for kept in under:
+                    if (kept.role, kept.sender, kept.text) == (role, sender, text):
+                        return kept  # the same message, delivered again
+                kept_id = f"{message_id}#{len(under) + 1}"
                 row = db.execute(
-                    _INSERT_MESSAGE, (session_id, revision, role, sender, text, at, None)
+                    _INSERT_MESSAGE, (session_id, revision, role, sender, text, at, kept_id)
                 ).fetchone()
             message = ConversationMessage(
                 id=int(row[0]),

@@ -118,7 +118,10 @@ async def test_an_xmpp_message_delivered_twice_is_kept_once(memory: MemoryManage
     assert len(await memory.history.messages(CID)) == 1
     # another message under the same id (a client numbering anew after a reconnect)
     other = await memory.history.append(CID, role="user", sender=BOB, text="bye", message_id="m1")
-    assert other.id != first.id and other.text == "bye" and other.message_id is None
+    assert other.id != first.id and other.text == "bye" and other.message_id == "m1#2"
+    # and that one delivered again
+    same = await memory.history.append(CID, role="user", sender=BOB, text="bye", message_id="m1")
+    assert same == other
     assert [m.text for m in await memory.history.messages(CID)] == ["hi", "bye"]
 
 
