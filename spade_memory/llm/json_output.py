@@ -11,7 +11,6 @@ Schema that structured output uses: ``type`` (one or a list), ``properties``,
 
 from __future__ import annotations
 
-import itertools
 import json
 import re
 from collections.abc import Mapping
@@ -31,7 +30,8 @@ _TYPES: dict[str, tuple[type, ...]] = {
 }
 _MAX_PROBLEMS = 10
 _OPENER = re.compile(r"[{\[]")
-_OPENERS_TRIED = 100  # brackets of prose before the JSON ("[1]") are few
+_DECODE_BUDGET = 4_000_000  # characters the decoder may read in failed tries
+_DEEP_COST = 20_000  # a try that nested past the recursion limit
 _DECODER = json.JSONDecoder()
 
 
@@ -39,7 +39,7 @@ def json_in_text(text: str) -> Any:
     """The JSON value a model's text holds.
 
     Tried in turn: the whole text, each fenced block, then the object or array
-    opening at each of the first 100 opening brackets.
+    opening at each opening bracket (within a bound on the work).
 
     Raises:
         ValueError: the text holds no JSON value.
@@ -51,16 +51,28 @@ def json_in_text(text: str) -> Any:
             return json.loads(candidate)
         except (json.JSONDecodeError, RecursionError):
             continue
-    # The value that opens at each of the first brackets, read by the JSON decoder
-    # itself. Bounded: a text of brackets alone (a model repeating "[") costs a
-    # decoder call per bracket, each as deep as the nesting it reaches, and this runs
-    # on the event loop, where no timeout can stop it.
-    for opener in itertools.islice(_OPENER.finditer(text), _OPENERS_TRIED):
-        try:
-            value, _ = _DECODER.raw_decode(text, opener.start())
-        except (json.JSONDecodeError, RecursionError):
+    # The value that opens at each bracket, read by the JSON decoder itself, within a
+    # budget of characters read (this runs on the event loop, where no timeout can
+    # stop it): a bracket right after the same bracket is skipped (a model repeating
+    # "[" would cost a decoder call per bracket, each as deep as it nests).
+    budget = _DECODE_BUDGET
+    previous = -2
+    for opener in _OPENER.finditer(text):
+        start = opener.start()
+        repeated = start == previous + 1 and text[previous] == text[start]
+        previous = start
+        if repeated:
             continue
-        return value
+        try:
+            value, _ = _DECODER.raw_decode(text, start)
+        except json.JSONDecodeError as exc:
+            budget -= exc.pos - start + 1
+        except RecursionError:
+            budget -= _DEEP_COST
+        else:
+            return value
+        if budget <= 0:
+            break
     raise ValueError("the answer holds no JSON object")
 
 

@@ -428,9 +428,14 @@ def test_json_is_found_in_chatty_text() -> None:
     with pytest.raises(ValueError, match="no JSON"):
         json_in_text("nothing { here")
     assert json_in_text('He said "hi" [1] then {"x": [1, {"y": 2}]}') == [1]
+    # far past the first brackets, after brackets that hold no JSON
+    thinking = " ".join(f"call(x[{i}, y" for i in range(300))
+    assert json_in_text(f'<think>{thinking}</think> {{"memories": []}}') == {"memories": []}
 
 
-@pytest.mark.parametrize("text", ["{" * 16_000, "[" * 16_000, '{"' + "x{" * 16_000])
+@pytest.mark.parametrize(
+    "text", ["{" * 16_000, "[" * 16_000, '{"' + "x{" * 16_000, "[1," * 16_000, "[" * 100_000]
+)
 def test_an_answer_of_brackets_is_refused_without_holding_the_event_loop(text: str) -> None:
     # A small model stuck repeating "{": matching brackets from every one of them
     # took 20 s for 16,000 (the square of the length), with no timeout able to stop
