@@ -39,12 +39,39 @@ from .derivation import Deriver, live_parts
 from .indexer import VectorIndexer
 from .memory_input import MemoryInput
 
-__all__ = ["Engine"]
+__all__ = [
+    "Engine",
+    "checked_clock",
+]
 
 logger = logging.getLogger(__name__)
 
 _SEARCH_CLAIMS = 32  # pending memories whose claims a search extracts at most
 _CHANCE_KEY = "chance_similarity"  # meta key prefix; the embedder's fingerprint follows
+
+
+def checked_clock(clock: Callable[[], float]) -> Callable[[], float]:
+    """``clock``, refusing a time no memory can carry, so that nothing is written
+    with it: every part of the memory (stores, notes, access counts, the registry)
+    reads the time through it.
+
+    Raises (when called):
+        ConfigError: the clock gave no time a memory can carry (not a number,
+            before 1970 or after :data:`~spade_memory.limits.LIMITS` ``.latest_time``).
+    """
+
+    def now() -> float:
+        value = clock()
+        if isinstance(value, bool) or not (
+            isinstance(value, (int, float)) and 0 <= value <= LIMITS.latest_time
+        ):
+            raise ConfigError(
+                f"the memory's clock gave {value!r}: a time must be Unix seconds from 0 "
+                f"to {LIMITS.latest_time:.0f} (the year 9999)"
+            )
+        return float(value)
+
+    return now
 
 
 class Engine:
@@ -186,20 +213,8 @@ class Engine:
         return value
 
     def now(self) -> float:
-        """The memory's clock (Unix seconds).
-
-        Raises:
-            ConfigError: the clock gave no time a memory can carry (not a number,
-                before 1970 or after :data:`~spade_memory.limits.LIMITS` ``.latest_time``):
-                nothing is written with it.
-        """
-        now = self._clock()
-        if not (isinstance(now, (int, float)) and 0 <= now <= LIMITS.latest_time):
-            raise ConfigError(
-                f"the memory's clock gave {now!r}: a time must be Unix seconds from 0 "
-                f"to {LIMITS.latest_time:.0f} (the year 9999)"
-            )
-        return float(now)
+        """The memory's clock (Unix seconds; see :func:`checked_clock`)."""
+        return self._clock()
 
     # -- changes -----------------------------------------------------------------
 

@@ -38,7 +38,7 @@ from ..storage.schema import GRAPH_VERSION_KEY, INDEX_TEXT_VERSION_KEY, LOST_KEY
 from ..storage.traces import Traces, find_traces
 from ..text.extraction import GRAPH_VERSION
 from ..text.tokenizer import use_dictionary_cache
-from .engine import Engine
+from .engine import Engine, checked_clock
 from .indexer import VectorIndexer
 from .recovery import NOTES_KEY, settle_lost_database, settle_lost_notes
 
@@ -83,6 +83,7 @@ async def open_engine(
         MemoryLost: the agent's memory is gone and was not restored.
     """
     start_empty = start_empty or config.start_empty
+    clock = checked_clock(clock)  # every part reads the time through it
     root: Path | None = None
     db_path = json_path = snapshot_path = backup_dir = None
     registry: Registry | None = None

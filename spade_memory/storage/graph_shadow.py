@@ -380,6 +380,17 @@ class GraphSwitch:
                 "memory_atoms.memory_id AND k.position = memory_atoms.position "
                 "AND k.text = memory_atoms.text)"
             )
+            # An atom new to its memory (extracted differently now) starts its life
+            # when the memory's atoms before it did, and claims when they claimed.
+            await db.execute(
+                "UPDATE main.memory_atoms SET (created_at, reinforced_at, expires_at) = "
+                "(SELECT min(k.created_at), max(k.reinforced_at), "
+                "min(k.created_at) + memory_atoms.ttl_seconds FROM kept_atoms AS k "
+                "WHERE k.memory_id = memory_atoms.memory_id) "
+                "WHERE memory_id IN (SELECT memory_id FROM kept_atoms) AND NOT EXISTS "
+                "(SELECT 1 FROM kept_atoms AS k WHERE k.memory_id = memory_atoms.memory_id "
+                "AND k.position = memory_atoms.position AND k.text = memory_atoms.text)"
+            )
             # The shadow settled claims across scopes (it has no memories table):
             # settled again here, each in its scope, by when each was told.
             await db.execute(

@@ -234,6 +234,11 @@ async def test_a_clock_giving_no_storable_time_is_refused_with_nothing_written(
     clock.now = bad
     with pytest.raises(ConfigError, match="clock"):
         await memory.store("stored with a broken clock")
+    with pytest.raises(ConfigError, match="clock"):
+        await memory.add_note("conv", "noted with a broken clock")
+    with pytest.raises(ConfigError, match="clock"):
+        await memory.history.append("conv", role="user", sender="bob@localhost", text="hi")
     clock.now = kept.created_at
+    assert await memory.notes("conv") == []
     assert [m.id for m in await memory.list(limit=10)] == [kept.id]
     assert len((await memory.export())["memories"]) == 1

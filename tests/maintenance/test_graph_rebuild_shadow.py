@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from maint_support import Opener, graph_rows, rows
+from maint_support import Clock, Opener, graph_rows, rows
 
 from spade_memory.config import MaintenanceConfig
 from spade_memory.errors import StorageError
@@ -236,3 +236,27 @@ async def test_forgotten_atoms_and_entry_vectors_survive_the_switch(open_memory:
     assert (
         await rows(memory, "SELECT memory_id, vector FROM graph_embeddings ORDER BY 1") == vectors
     )
+
+
+async def test_atoms_extracted_anew_keep_the_lives_of_the_atoms_they_replace(
+    open_memory: Opener, clock: Clock
+) -> None:
+    memory = await open_memory("lives@localhost")
+    stored = await memory.store("We went to the zoo yesterday with Alice.")
+    await memory.flush()
+    (before,) = await memory.atoms(stored.id)
+    engine = memory.engine
+    extract = engine.graph_for
+
+    def reworded(item: Memory, given: Any = None) -> MemoryGraph:
+        graph = extract(item, given)  # the same atom, cut otherwise (a new version)
+        atoms = tuple(dataclasses.replace(a, text=a.text + " (again)") for a in graph.atoms)
+        return dataclasses.replace(graph, atoms=atoms)
+
+    engine.graph_for = reworded  # type: ignore[method-assign]
+    clock.advance(2)
+    await memory.update(stored.id, importance=0.9)  # moves updated_at, tells nothing
+    await memory.rebuild_graph()
+    (after,) = await memory.atoms(stored.id)
+    assert after.text.endswith("(again)")
+    assert (after.created_at, after.reinforced_at) == (before.created_at, before.reinforced_at)
