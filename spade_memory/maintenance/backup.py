@@ -140,8 +140,9 @@ def _check_backup(facts: BackupFacts, backup: Path, jid: str) -> None:
 def restore_backup(root: Path, jid: str, backup: Path, *, now: float | None = None) -> Path:
     """Replace a closed agent's memory with a backup (blocking: run it in a thread).
 
-    The database being replaced is saved first as a ``pre-restore`` backup. The
-    notes are restored too when the backup has them.
+    The database being replaced is saved first as a ``pre-restore`` backup, with
+    the notes being replaced beside it. The notes are restored too when the backup
+    has them.
 
     Args:
         root: the memory root.
@@ -181,17 +182,31 @@ def restore_backup(root: Path, jid: str, backup: Path, *, now: float | None = No
         _check_backup(source.facts(), backup, identity.jid)
         root.mkdir(parents=True, exist_ok=True, mode=0o700)
         save_to = None
+        live_notes = resolve_inside(root, identity.interactions_name)
         if database.exists():
             folder = backup_folder(root)
             folder.mkdir(exist_ok=True, mode=0o700)
-            name = f"{identity.stem}_base_memory.{backup_stamp(when)}.pre-restore.db"
-            saved = save_to = folder / name
+            stamp = backup_stamp(when)
+            save_to = folder / f"{identity.stem}_base_memory.{stamp}.pre-restore.db"
+            serial = 1
+            while save_to.exists() or save_to == backup:  # two restores in one second
+                serial += 1
+                save_to = folder / f"{identity.stem}_base_memory.{stamp}-{serial}.pre-restore.db"
+            saved = save_to
+            # the notes being replaced go beside it: restoring it brings them back
+            try:
+                kept = snapshot_document(live_notes, identity.jid)
+            except FileNotFoundError:
+                kept = empty_document(identity.jid)
+            except OSError as exc:
+                raise StorageError(f"could not read {live_notes} to keep it: {exc}") from exc
+            atomic_write_bytes(notes_backup_of(save_to), kept)
         source.restore_into(database, save_to=save_to)
     with contextlib.suppress(FileNotFoundError):
         resolve_inside(root, identity.snapshot_name).unlink()  # a cache of the old vectors
     notes = notes_backup_of(backup)
     if notes.is_file():
-        atomic_write_bytes(resolve_inside(root, identity.interactions_name), notes.read_bytes())
+        atomic_write_bytes(live_notes, notes.read_bytes())
     Registry(root).register(identity)
     logger.info("restored the memory of %s from %s", identity.jid, backup)
     return saved

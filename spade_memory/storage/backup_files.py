@@ -93,7 +93,14 @@ def notes_backup_of(database_backup: Path) -> Path:
     match = _NAME.match(database_backup.name)
     if match is None:
         return database_backup.with_suffix(".json")
-    suffix = match["stamp"] + (f"-{match['n']}" if match["n"] else "")
+    # the parts of the database's name that set it apart (a migration's version,
+    # a serial, pre-restore) set its notes apart too
+    suffix = (
+        (f"v{match['version']}." if match["version"] else "")
+        + match["stamp"]
+        + (f"-{match['n']}" if match["n"] else "")
+        + (".pre-restore" if match["pre"] else "")
+    )
     return database_backup.with_name(f"{match['stem']}_interactions.{suffix}.json")
 
 

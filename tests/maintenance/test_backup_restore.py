@@ -61,6 +61,31 @@ async def test_backup_then_restore_brings_back_exactly_that_memory(
     assert all("ramen" not in r.memory.content for r in await memory.search("ramen"))
 
 
+async def test_restores_in_one_second_keep_every_memory_and_notes_they_replace(
+    open_memory: Opener, root: Path, clock: Clock
+) -> None:
+    memory = await open_memory()
+    await fill(memory, FACTS[:2])
+    await memory.add_note("conv-1", "a note before the backup")
+    backup = await memory.backup()
+    clock.advance(1)
+    await memory.store("Written after the backup: the canteen serves ramen")
+    await memory.add_note("conv-1", "a note after the backup")
+    await memory.aclose()
+    first = await asyncio.to_thread(restore_backup, root, "alice@localhost", backup, now=clock())
+    second = await asyncio.to_thread(restore_backup, root, "alice@localhost", backup, now=clock())
+    assert first != second  # the second does not overwrite the first
+    assert "ramen" in " ".join(contents(first))
+    # undoing the restore brings back what it replaced, the notes too
+    await asyncio.to_thread(restore_backup, root, "alice@localhost", first, now=clock())
+    memory = await open_memory()
+    assert "ramen" in " ".join(m.content for m in await memory.list(limit=10))
+    assert [n.content for n in await memory.notes("conv-1")] == [
+        "a note before the backup",
+        "a note after the backup",
+    ]
+
+
 async def test_restore_refuses_what_is_not_this_agents_backup(
     open_memory: Opener, root: Path, tmp_path: Path
 ) -> None:
