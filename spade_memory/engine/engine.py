@@ -86,6 +86,7 @@ class Engine:
         root: the memory root folder (``None`` in in-memory mode).
         clock: the time source (Unix seconds).
         recoveries: what opening did about a lost database or notes file.
+        on_close: called once its stores are closed (lets go of what opening held).
     """
 
     def __init__(
@@ -99,8 +100,10 @@ class Engine:
         root: Path | None,
         clock: Callable[[], float],
         recoveries: tuple[MemoryRecovery, ...] = (),
+        on_close: Callable[[], None] | None = None,
     ) -> None:
         self.identity = identity
+        self._on_close = on_close
         self.recoveries = recoveries
         self.config = config
         self.base = base
@@ -299,4 +302,6 @@ class Engine:
             await self.indexer.aclose()
         await self.interactions.aclose()
         await self.base.aclose()
+        if self._on_close is not None:
+            self._on_close()  # what it held for its open life (jieba's cache folder)
         logger.debug("closed memory of %s", self.identity.jid)

@@ -84,6 +84,7 @@ async def open_engine(
     """
     start_empty = start_empty or config.start_empty
     clock = checked_clock(clock)  # every part reads the time through it
+    release_cache: Callable[[], None] = _nothing
     root: Path | None = None
     db_path = json_path = snapshot_path = backup_dir = None
     registry: Registry | None = None
@@ -101,8 +102,9 @@ async def open_engine(
         for side in ("-wal", "-shm", "-journal"):
             resolve_inside(root, identity.database_name + side)
         resolve_inside(root, f".{identity.interactions_name}.lock")
-        # jieba's dictionary cache, if it is loaded later (in-memory mode writes none)
-        use_dictionary_cache(resolve_inside(root, DICTIONARY_CACHE))
+        # jieba's dictionary cache, if it is loaded while this memory is open
+        # (in-memory mode writes none; released when the engine closes)
+        release_cache = use_dictionary_cache(resolve_inside(root, DICTIONARY_CACHE))
         registry = Registry(root, clock=clock)
         # Read only: a stem registered to another JID is refused before any file
         # is touched; the entry is written once the database exists (below).
@@ -200,6 +202,7 @@ async def open_engine(
         for close in reversed(closers):
             with contextlib.suppress(Exception):
                 await close()
+        release_cache()
         raise
     engine = Engine(
         identity,
@@ -210,6 +213,7 @@ async def open_engine(
         root=root,
         clock=clock,
         recoveries=tuple(recoveries),
+        on_close=release_cache,
     )
     logger.debug("opened memory of %s (%s)", identity.jid, root or "in memory")
     return engine
@@ -309,3 +313,7 @@ def _make_root(root: Path) -> None:
         raise StorageError(f"memory root {root} cannot be made: {exc.strerror or exc}") from None
     if not os.access(root, os.W_OK):
         raise StorageError(f"memory root {root} is not writable")
+
+
+def _nothing() -> None:
+    """Nothing to let go (an in-memory memory holds no cache folder)."""

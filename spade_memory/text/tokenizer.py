@@ -17,6 +17,7 @@ cleanly with SQLite FTS5's ``ascii`` tokenizer. Any ``str`` is accepted.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import threading
@@ -113,7 +114,8 @@ _WORD = re.compile(r"[^\W_]+")
 _JIEBA_LOCK = threading.Lock()
 _jieba_cut: Callable[[str], Iterable[str]] | None = None
 _jieba_freq: Mapping[str, int] = {}
-_dictionary_cache: Path | None = None  # see use_dictionary_cache
+# the cache folders of the persistent memories open now (see use_dictionary_cache)
+_dictionary_caches: list[Path] = []
 
 _SHARED_LOCK = threading.Lock()
 _shared: Tokenizer | None = None
@@ -127,27 +129,38 @@ _CUT_CACHE = 16_384
 for its index terms and tagging its names (or the reverse) cut each run once."""
 
 
-def use_dictionary_cache(folder: Path | None) -> None:
-    """Where jieba keeps the cache of its dictionary, if it is loaded after this call.
+def use_dictionary_cache(folder: Path | None) -> Callable[[], None]:
+    """Let jieba keep the cache of its dictionary in ``folder`` while the memory that
+    asks is open; returns what to call when it closes.
 
     jieba builds its prefix dictionary from its word list (about a second and a
     half) and, left to itself, saves it to a 9 MB file in the system's temporary
-    folder, to load it faster next time. Here it saves that file only in
-    ``folder`` (a persistent memory gives a folder under its root), and the
-    folder's parent must exist when the dictionary is loaded; with ``None`` (the
-    default: in-memory mode) or once that parent is gone, jieba builds the
-    dictionary in RAM and writes nothing. Loaded once per process: a later call
-    changes nothing.
+    folder, to load it faster next time. Here it saves that file only in the folder
+    of a persistent memory open when the dictionary is loaded (the newest of them,
+    whose parent must exist); with none open (in-memory mode, or every persistent
+    memory closed), jieba builds the dictionary in RAM and writes nothing. Loaded
+    once per process: later calls change nothing once it is.
     """
-    global _dictionary_cache
+    if folder is None:
+        return _released
     with _JIEBA_LOCK:
-        _dictionary_cache = folder
+        _dictionary_caches.append(folder)
+
+    def release() -> None:
+        with _JIEBA_LOCK, contextlib.suppress(ValueError):
+            _dictionary_caches.remove(folder)
+
+    return release
+
+
+def _released() -> None:
+    """Nothing to let go."""
 
 
 def _initialize_jieba(jieba: Any) -> None:
     """Load jieba's default dictionary, caching it only in the chosen folder."""
     tokenizer = jieba.dt
-    folder = _dictionary_cache
+    folder = _dictionary_caches[-1] if _dictionary_caches else None
     if folder is not None:
         try:
             if folder.parent.is_dir():

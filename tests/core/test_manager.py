@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -242,3 +244,35 @@ async def test_a_root_that_is_a_file_is_refused_clearly(tmp_path: Path, under: s
     with pytest.raises(StorageError, match=r"memory root .*taken"):
         await MemoryManager.open("a@localhost", MemoryConfig(root=root))
     assert taken.read_text() == "not a folder"
+
+
+_IN_MEMORY_AFTER_A_FILE_MEMORY = """
+import asyncio, sys
+from spade_memory import MemoryConfig, MemoryManager
+
+async def main(root):
+    async with await MemoryManager.open("a@localhost", MemoryConfig(root=root, embedder=None)):
+        pass  # a persistent memory opened and closed, no Chinese read
+    config = MemoryConfig(in_memory=True, embedder=None)
+    async with await MemoryManager.open("b@localhost", config) as memory:
+        await memory.store("王芳住在北京，她喜欢喝茶。")  # loads jieba's dictionary
+
+asyncio.run(main(sys.argv[1]))
+"""
+
+
+def test_an_in_memory_memory_writes_no_dictionary_cache_into_a_closed_memorys_root(
+    tmp_path: Path,
+) -> None:
+    # jieba's dictionary is loaded once per process, on the first Chinese text: the
+    # cache folder of a persistent memory closed before must not receive it
+    root = tmp_path / "root"
+    done = subprocess.run(
+        [sys.executable, "-c", _IN_MEMORY_AFTER_A_FILE_MEMORY, str(root)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert not (root / "cache").exists()
