@@ -270,11 +270,14 @@ def command_config(
     forms: bool = False,
     derives: bool = False,
     categories: Sequence[str] = (),
+    longest: tuple[int, int] = (0, 0),
 ) -> MemoryConfig:
     """The configuration a command opens a memory with: its own embedder, no
     maintenance and no embedding started by opening it; forming and background
     derivation only where the command asks (see :func:`open_memory`); the default
-    categories and the memory's own ``categories`` (those of its database)."""
+    categories and the memory's own ``categories`` (those of its database); text
+    limits raised to the ``longest`` (content, note) it brings, up to what a memory
+    may be configured with (an export of an agent configured for longer texts)."""
     from ..config import (
         DEFAULT_CATEGORIES,
         FormationConfig,
@@ -296,6 +299,8 @@ def command_config(
         maintenance=MaintenanceConfig(check_on_open=False, behaviour=False, embed_on_open=False),
         formation=FormationConfig(form=forms),
         storage=StorageConfig(derive_in_background=derives),
+        max_content_chars=min(max(LIMITS.content_chars, longest[0]), LIMITS.configurable_chars),
+        max_note_chars=min(max(LIMITS.note_chars, longest[1]), LIMITS.configurable_chars),
     )
 
 
@@ -308,6 +313,7 @@ async def open_memory(
     vectors: bool = True,
     forms: bool = False,
     derives: bool = False,
+    longest: tuple[int, int] = (0, 0),
     categories: Sequence[str] = (),
 ) -> AsyncIterator[MemoryManager]:
     """Open the memory of ``args.jid`` under ``args.root`` (refusing unknown agents).
@@ -359,7 +365,9 @@ async def open_memory(
     from ..storage.file_peek import categories as held
 
     own = (*held(database), *categories)  # the memory's, and those the command brings
-    config = command_config(root, choice, forms=forms, derives=derives, categories=own)
+    config = command_config(
+        root, choice, forms=forms, derives=derives, categories=own, longest=longest
+    )
     start_empty = bool(getattr(args, "start_empty", False))
     # What a restore or an empty start did is logged at WARNING (on stderr).
     async with await MemoryManager.open(identity.jid, config, start_empty=start_empty) as manager:

@@ -330,10 +330,13 @@ def import_(args: argparse.Namespace) -> int:
             else []
         )
         brought = [c for c in told if isinstance(c, str)] if agent_made else []
-        check_export(data, command_config(root, None, categories=(*held, *brought)))
+        longest = _longest_texts(data)  # an agent configured for longer texts made it
+        check_export(
+            data, command_config(root, None, categories=(*held, *brought), longest=longest)
+        )
         try:
             async with open_memory(
-                args, create=True, embeds=True, derives=True, categories=brought
+                args, create=True, embeds=True, derives=True, categories=brought, longest=longest
             ) as memory:
                 progress = ProgressLine("importing", enabled=not args.json)
                 before = await _kept_messages(memory)
@@ -370,6 +373,28 @@ def import_(args: argparse.Namespace) -> int:
         return 0
 
     return run_command(work)
+
+
+def _longest_texts(data: Any) -> tuple[int, int]:
+    """The longest memory content and note text an export holds (0 when it holds none
+    or is not one: checking it says what is wrong)."""
+    if not isinstance(data, dict):
+        return 0, 0
+    memories = data.get("memories")
+    notes = data.get("notes")
+    contents = [
+        len(m["content"])
+        for m in (memories if isinstance(memories, list) else [])
+        if isinstance(m, dict) and isinstance(m.get("content"), str)
+    ]
+    texts = [
+        len(n["content"])
+        for listed in (notes.values() if isinstance(notes, dict) else [])
+        if isinstance(listed, list)
+        for n in listed
+        if isinstance(n, dict) and isinstance(n.get("content"), str)
+    ]
+    return max(contents, default=0), max(texts, default=0)
 
 
 def _is_new(root: Path, identity: AgentIdentity) -> bool:

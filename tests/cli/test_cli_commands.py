@@ -490,3 +490,27 @@ def test_export_to_a_console_of_another_encoding_writes_utf_8(tmp_path: Path) ->
     assert imported.returncode == 0, imported.stderr
     again = process("export", "carol@localhost", "--root", str(root))
     assert "王芳住在北京。Dana loves café au lait." in again.stdout
+
+
+def test_an_export_of_an_agent_keeping_longer_texts_imports_anywhere(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = tmp_path / "long"
+    report = "A long report. " + "word " * 2_000  # past the default 8,000 characters
+    note = "a long note " * 500  # past the default 4,000
+
+    async def keep() -> None:
+        config = MemoryConfig(
+            root=root, embedder=None, max_content_chars=20_000, max_note_chars=20_000
+        )
+        async with await MemoryManager.open(ALICE, config) as memory:
+            await memory.store(report)
+            await memory.add_note("c1", note)
+
+    asyncio.run(keep())
+    dump = tmp_path / "alice.jsonl"
+    assert main(["export", ALICE, "--root", str(root), "-o", str(dump)]) == 0
+    added = run_json(capsys, "import", "carol@localhost", str(dump), "--root", str(root))
+    assert (added["memories_added"], added["notes_added"]) == (1, 1)
+    status, out, _ = run(capsys, "export", "carol@localhost", "--root", str(root))
+    assert status == 0 and json.loads(out.split("\n")[1])["content"] == report
