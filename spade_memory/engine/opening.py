@@ -148,6 +148,8 @@ async def open_engine(
             },
         )
         closers.append(base.aclose)
+        if not base.created:  # a migration may have asked for claims to be settled
+            await base.settle_claims_if_asked()
         if registry is not None and not registered:
             # After the database: a registered agent's memory exists (the mark
             # that tells a lost or emptied database from a new agent).

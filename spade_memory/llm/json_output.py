@@ -53,16 +53,21 @@ def json_in_text(text: str) -> Any:
             continue
     # The value that opens at each bracket, read by the JSON decoder itself, within a
     # budget of characters read (this runs on the event loop, where no timeout can
-    # stop it): a bracket right after the same bracket is skipped (a model repeating
-    # "[" would cost a decoder call per bracket, each as deep as it nests).
+    # stop it): of a run of one bracket only the first and the last are tried (a
+    # model repeating "[" would cost a decoder call per bracket, each as deep as it
+    # nests).
     budget = _DECODE_BUDGET
-    previous = -2
     for opener in _OPENER.finditer(text):
         start = opener.start()
-        repeated = start == previous + 1 and text[previous] == text[start]
-        previous = start
-        if repeated:
-            continue
+        bracket = text[start]
+        inside_a_run = (
+            start > 0
+            and text[start - 1] == bracket
+            and start + 1 < len(text)
+            and text[start + 1] == bracket
+        )
+        if inside_a_run:
+            continue  # of "[[[...": the first and the last are tried ("{{" of a template)
         try:
             value, _ = _DECODER.raw_decode(text, start)
         except json.JSONDecodeError as exc:

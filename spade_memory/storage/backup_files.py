@@ -123,7 +123,15 @@ def list_backups(root: Path, *, stem: str | None = None) -> list[BackupInfo]:
             found.append(
                 BackupInfo(entry, match["stem"], float(created), entry.stat().st_size, kind)
             )
-    return sorted(found, key=lambda info: (info.created_at, info.path.name))
+    return sorted(found, key=_order)
+
+
+def _order(info: BackupInfo) -> tuple[float, int, str]:
+    """Oldest first; of one second, by serial ("-2" after the first: by name alone
+    "-" sorts before ".")."""
+    match = _NAME.match(info.path.name)
+    serial = int(match["n"]) if match is not None and match["n"] else 1
+    return (info.created_at, serial, info.path.name)
 
 
 def check_backup(backup: Path, jid: str) -> tuple[str | None, int | None]:

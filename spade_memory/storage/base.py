@@ -49,11 +49,13 @@ from .damage import DamageGuard
 from .derivation import Deferred
 from .files import create_private
 from .given_graph import Given, read_given
+from .graph import settle_all_claims
 from .group_commit import GroupCommit
 from .keyword_plan import KeywordPlanner
 from .memory_rows import IndexedText, NewMemory
 from .migrations import backup_database, create_database, migrate
 from .open_marker import OpenMarker, open_anywhere
+from .schema import CLAIMS_KEY
 from .scope_filter import memories_joined
 from .sql import status_category_filter
 from .wal import check_wal
@@ -392,6 +394,19 @@ class BaseMemoryStore:
     async def meta_get(self, key: str) -> str | None:
         rows = await self._fetchall("SELECT value FROM meta WHERE key = ?", (key,))
         return None if not rows else str(rows[0][0])
+
+    async def settle_claims_if_asked(self) -> bool:
+        """Settle every functional claim in its scope, once, when a migration asked
+        for it (:data:`~spade_memory.storage.schema.CLAIMS_KEY`); whether it did."""
+        if await self.meta_get(CLAIMS_KEY) is None:
+            return False
+
+        def work(db: sqlite3.Connection) -> None:
+            settle_all_claims(db)
+            db.execute("DELETE FROM meta WHERE key = ?", (CLAIMS_KEY,))
+
+        await self.run_write(work, "settling claims")
+        return True
 
     async def meta_delete(self, key: str) -> None:
         async with self._transaction() as db:

@@ -60,6 +60,15 @@ _SAME_MESSAGE = (
     "SELECT id FROM conversation_messages WHERE session_id = ? AND message_id IS NULL "
     "AND role = ? AND sender = ? AND text = ? AND at = ? LIMIT 1"
 )
+_SERIALS_TRIED = 1_000
+
+
+def _serial(kept: str | None, message_id: str) -> int:
+    """N of a message kept as ``"id#N"`` (1 for the id itself, or another)."""
+    tail = (kept or "")[len(message_id) + 1 :]
+    return int(tail) if tail.isdigit() and len(tail) < 10 else 1
+
+
 # The messages kept under an XMPP id: the first, then "id#2", "id#3" ... (not LIKE:
 # an id may hold "%" or "_").
 _UNDER_XMPP_ID = (
@@ -316,10 +325,19 @@ class ConversationStore:
                 for kept in under:
                     if (kept.role, kept.sender, kept.text) == (role, sender, text):
                         return kept  # the same message, delivered again
-                kept_id = f"{message_id}#{len(under) + 1}"
-                row = db.execute(
-                    _INSERT_MESSAGE, (session_id, revision, role, sender, text, at, kept_id)
-                ).fetchone()
+                serial = max((_serial(k.message_id, message_id) for k in under), default=1)
+                kept_id, row = None, None
+                while row is None and serial < _SERIALS_TRIED:  # "id#N" taken by a client
+                    serial += 1
+                    kept_id = f"{message_id}#{serial}"
+                    row = db.execute(
+                        _INSERT_MESSAGE, (session_id, revision, role, sender, text, at, kept_id)
+                    ).fetchone()
+                if row is None:  # kept without an id, never refused
+                    kept_id = None
+                    row = db.execute(
+                        _INSERT_MESSAGE, (session_id, revision, role, sender, text, at, None)
+                    ).fetchone()
             message = ConversationMessage(
                 id=int(row[0]),
                 conversation_id=conversation_id,

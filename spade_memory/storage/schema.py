@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from .scope_filter import same_scope
 
 __all__ = [
+    "CLAIMS_KEY",
     "GRAPH_VERSION_KEY",
     "INDEX_TEXT_VERSION_KEY",
     "LAST_RUN_KEY",
@@ -29,6 +30,10 @@ GRAPH_VERSION_KEY = "graph_version"
 
 INDEX_TEXT_VERSION_KEY = "index_text_version"
 """The ``meta`` row naming the keyword-index text version the stored rows were made with."""
+
+CLAIMS_KEY = "claims_to_settle"
+"""The ``meta`` row saying every functional claim is to be settled in its scope on
+the next open (set by the migration to v13)."""
 
 LOST_KEY = "memories_lost_at"
 """The ``meta`` row of a database made empty in place of a lost one (``start_empty``):
@@ -353,17 +358,22 @@ _V13 = (
     # When a memory still to be derived was last told (NULL: its creation), which
     # orders its claims (an import's memory: before the import).
     "ALTER TABLE derive_pending ADD COLUMN told_at REAL",
+    # a memory told again before it was derived: graph_time held when
+    "UPDATE derive_pending SET told_at = graph_time WHERE graph_time IS NOT NULL "
+    "AND graph_time > (SELECT created_at FROM memories WHERE id = derive_pending.memory_id)",
     "INSERT INTO memory_given (memory_id, entities, relations) "
     "SELECT memory_id, entities, relations FROM derive_pending "
     "WHERE entities IS NOT NULL OR relations IS NOT NULL",
     # Claims are settled in their scope now (storage/graph.py settle_claims): an atom
     # an older version superseded by a claim of another scope (read as standing all
-    # along) stands again, to be settled in its own scope by its next claim.
+    # along) stands again, and every claim is settled in its scope on the next open
+    # (CLAIMS_KEY).
     "UPDATE memory_atoms SET status = 'active', superseded_by = NULL "
     "WHERE status = 'superseded' AND EXISTS (SELECT 1 FROM memory_atoms AS s "
     "JOIN memories AS sm ON sm.id = s.memory_id JOIN memories AS am "
     "ON am.id = memory_atoms.memory_id WHERE s.id = memory_atoms.superseded_by "
     f"AND NOT {same_scope('sm', 'am')})",
+    f"INSERT OR REPLACE INTO meta (key, value) VALUES ('{CLAIMS_KEY}', '1')",
 )
 
 MIGRATIONS: tuple[Migration, ...] = (

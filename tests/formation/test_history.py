@@ -122,7 +122,13 @@ async def test_an_xmpp_message_delivered_twice_is_kept_once(memory: MemoryManage
     # and that one delivered again
     same = await memory.history.append(CID, role="user", sender=BOB, text="bye", message_id="m1")
     assert same == other
-    assert [m.text for m in await memory.history.messages(CID)] == ["hi", "bye"]
+    # a client's own id may look like one kept so: the next serial is free
+    await memory.history.append(CID, role="user", sender=BOB, text="x", message_id="z")
+    own = await memory.history.append(CID, role="user", sender=BOB, text="y", message_id="z#3")
+    later = await memory.history.append(CID, role="user", sender=BOB, text="w", message_id="z")
+    assert (own.message_id, later.message_id) == ("z#3", "z#4")
+    await memory.history.append(CID, role="user", sender=BOB, text="w", message_id="z")
+    assert [m.text for m in await memory.history.messages(CID)] == ["hi", "bye", "x", "y", "w"]
 
 
 @pytest.mark.parametrize(

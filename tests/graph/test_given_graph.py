@@ -11,6 +11,7 @@ from factories import UNDO_GIVEN
 
 from spade_memory.config import MaintenanceConfig, MemoryConfig, StorageConfig
 from spade_memory.manager import MemoryManager
+from spade_memory.models import Scope, Viewer
 
 JID = "alice@localhost"
 SUPPLIES = {"source": "Acme Corp", "relation": "supplies", "target": "Alice"}
@@ -87,3 +88,31 @@ async def test_an_older_database_keeps_what_is_named_for_memories_still_pending(
         await memory.flush()
         assert await memory.rebuild_graph() == 1
         assert "Acme Corp" in (await named(memory, met))[0]
+
+
+async def test_an_older_database_settles_claims_in_their_scopes_once_migrated(
+    tmp_path: Path,
+) -> None:
+    # An older version superseded a claim by one of another scope (bob's Paris by
+    # the agent's own Berlin), which reads as standing: the migration settles it by
+    # bob's own newer Rome.
+    async with await MemoryManager.open(JID, config(tmp_path)) as memory:
+        bob = Scope.private("bob@localhost")
+        paris = await memory.store("Carol lives in Paris.", scope=bob)
+        berlin = await memory.store("Carol lives in Berlin.")
+        await memory.store("Carol lives in Rome.", scope=bob)
+        await memory.flush()
+        (berlin_atom,) = await memory.atoms(berlin.id)
+        path = memory.base_store.path
+    assert path is not None
+    with sqlite3.connect(path) as db:
+        db.executescript(";".join(UNDO_GIVEN) + ";")
+        db.execute(
+            "UPDATE memory_atoms SET status = 'superseded', superseded_by = ? "
+            "WHERE memory_id = ?",
+            (berlin_atom.id, paris.id),
+        )
+    async with await MemoryManager.open(JID, config(tmp_path)) as memory:
+        found = await memory.recall("where does Carol live", viewer=Viewer(jid="bob@localhost"))
+        mine = sorted(r.memory.content for r in found if r.memory.scope.visibility == "private")
+        assert mine == ["Carol lives in Rome."]

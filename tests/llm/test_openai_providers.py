@@ -428,6 +428,10 @@ def test_json_is_found_in_chatty_text() -> None:
     with pytest.raises(ValueError, match="no JSON"):
         json_in_text("nothing { here")
     assert json_in_text('He said "hi" [1] then {"x": [1, {"y": 2}]}') == [1]
+    # a doubled bracket, as a template writes it: the inner one opens the JSON
+    assert json_in_text('Here you go: {{"entities": ["Acme"]}') == {"entities": ["Acme"]}
+    assert json_in_text('Result:\n{{"answer": 1}}') == {"answer": 1}
+    assert json_in_text("values [[1, 2]") == [1, 2]
     # far past the first brackets, after brackets that hold no JSON
     thinking = " ".join(f"call(x[{i}, y" for i in range(300))
     assert json_in_text(f'<think>{thinking}</think> {{"memories": []}}') == {"memories": []}

@@ -75,6 +75,8 @@ async def test_restores_in_one_second_keep_every_memory_and_notes_they_replace(
     first = await asyncio.to_thread(restore_backup, root, "alice@localhost", backup, now=clock())
     second = await asyncio.to_thread(restore_backup, root, "alice@localhost", backup, now=clock())
     assert first != second  # the second does not overwrite the first
+    listed = [info.path for info in list_backups(root, stem=ALICE.stem)]
+    assert listed[-2:] == [first, second]  # of one second, the serial orders them
     assert "ramen" in " ".join(contents(first))
     # undoing the restore brings back what it replaced, the notes too
     await asyncio.to_thread(restore_backup, root, "alice@localhost", first, now=clock())
