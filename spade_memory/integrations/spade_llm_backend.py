@@ -105,6 +105,18 @@ _MAX_QUERY_CHARS = LIMITS.query_chars
 _SPADE_LLM_CONTENT_CHARS = 10_000  # default content limit of the memories opened here
 _IN_RAM = ":memory:"
 
+# The memories backends opened and have not closed: held here so that one a program
+# left open (spade_llm's agents rarely call cleanup) is closed at the end of its event
+# loop, awaited there, and never half-closed by a collection racing the loop's end.
+_OPENED: set[MemoryManager] = set()
+
+
+def _held(manager: MemoryManager) -> MemoryManager:
+    """Hold ``manager`` until it closes (the closed ones are let go here)."""
+    _OPENED.difference_update({m for m in _OPENED if m.closed})
+    _OPENED.add(manager)
+    return manager
+
 _EntryBase: Any
 _BackendBase: Any
 try:
@@ -303,7 +315,7 @@ class SpadeMemoryBackend(_BackendBase):  # type: ignore[misc]
                     "open a new MemoryManager and a new backend"
                 )
             assert self._jid is not None
-            self._manager = await MemoryManager.open(self._jid, self._config)
+            self._manager = _held(await MemoryManager.open(self._jid, self._config))
             self._counted.clear()
             logger.debug("opened the memory of %s for spade_llm", self._jid)
 
@@ -317,6 +329,7 @@ class SpadeMemoryBackend(_BackendBase):  # type: ignore[misc]
             self._counted.clear()
             for manager in opened:
                 await manager.aclose()
+                _OPENED.discard(manager)
 
     async def manager_of(self, agent_id: Any) -> MemoryManager | None:
         """The open memory of ``agent_id`` (opened now if needed); ``None`` when the
@@ -337,7 +350,7 @@ class SpadeMemoryBackend(_BackendBase):  # type: ignore[misc]
         async with self._lock:
             manager = self._managers.get(jid)
             if manager is None or manager.closed:
-                manager = await MemoryManager.open(jid, self._config)
+                manager = _held(await MemoryManager.open(jid, self._config))
                 self._managers[jid] = manager
                 logger.debug("opened the memory of %s for spade_llm", jid)
             return manager

@@ -373,7 +373,8 @@ _V13 = (
     "JOIN memories AS sm ON sm.id = s.memory_id JOIN memories AS am "
     "ON am.id = memory_atoms.memory_id WHERE s.id = memory_atoms.superseded_by "
     f"AND NOT {same_scope('sm', 'am')})",
-    f"INSERT OR REPLACE INTO meta (key, value) VALUES ('{CLAIMS_KEY}', '1')",
+    f"INSERT OR REPLACE INTO meta (key, value) SELECT '{CLAIMS_KEY}', '1' "
+    "WHERE EXISTS (SELECT 1 FROM memory_atoms)",
 )
 
 MIGRATIONS: tuple[Migration, ...] = (
