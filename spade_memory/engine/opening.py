@@ -84,7 +84,7 @@ async def open_engine(
     """
     start_empty = start_empty or config.start_empty
     clock = checked_clock(clock)  # every part reads the time through it
-    release_cache: Callable[[], None] = _nothing
+    release_cache = use_dictionary_cache(None)  # nothing held (in-memory mode)
     root: Path | None = None
     db_path = json_path = snapshot_path = backup_dir = None
     registry: Registry | None = None
@@ -315,7 +315,3 @@ def _make_root(root: Path) -> None:
         raise StorageError(f"memory root {root} cannot be made: {exc.strerror or exc}") from None
     if not os.access(root, os.W_OK):
         raise StorageError(f"memory root {root} is not writable")
-
-
-def _nothing() -> None:
-    """Nothing to let go (an in-memory memory holds no cache folder)."""

@@ -66,6 +66,7 @@ _INSERT_MARK = (
     "INSERT OR REPLACE INTO derive_pending (memory_id, entities, relations, graph_time, "
     "told_at) VALUES (?, ?, ?, ?, ?)"
 )
+_CLEAR_MARK = "DELETE FROM derive_pending WHERE memory_id = ? RETURNING told_at"
 _READ = (
     f"SELECT {COLUMNS}, p.entities, p.relations, p.graph_time, p.told_at FROM derive_pending AS p "
     "JOIN memories ON memories.id = p.memory_id WHERE p.memory_id > ? "
@@ -82,7 +83,8 @@ def mark_pending(
     told: float | None = None,
 ) -> None:
     """Mark one memory's graph as still to be derived; inside its insert transaction.
-    ``told``: when it was last told, when not at its creation (an import)."""
+    ``told``: when it was last told (its creation, or before it came for an import;
+    ``None`` only for marks written before it was kept)."""
     db.execute(
         _INSERT_MARK,
         (
@@ -147,15 +149,14 @@ def write_derived(
     memory whose mark is gone meanwhile is skipped)."""
     written: list[int] = []
     for memory_id, graph, when in items:
-        # its claims as told when it was last told (an import's: before it came)
-        row = db.execute(
-            "SELECT coalesce(p.told_at, m.created_at) FROM derive_pending AS p "
-            "JOIN memories AS m ON m.id = p.memory_id WHERE p.memory_id = ?",
-            (memory_id,),
-        ).fetchone()
+        # the mark cleared, with when the memory was last told, which orders its
+        # claims (an import's: before it came)
+        row = db.execute(_CLEAR_MARK, (memory_id,)).fetchone()
         if row is None:
             continue  # its mark is gone meanwhile
-        db.execute("DELETE FROM derive_pending WHERE memory_id = ?", (memory_id,))
+        if row[0] is None:  # marked before v13 kept it: told at its creation
+            row = db.execute("SELECT created_at FROM memories WHERE id = ?", (memory_id,))
+            row = row.fetchone()
         write_graph_rows(memory_id, graph, when, db, told=float(row[0]))
         written.append(memory_id)
     return written

@@ -288,13 +288,7 @@ class InsertTransaction:
                     reinforce_atoms(memory_id, graph.reinforcement_factor, when, db, told=told)
                     renew_pending(memory_id, when, db, told=told)  # not derived yet: no atoms
                 elif isinstance(graph, Deferred):
-                    mark_pending(
-                        memory_id,
-                        graph,
-                        self.graph_time,
-                        db,
-                        told=None if told == new.created_at else told,
-                    )
+                    mark_pending(memory_id, graph, self.graph_time, db, told=told)
                     keep_given(memory_id, graph.entities, graph.relations, db)
                 else:
                     write_graph_rows(memory_id, graph, when, db, told=told)
