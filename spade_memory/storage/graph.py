@@ -52,19 +52,19 @@ async def write_graph(
     graph: MemoryGraph,
     *,
     now: float,
-    scoped: bool = True,
+    settle: bool = True,
 ) -> None:
     """Write the graph of one memory; call inside the memory's write transaction.
 
     A few statements whatever the memory holds (the nodes in one upsert, the edges,
     the entry with its trigram row and entry nodes, the atoms in one insert), all
-    run in one call on the connection's thread. ``scoped``: a newer claim supersedes
-    only atoms of memories of its own scope (the memories table must be at hand);
-    without it (a graph rebuild's shadow), any, and reading atoms undoes a
-    supersession across scopes (``storage.atoms``).
+    run in one call on the connection's thread. ``settle``: its claims are settled
+    against the others (:func:`settle_claims`, which needs the memories table);
+    without it (a graph rebuild's shadow), they are settled when the shadow is
+    switched in.
     """
     if graph.entities or graph.atoms:
-        await run_on_connection(db, partial(write_graph_rows, memory_id, graph, now, scoped=scoped))
+        await run_on_connection(db, partial(write_graph_rows, memory_id, graph, now, settle=settle))
 
 
 _UPSERT_NODE = (
@@ -110,11 +110,6 @@ _INSERT_ATOM = (
 # that stand (live or dormant), the one told last (``reinforced_at``: when its
 # memory was last told), within one scope (the memories of one owner and visibility
 # and, for a conversation's memory, one conversation).
-_STANDING = (
-    "SELECT a.id, a.memory_id, a.object FROM memory_atoms AS a "
-    "WHERE a.subject = ? AND a.predicate = ? AND a.object IS NOT NULL "
-    f"AND a.{_LIVE_OR_DORMANT} ORDER BY a.reinforced_at DESC, a.id DESC LIMIT 1"
-)
 _SCOPE_OF = (
     "EXISTS (SELECT 1 FROM memories AS m, memories AS n WHERE m.id = {atom}.memory_id "
     f"AND n.id = ? AND {same_scope('m', 'n')})"
@@ -126,19 +121,18 @@ _STANDING_IN_SCOPE = (
     "ORDER BY a.reinforced_at DESC, a.id DESC LIMIT 1"
 )
 # Every other value of the claim that stands is superseded by the standing one
-# (atoms of its own memory excepted: one text may name two values).
+# (atoms of its own memory excepted: one text may name two values), in its scope.
 _SUPERSEDE = (
     "UPDATE memory_atoms SET status = 'superseded', superseded_by = ? "
     "WHERE subject = ? AND predicate = ? AND object != ? AND memory_id != ? "
-    f"AND {_LIVE_OR_DORMANT}"
+    f"AND {_LIVE_OR_DORMANT} AND {_SCOPE_OF.format(atom='memory_atoms')}"
 )
-_SUPERSEDE_IN_SCOPE = _SUPERSEDE + f" AND {_SCOPE_OF.format(atom='memory_atoms')}"
 
 # A claim of one subject and predicate, settled within the scope of a memory.
 Claim = tuple[str, str, int]  # subject, predicate, a memory of the scope
 
 
-def settle_claims(claims: Iterable[Claim], db: sqlite3.Connection, *, scoped: bool = True) -> None:
+def settle_claims(claims: Iterable[Claim], db: sqlite3.Connection) -> None:
     """Settle functional claims (inside the caller's transaction): of the atoms
     claiming a value for one subject and predicate in one scope, the claim told last
     stands and every atom claiming another value is superseded by it.
@@ -147,25 +141,16 @@ def settle_claims(claims: Iterable[Claim], db: sqlite3.Connection, *, scoped: bo
     moved to another scope), so that the claim told last wins whatever the order of
     the writes. An atom superseded by a claim that goes away or moves is released
     first (:func:`release_atoms`): the one told last is always among the live or
-    dormant ones. ``scoped=False``: across scopes, where the memories table is not
-    at hand (a graph rebuild's shadow, settled again in scope by the swap).
+    dormant ones.
     """
     for subject, predicate, memory_id in dict.fromkeys(claims):
         if predicate not in FUNCTIONAL:
             continue
-        if scoped:
-            row = db.execute(_STANDING_IN_SCOPE, (subject, predicate, memory_id))
-        else:
-            row = db.execute(_STANDING, (subject, predicate))
-        found = row.fetchone()
+        found = db.execute(_STANDING_IN_SCOPE, (subject, predicate, memory_id)).fetchone()
         if found is None:
             continue
         standing, standing_memory, value = int(found[0]), int(found[1]), str(found[2])
-        db.execute(
-            _SUPERSEDE_IN_SCOPE if scoped else _SUPERSEDE,
-            (standing, subject, predicate, value, standing_memory)
-            + ((memory_id,) if scoped else ()),
-        )
+        db.execute(_SUPERSEDE, (standing, subject, predicate, value, standing_memory, memory_id))
 
 
 def settle_all_claims(db: sqlite3.Connection) -> None:
@@ -250,7 +235,7 @@ def write_graph_rows(
     now: float,
     db: sqlite3.Connection,
     *,
-    scoped: bool = True,
+    settle: bool = True,
     told: float | None = None,
 ) -> None:
     """:func:`write_graph` on the connection's own thread (inside the write transaction).
@@ -301,7 +286,7 @@ def write_graph_rows(
             [(memory_id, node_id) for node_id in node_ids.values()],
         )
     if graph.atoms:
-        _write_atoms(db, memory_id, graph, now, scoped, now if told is None else told)
+        _write_atoms(db, memory_id, graph, now, settle, now if told is None else told)
 
 
 def reinforce_atoms(
@@ -320,7 +305,7 @@ def _write_atoms(
     memory_id: int,
     graph: MemoryGraph,
     now: float,
-    scoped: bool,
+    settle: bool,
     told: float,
 ) -> None:
     atoms = graph.atoms[:SQL_CHUNK]
@@ -361,6 +346,8 @@ def _write_atoms(
         for atom in atoms
     ]
     db.executemany(_INSERT_ATOM, rows)
+    if not settle:
+        return
     # A claim told now (or one reinforced above) on a subject and predicate with
     # another value told before: the claim told last stands.
     settle_claims(
@@ -370,20 +357,19 @@ def _write_atoms(
             if atom.functional and atom.subject and atom.predicate and atom.object
         ],
         db,
-        scoped=scoped,
     )
 
 
-async def delete_graph(db: aiosqlite.Connection, memory_id: int, *, scoped: bool = True) -> None:
+async def delete_graph(db: aiosqlite.Connection, memory_id: int, *, settle: bool = True) -> None:
     """Remove the graph of one memory and the nodes left orphaned; inside its transaction.
 
     The claims its atoms made are settled again without them (:func:`settle_claims`):
     an atom it had superseded stands again unless a claim told since stands instead.
     """
-    await run_on_connection(db, partial(delete_graph_rows, memory_id, scoped=scoped))
+    await run_on_connection(db, partial(delete_graph_rows, memory_id, settle=settle))
 
 
-def delete_graph_rows(memory_id: int, db: sqlite3.Connection, *, scoped: bool = True) -> None:
+def delete_graph_rows(memory_id: int, db: sqlite3.Connection, *, settle: bool = True) -> None:
     rows = db.execute(
         "SELECT node_id FROM graph_entry_nodes WHERE memory_id = ? "
         "UNION SELECT source_id FROM graph_edges WHERE memory_id = ? "
@@ -403,7 +389,8 @@ def delete_graph_rows(memory_id: int, db: sqlite3.Connection, *, scoped: bool = 
         db.execute(f"DELETE FROM {table} WHERE memory_id = ?", (memory_id,))
     db.execute("DELETE FROM graph_entries WHERE memory_id = ?", (memory_id,))
     db.execute("DELETE FROM graph_entries_fts WHERE rowid = ?", (memory_id,))
-    settle_claims(claims, db, scoped=scoped)  # the memory's own row is still there
+    if settle:
+        settle_claims(claims, db)  # the memory's own row is still there
     for chunk in chunks(touched):
         db.execute(
             f"DELETE FROM graph_nodes WHERE id IN ({placeholders(len(chunk))}) "

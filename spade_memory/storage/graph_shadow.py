@@ -183,9 +183,9 @@ class GraphShadowFile:
         await db.execute("BEGIN IMMEDIATE")
         try:
             for memory_id in replace:
-                await delete_graph(db, memory_id, scoped=False)
+                await delete_graph(db, memory_id, settle=False)
             for memory, graph in items:
-                await write_graph(db, memory.id, graph, now=memory.updated_at, scoped=False)
+                await write_graph(db, memory.id, graph, now=memory.updated_at, settle=False)
             if checkpoint is not None:
                 cursor, done = checkpoint
                 await db.executemany(
@@ -391,12 +391,8 @@ class GraphSwitch:
                 "(SELECT 1 FROM kept_atoms AS k WHERE k.memory_id = memory_atoms.memory_id "
                 "AND k.position = memory_atoms.position AND k.text = memory_atoms.text)"
             )
-            # The shadow settled claims across scopes (it has no memories table):
-            # settled again here, each in its scope, by when each was told.
-            await db.execute(
-                "UPDATE main.memory_atoms SET status = 'active', superseded_by = NULL "
-                "WHERE status = 'superseded'"
-            )
+            # The shadow settled no claim (it has no memories table to tell scopes
+            # by): settled here, each in its scope, by when each was told.
             await run_on_connection(db, settle_all_claims)
             # Memories the shadow derived are no longer waiting for the pipeline.
             await db.execute(
