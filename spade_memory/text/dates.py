@@ -9,6 +9,7 @@ the key ``"date:2024-05-01"``; a date without a year gives ``"date:05-01"``;
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 __all__ = ["WEEKDAYS", "ZH_WEEKDAYS", "chinese_number", "find_dates"]
 
@@ -43,24 +44,46 @@ _DAY = r"(?P<day>\d{1,2})(?:st|nd|rd|th)?"
 _YEAR = r"(?P<year>\d{4})"
 _ZH_NUM = r"[0-9０-９零〇一二两三四五六七八九十]{1,4}"
 
-_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(rf"\b{_YEAR}-(?P<m>\d{{1,2}})-(?P<day>\d{{1,2}})\b"), "iso"),
-    (re.compile(rf"\b(?P<m>\d{{1,2}})/(?P<day>\d{{1,2}})/{_YEAR}\b"), "us"),
-    (re.compile(rf"\b{_DAY}\s+(?:of\s+)?{_MONTH},?(?:\s+{_YEAR})?\b", re.IGNORECASE), "dmy"),
-    (re.compile(rf"\b{_MONTH}\s+{_DAY}(?:,?\s+{_YEAR})?\b", re.IGNORECASE), "mdy"),
-    (re.compile(rf"\b{_MONTH},?\s+{_YEAR}\b", re.IGNORECASE), "my"),
-    (
-        re.compile(rf"(?:(?P<year>{_ZH_NUM})年)?(?P<m>{_ZH_NUM})月(?:(?P<day>{_ZH_NUM})[日号])?"),
-        "zh",
-    ),
+_PATTERN_TEXTS: tuple[tuple[str, str], ...] = (
+    (rf"\b{_YEAR}-(?P<m>\d{{1,2}})-(?P<day>\d{{1,2}})\b", "iso"),
+    (rf"\b(?P<m>\d{{1,2}})/(?P<day>\d{{1,2}})/{_YEAR}\b", "us"),
+    (rf"\b{_DAY}\s+(?:of\s+)?{_MONTH},?(?:\s+{_YEAR})?\b", "dmy"),
+    (rf"\b{_MONTH}\s+{_DAY}(?:,?\s+{_YEAR})?\b", "mdy"),
+    (rf"\b{_MONTH},?\s+{_YEAR}\b", "my"),
 )
-_WEEKDAY = re.compile(r"\b(" + "|".join(WEEKDAYS) + r")s?\b", re.IGNORECASE)
-_ZH_WEEKDAY = re.compile(r"(?:星期|礼拜|周)([一二三四五六日天])")
-_TIME = re.compile(
+_WEEKDAY_TEXT = r"\b(" + "|".join(WEEKDAYS) + r")s?\b"
+_TIME_TEXT = (
     r"\b(?P<h>\d{1,2})(?::(?P<min>\d{2}))?\s*(?P<ampm>am|pm|a\.m\.|p\.m\.)(?![a-z])"
-    r"|\b(?P<h24>\d{1,2}):(?P<min24>\d{2})\b",
-    re.IGNORECASE,
+    r"|\b(?P<h24>\d{1,2}):(?P<min24>\d{2})\b"
 )
+_ZH_DATE = re.compile(rf"(?:(?P<year>{_ZH_NUM})年)?(?P<m>{_ZH_NUM})月(?:(?P<day>{_ZH_NUM})[日号])?")
+
+
+@dataclass(frozen=True)
+class _Patterns:
+    """The Latin-script patterns, compiled for one way of reading a text."""
+
+    dates: tuple[tuple[re.Pattern[str], str], ...]
+    weekday: re.Pattern[str]
+    time: re.Pattern[str]
+
+    @classmethod
+    def compiled(cls, flags: int) -> _Patterns:
+        dates = tuple((re.compile(text, flags), kind) for text, kind in _PATTERN_TEXTS)
+        return cls(
+            (*dates, (_ZH_DATE, "zh")),
+            re.compile(_WEEKDAY_TEXT, flags),
+            re.compile(_TIME_TEXT, flags),
+        )
+
+
+# Any text, as typed: the patterns ignore case (as Unicode has it: "ſunday").
+_AS_TYPED = _Patterns.compiled(re.IGNORECASE)
+# An ASCII text, lower-cased: the same matches at the same places, found about three
+# times faster (a pattern that ignores case compares each letter both ways).
+_LOWERED = _Patterns.compiled(0)
+_WEEKDAY = _AS_TYPED.weekday
+_ZH_WEEKDAY = re.compile(r"(?:星期|礼拜|周)([一二三四五六日天])")
 _ZH_TIME = re.compile(
     rf"(?P<part>上午|下午|晚上|早上|中午|凌晨|傍晚)?(?P<h>{_ZH_NUM})点(?:(?P<half>半)|(?P<min>{_ZH_NUM})分)?"
 )
@@ -71,11 +94,12 @@ _ZH_WEEK_CUE = re.compile(r"星期|礼拜|周")
 _MONTH_CUE = re.compile(r"jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec", re.IGNORECASE)
 _AMPM_CUE = re.compile(r"\d\s*[ap]\.?m", re.IGNORECASE)
 _NEEDS = {"iso": "-", "us": "/"}
+_FULL_WIDTH_DIGITS = {0xFF10 + i: ord("0") + i for i in range(10)}
 
 
 def chinese_number(text: str) -> int | None:
     """``"十二"`` -> 12, ``"二零二四"`` -> 2024, ``"１２"`` -> 12; ``None`` if not a number."""
-    text = text.translate({0xFF10 + i: ord("0") + i for i in range(10)})
+    text = text.translate(_FULL_WIDTH_DIGITS)
     if text.isdigit():
         return int(text)
     if "十" in text:
@@ -127,18 +151,28 @@ def _may_name_weekday(text: str, lower: str) -> bool:
 
 def find_dates(text: str) -> list[tuple[int, int, str, str]]:
     """Dates, weekdays and times in ``text``: ``(start, end, text, key)``, overlaps removed."""
+    lower = text.lower()
+    if text.isascii():  # lower() keeps every letter in its place
+        return _find(text, lower, lower, _LOWERED)
+    return _find(text, lower, text, _AS_TYPED)
+
+
+def _find(
+    text: str, lower: str, subject: str, patterns: _Patterns
+) -> list[tuple[int, int, str, str]]:
+    """:func:`find_dates`, the patterns searching ``subject`` (``text`` itself, or its
+    lower case where that keeps every letter in its place)."""
     found: list[tuple[int, int, str, str]] = []
     digits = bool(_DIGIT.search(text))
-    lower = text.lower()
     months = digits and _MONTH_CUE.search(text) is not None
     # Each pattern runs only on a text that holds what it cannot match without.
-    for pattern, kind in _PATTERNS:
+    for pattern, kind in patterns.dates:
         if kind == "zh":
             if "月" not in text:
                 continue
         elif not digits or (_NEEDS[kind] not in text if kind in _NEEDS else not months):
             continue
-        for match in pattern.finditer(text):
+        for match in pattern.finditer(subject):
             groups = match.groupdict()
             if kind in ("dmy", "mdy", "my"):
                 month: int | None = _MONTHS[groups["month"].lower()]
@@ -146,16 +180,18 @@ def find_dates(text: str) -> list[tuple[int, int, str, str]]:
                 month = _number(groups.get("m"))
             key = _date_key(_number(groups.get("year")), month, _number(groups.get("day")))
             if key is not None:
-                found.append((match.start(), match.end(), match.group(), key))
-    for match in _WEEKDAY.finditer(text) if _may_name_weekday(text, lower) else ():
+                start, end = match.span()
+                found.append((start, end, text[start:end], key))
+    for match in patterns.weekday.finditer(subject) if _may_name_weekday(text, lower) else ():
         day = match.group(1).lower()
-        found.append((match.start(), match.end(), match.group(), f"weekday:{day}"))
+        start, end = match.span()
+        found.append((start, end, text[start:end], f"weekday:{day}"))
     chinese_week = not text.isascii() and _ZH_WEEK_CUE.search(text) is not None
     for match in _ZH_WEEKDAY.finditer(text) if chinese_week else ():
         day = WEEKDAYS[ZH_WEEKDAYS[match.group(1)]]
         found.append((match.start(), match.end(), match.group(), f"weekday:{day}"))
     clock = digits and (":" in text or _AMPM_CUE.search(text) is not None)
-    for match in _TIME.finditer(text) if clock else ():
+    for match in patterns.time.finditer(subject) if clock else ():
         if match.group("h24") is not None:
             hour, minute = int(match.group("h24")), int(match.group("min24"))
         else:
@@ -165,9 +201,8 @@ def find_dates(text: str) -> list[tuple[int, int, str, str]]:
                 continue
             hour = hour % 12 + (12 if pm else 0)
         if hour <= 23 and minute <= 59:
-            found.append(
-                (match.start(), match.end(), match.group(), f"time:{hour:02d}:{minute:02d}")
-            )
+            start, end = match.span()
+            found.append((start, end, text[start:end], f"time:{hour:02d}:{minute:02d}"))
     for match in _ZH_TIME.finditer(text) if "点" in text else ():
         hour_value = _number(match.group("h"))
         minute_value = 30 if match.group("half") else _number(match.group("min")) or 0

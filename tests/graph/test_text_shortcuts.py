@@ -4,6 +4,8 @@
 and atom key) with a byte table instead of a regex scan of every character;
 sentences look for an abbreviation before a dot in the last characters only;
 weekdays are searched in an ASCII text only when its lower case holds one;
+dates and times in an ASCII text are searched for in its lower case, without
+``IGNORECASE``;
 ``ttl_seconds`` reads the lifetime of a type by field name. Each is checked
 against the plain definitions here, on texts built to hit the edges (dots inside
 and around words, the kept ``@ + # _``, control characters, non-ASCII letters,
@@ -16,12 +18,12 @@ import re
 import unicodedata
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from spade_memory.config import AtomConfig
 from spade_memory.text.atoms import ATOM_TYPES, ttl_seconds
-from spade_memory.text.dates import _WEEKDAY, _may_name_weekday, find_dates
+from spade_memory.text.dates import _AS_TYPED, _WEEKDAY, _find, _may_name_weekday, find_dates
 from spade_memory.text.mentions import (
     _ABBREVIATION,
     _BOUNDARY,
@@ -156,6 +158,63 @@ _WEEKDAY_PIECES = ("Monday", "FRIDAY", "fri", "day", "to", "ſunday", "Sun", "s"
 def test_a_text_naming_a_weekday_is_always_searched(pieces: list[str]) -> None:
     text = "".join(pieces)
     assert _WEEKDAY.search(text) is None or _may_name_weekday(text, text.lower())
+
+
+_DATE_PIECES = (
+    "May",
+    "MAY",
+    "may",
+    "Sept",
+    "sept.",
+    "DECEMBER",
+    "Jan",
+    "june",
+    "3",
+    "03",
+    "12",
+    "31",
+    "1st",
+    "2ND",
+    "23rd",
+    "4th",
+    "2024",
+    "1999",
+    "of",
+    ",",
+    ", ",
+    " ",
+    "  ",
+    "-",
+    "/",
+    ":",
+    "30",
+    "5",
+    "PM",
+    "p.m.",
+    "am",
+    "A.M.",
+    "pmx",
+    "Monday",
+    "FRIDAYS",
+    "sunday",
+    "day",
+    "at",
+    "x",
+    "\n",
+    ".",
+    "1/2/2024",
+    "2024-05-01",
+    "12:45",
+    "9am",
+)
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.lists(st.sampled_from(_DATE_PIECES), max_size=12))
+@example(["at 5 PM on ", "MAY 3rd, 2024", "; FRIDAYS ", "12:45"])
+def test_an_ascii_text_gives_the_dates_of_the_search_ignoring_case(pieces: list[str]) -> None:
+    text = "".join(pieces)
+    assert find_dates(text) == _find(text, text.lower(), text, _AS_TYPED)
 
 
 def test_weekdays_are_found_however_spelt() -> None:
