@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import uuid
+import os
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -36,6 +37,7 @@ __all__ = [
     "MemoryInput",
     "check_jid",
     "check_scope",
+    "time_ordered_uid",
 ]
 
 _MAX_CONTEXT_CHARS = LIMITS.context_chars
@@ -57,6 +59,21 @@ _STORE_FIELDS = frozenset(
     }
 )
 _SCOPE_FIELDS = frozenset({"owner", "visibility", "shared_with"})
+
+
+def time_ordered_uid() -> str:
+    """A new memory's uid: a version 7 UUID (RFC 9562) in hex, 32 characters.
+
+    Its first 48 bits are the Unix time in milliseconds and 74 of the rest are
+    random, so uids made later sort later: the unique index on ``uid`` grows at its
+    end instead of at a random leaf, and a group of stores committed together
+    writes one or two of its pages rather than one for each store (a fifth of the
+    bytes a store adds to the write-ahead log).
+    """
+    value = (time.time_ns() // 1_000_000) << 80 | int.from_bytes(os.urandom(10), "big")
+    value = value & ~(0xF << 76) | 0x7 << 76  # version 7
+    value = value & ~(0x3 << 62) | 0x2 << 62  # the RFC's variant
+    return f"{value:032x}"
 
 
 def check_jid(name: str, value: Any) -> str:
@@ -197,7 +214,7 @@ class MemoryInput:
             "source_conversation", source_conversation, max_chars=LIMITS.conversation_id_chars
         )
         return NewMemory(
-            uid=uuid.uuid4().hex,
+            uid=time_ordered_uid(),
             category=check_category(category, self._config.categories),
             content=content,
             context=context,
