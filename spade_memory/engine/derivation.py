@@ -24,7 +24,9 @@ once, kept for the pipeline to write).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -131,6 +133,8 @@ class Deriver(BackgroundWorker):
         self._batch_size = batch_size
         self._on_derived = on_derived
         self._urgent = False
+        self._hurried = asyncio.Event()  # set with _urgent: ends the gathering wait
+        self._changed_at = 0.0  # time.monotonic() of the last notify
         self._segmenter_loaded = False  # jieba loads on its first Chinese text: slow
         self._graphs: dict[_Key, MemoryGraph] = {}
         self._failed: dict[int, _Failed] = {}
@@ -217,8 +221,13 @@ class Deriver(BackgroundWorker):
 
     # -- worker ----------------------------------------------------------------
 
+    def notify(self) -> None:
+        self._changed_at = time.monotonic()
+        super().notify()
+
     def _hurry(self) -> None:
         self._urgent = True
+        self._hurried.set()
 
     async def _pass(self) -> bool:
         await self._derive_pending()
@@ -235,24 +244,27 @@ class Deriver(BackgroundWorker):
             self._retry = loop.call_at(due, self.notify)
 
     async def _before_pass(self) -> None:
-        """Wait while stores keep coming (see :data:`GATHER_SECONDS`)."""
-        loop = asyncio.get_running_loop()
-        until = loop.time() + GATHER_AT_MOST_SECONDS
+        """Wait while stores keep coming (see :data:`GATHER_SECONDS`).
+
+        A store only notes when it came (:meth:`notify`): the wait ends once
+        :data:`GATHER_SECONDS` passed since the last one, checked when each timer
+        runs out, so a run of stores costs one timer for each pause, not one each.
+        """
+        until = time.monotonic() + GATHER_AT_MOST_SECONDS
         while not self._urgent and not self._closed:
-            self._wake.clear()
-            left = until - loop.time()
+            left = min(self._changed_at + GATHER_SECONDS, until) - time.monotonic()
             if left <= 0:
-                break
-            try:
-                # asyncio.timeout, not wait_for: in Python 3.11 wait_for drops a
-                # cancellation that comes as the event is set, and the cancelled
-                # worker would wait for the next store forever (an event loop ending
-                # with the memory left open hung on it)
-                async with asyncio.timeout(min(GATHER_SECONDS, left)):
-                    await self._wake.wait()
-            except TimeoutError:
-                break  # a pause in the stores
+                break  # a pause in the stores, or waited long enough
+            self._hurried.clear()
+            # asyncio.timeout, not wait_for: in Python 3.11 wait_for drops a
+            # cancellation that comes as the event is set, and the cancelled
+            # worker would wait for the next store forever (an event loop ending
+            # with the memory left open hung on it)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(left):
+                    await self._hurried.wait()
         self._urgent = False
+        self._hurried.clear()
         self._wake.clear()
 
     async def _derive_pending(self) -> None:

@@ -12,6 +12,7 @@ import pytest
 from factories import UNDO_DERIVATION
 
 from spade_memory.config import MaintenanceConfig, MemoryConfig, RetrievalConfig, StorageConfig
+from spade_memory.engine import derivation
 from spade_memory.engine.derivation import GATHER_AT_MOST_SECONDS
 from spade_memory.manager import MemoryManager
 from spade_memory.models import Scope
@@ -281,3 +282,30 @@ async def test_a_memory_closed_right_after_storing_is_derived_by_close(root: Pat
         assert db.execute("SELECT count(*) FROM derive_pending").fetchone() == (0,)
         atoms = db.execute("SELECT count(DISTINCT memory_id) FROM memory_atoms").fetchone()
         assert atoms == (51,)
+
+
+async def test_stores_that_keep_coming_are_derived_once_they_pause(
+    memory: MemoryManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each store moves the end of the gathering wait on; a pause ends it, and so
+    does a flush, at once."""
+    monkeypatch.setattr(derivation, "GATHER_SECONDS", 0.6)
+    monkeypatch.setattr(derivation, "GATHER_AT_MOST_SECONDS", 30.0)
+    await memory.flush()  # the pipeline idle, its next wait bound by the values above
+    loop = asyncio.get_running_loop()
+    for number in range(8):
+        await memory.store(f"Guest {number} lives in Lyon.")
+        await asyncio.sleep(0.1)
+    assert await _pending(memory) == 8  # 0.8 s of stores, none 0.6 s after another
+    paused = loop.time()
+    while await _pending(memory) and loop.time() - paused < 20:
+        await asyncio.sleep(0.05)
+    assert await _pending(memory) == 0
+    assert loop.time() - paused >= 0.45  # the pause was waited for
+
+    for number in range(3):
+        await memory.store(f"Host {number} lives in Nice.")
+    started = loop.time()
+    await memory.flush()  # ends the wait: no 0.6 s pause, no 30 s bound
+    assert loop.time() - started < 0.5
+    assert await _pending(memory) == 0
