@@ -62,6 +62,15 @@ class MemoryBackend(Protocol):
         viewer: Viewer | None = None,
     ) -> builtins.list[SearchResult]: ...
 
+    async def recall(
+        self,
+        query: str,
+        *,
+        limit: int = 5,
+        category: str | None = None,
+        viewer: Viewer | None = None,
+    ) -> builtins.list[SearchResult]: ...
+
     async def list(
         self,
         category: str | None = None,

@@ -143,7 +143,9 @@ class SearchMemoriesTool(MemoryTool):
 
     async def run(self, arguments: SearchMemoriesArguments, context: ToolContext) -> str:
         query, category = arguments.query, arguments.category
-        results = await context.manager.search(
+        # recall, not search: a sentence a later memory superseded, or whose time
+        # has passed, is left out, as it is of the prompt's memories
+        results = await context.manager.recall(
             query, limit=arguments.limit, category=category, viewer=context.viewer
         )
         scope = f" in category {category}" if category else ""

@@ -80,6 +80,9 @@ class FakeManager:
         viewer: Viewer | None = None,
     ) -> list[SearchResult]:
         self._record("search", query, limit=limit, category=category)
+        return self._hits(query, limit, category)
+
+    def _hits(self, query: str, limit: int, category: str | None) -> list[SearchResult]:
         words = query.lower().split()
         hits = [
             m
@@ -88,6 +91,17 @@ class FakeManager:
             and (category is None or m.category == category)
         ]
         return [SearchResult(m, 1.0 / (i + 1)) for i, m in enumerate(hits[:limit])]
+
+    async def recall(
+        self,
+        query: str,
+        *,
+        limit: int = 5,
+        category: str | None = None,
+        viewer: Viewer | None = None,
+    ) -> list[SearchResult]:
+        self._record("recall", query, limit=limit, category=category)
+        return self._hits(query, limit, category)
 
     async def list(
         self,
@@ -257,7 +271,7 @@ async def test_search_formats_short_lines(tools: dict[str, MemoryTool]) -> None:
     assert lines[2].startswith('- [preference] "Bob likes tea Bob likes tea')
     assert lines[2].endswith('…" (id 2)')
     assert len(lines[2]) <= 300 + len("- [preference]  (id 2)")
-    assert manager.calls == [("search", ("bob",), {"limit": 10, "category": None})]
+    assert manager.calls == [("recall", ("bob",), {"limit": 10, "category": None})]
 
 
 async def test_search_with_category_and_no_hits(
@@ -270,7 +284,7 @@ async def test_search_with_category_and_no_hits(
         ok=True,
         text='No memories in category pattern are relevant to "mars": nothing stored matches it.',
     )
-    assert manager.calls == [("search", ("mars",), {"limit": 3, "category": "pattern"})]
+    assert manager.calls == [("recall", ("mars",), {"limit": 3, "category": "pattern"})]
 
 
 async def test_list_memories_newest_first(

@@ -60,8 +60,8 @@ class SlowManager:
         if self.block is not None:
             await self.block.wait()
 
-    async def search(self, query: str, **kwargs: Any) -> list[SearchResult]:
-        self.calls.append("search")
+    async def recall(self, query: str, **kwargs: Any) -> list[SearchResult]:
+        self.calls.append("recall")
         await self._maybe_block()
         return self.results[: kwargs.get("limit", 5)]
 
@@ -166,7 +166,7 @@ async def test_tool_refuses_the_call_after_the_budget_without_touching_memory() 
     refused = await search.call({"query": "b"}, context)
     assert not refused.ok
     assert "2 memory tool calls" in refused.text
-    assert manager.calls == ["search"]
+    assert manager.calls == ["recall"]
 
 
 async def test_tool_output_is_cut_and_says_so() -> None:
@@ -193,7 +193,7 @@ async def test_read_tool_is_cut_off_when_time_runs_out() -> None:
     assert budget.remaining_seconds == 0.0
     again = await tools_by_name()["search_memories"].call({"query": "x"}, context)
     assert not again.ok and "0.05 s" in again.text
-    assert manager.calls == ["search"]
+    assert manager.calls == ["recall"]
 
 
 async def test_write_tool_is_never_cut_off_half_way() -> None:
