@@ -89,10 +89,12 @@ class _Refused(LLMError):
 class OpenAICompatibleLLM:
     """An :class:`~spade_memory.llm.messages.LLMClient` for OpenAI-compatible servers.
 
-    Requests of one event loop that overlap share an HTTP session, closed when the
-    last of them ends, so one client serves one ``asyncio.run`` after another (or
-    several threads' loops) and holds no connection between requests. After
-    :meth:`aclose` (or the end of ``async with``) the client refuses further requests.
+    Requests of one event loop share an HTTP session whose connection is kept from
+    one request to the next (a tool loop's requests pay one handshake, not one
+    each); it is closed after 30 s unused, when its loop ends, or on :meth:`aclose`
+    (:mod:`spade_memory.http_sessions`), so one client serves one ``asyncio.run``
+    after another (or several threads' loops). After :meth:`aclose` (or the end of
+    ``async with``) the client refuses further requests.
 
     Args:
         base_url: the API root, e.g. ``"http://localhost:11434/v1"``; requests go to
@@ -194,8 +196,11 @@ class OpenAICompatibleLLM:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Refuse further requests (:class:`LLMError`); those under way finish."""
+        """Refuse further requests (:class:`LLMError`); those under way finish. The
+        connection kept for the next request is closed (the last request under way
+        closes it as it ends)."""
         self._closed = True
+        await self._sessions.aclose()
 
     def _check_open(self) -> None:
         if self._closed:

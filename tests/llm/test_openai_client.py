@@ -341,7 +341,7 @@ async def test_one_client_serves_one_event_loop_after_another(
 
     assert await asyncio.to_thread(in_a_new_loop) == "first"
     assert await asyncio.to_thread(in_a_new_loop) == "second"
-    assert len(client._sessions) == 0  # no connection held between requests
+    assert len(client._sessions) == 0  # each loop closed its session as it ended
     fake.script.append(reply(completion("third")))
     assert (await client.complete(USER)).text == "third"
 

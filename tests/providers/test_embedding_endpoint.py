@@ -347,10 +347,11 @@ def test_rate_limit_durations_refuse_garbage() -> None:
     assert parse_duration("soon") is None and parse_duration("") is None
 
 
-async def test_overlapping_calls_share_one_session_and_none_is_kept(
+async def test_calls_share_one_session_kept_until_unused(
     server: EmbeddingServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     embedder = make(server, dimensions=32, batch_size=2)
+    monkeypatch.setattr(embedder._sessions, "_idle_seconds", 0.2)
     opened: list[object] = []
     new_session = embedder._sessions._make
 
@@ -364,12 +365,13 @@ async def test_overlapping_calls_share_one_session_and_none_is_kept(
         embedder.aembed_documents([f"first {i}" for i in range(6)]),
         embedder.aembed_documents([f"second {i}" for i in range(6)]),
     )
-    assert len(opened) == 1 and opened[0].closed  # type: ignore[attr-defined]
-    assert len(embedder._sessions) == 0  # nothing held between calls
     expected = [hashed_vector(f"second {i}", 32) for i in range(6)]
     assert np.allclose(second, np.asarray(expected, dtype=np.float32), atol=1e-6)
     await embedder.aembed_documents(["later"])
-    assert len(opened) == 2 and opened[1].closed  # type: ignore[attr-defined]
+    assert len(opened) == 1 and not opened[0].closed  # type: ignore[attr-defined]
+    assert len(embedder._sessions) == 1  # kept for the next call
+    await asyncio.sleep(0.6)
+    assert opened[0].closed and len(embedder._sessions) == 0  # type: ignore[attr-defined]
 
 
 def count_in_flight(server: EmbeddingServer) -> list[int]:
