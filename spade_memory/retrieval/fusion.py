@@ -40,9 +40,20 @@ def rrf(ranked: Sequence[int], k: int) -> dict[int, float]:
     return {key: (1.0 / (k + rank)) / top for rank, key in enumerate(ranked, start=1)}
 
 
+# Scores this close rank as one: vector scores come from float32 arithmetic whose last
+# bits differ between builds of FAISS and BLAS (a 0.0 in one is 1.7e-10 in another).
+_TIE_DECIMALS = 6
+
+
+def _best_first(scores: Mapping[int, float]) -> list[int]:
+    """The keys of ``scores``, best first; equal scores (to :data:`_TIE_DECIMALS`
+    decimals) by id, so that every build, and every order a sub-route found them
+    in, ranks them alike."""
+    return sorted(scores, key=lambda key: (-round(scores[key], _TIE_DECIMALS), key))
+
+
 def _ranks(scores: Mapping[int, float]) -> dict[int, int]:
-    ordered = sorted(scores, key=lambda key: (-scores[key], key))
-    return {key: rank for rank, key in enumerate(ordered, start=1)}
+    return {key: rank for rank, key in enumerate(_best_first(scores), start=1)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,9 +80,8 @@ def fuse_subroutes(
     Scores returned are in [0, 1 + bonus] before the final blend rescales them.
     """
     if config.fusion_mode == "rrf":
-        # equal scores rank by id: the same ranks whatever order a sub-route found them in
-        a = rrf(sorted(first, key=lambda key: (-first[key], key)), config.rrf_k)
-        b = rrf(sorted(second, key=lambda key: (-second[key], key)), config.rrf_k)
+        a = rrf(_best_first(first), config.rrf_k)
+        b = rrf(_best_first(second), config.rrf_k)
     else:
         a = minmax(first)
         b = minmax(second)

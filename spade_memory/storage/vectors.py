@@ -71,6 +71,20 @@ _REBUILD_FRACTION = 0.2
 _EXACT_LIMIT = 2048
 
 
+# Scores this close are one score: the last bits of float32 arithmetic differ between
+# builds of FAISS and BLAS (a 0 is 1.7e-10 in another), and so would the order of ties.
+_TIE_DECIMALS = 6
+
+
+def _in_order(
+    ids: NDArray[np.int64], scores: NDArray[np.float32]
+) -> tuple[NDArray[np.int64], NDArray[np.float32]]:
+    """``ids`` and their ``scores``, best first; scores equal to :data:`_TIE_DECIMALS`
+    decimals in id order, so that every build ranks them alike."""
+    order = np.lexsort((ids, -np.round(scores.astype(np.float64), _TIE_DECIMALS)))
+    return ids[order], scores[order]
+
+
 def _nothing() -> tuple[NDArray[np.int64], NDArray[np.float32]]:
     return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
 
@@ -352,7 +366,7 @@ class VectorIndex:
         finally:
             faiss.omp_set_num_threads(threads)
         found = ids[0] >= 0
-        return (
+        return _in_order(
             np.asarray(ids[0][found], dtype=np.int64),
             np.asarray(scores[0][found], dtype=np.float32),
         )
@@ -363,9 +377,9 @@ class VectorIndex:
         """Brute force over ``pool`` (ids known to be present)."""
         matrix = self._index.reconstruct_batch(np.ascontiguousarray(pool))
         scores = (matrix @ vector[0]).astype(np.float32)
+        found, scores = _in_order(pool, scores)
         top = min(k, pool.size)
-        order = np.argsort(-scores, kind="stable")[:top]
-        return pool[order], scores[order]
+        return found[:top], scores[:top]
 
     # -- snapshot ------------------------------------------------------------------
 

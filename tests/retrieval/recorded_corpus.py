@@ -179,7 +179,8 @@ async def record_migrated(root: Path, variant: str) -> list[dict[str, Any]]:
 
 
 def assert_matches_record(got: Any, want: Any, where: str = "") -> None:
-    """``got`` equals ``want``, hex floats within a relative 1e-6 of each other."""
+    """``got`` equals ``want``, hex floats within a relative 1e-6 of each other (or
+    1e-7 of each other, near zero)."""
     if isinstance(want, dict):
         assert isinstance(got, dict) and sorted(got) == sorted(want), where
         for key in want:
@@ -190,6 +191,8 @@ def assert_matches_record(got: Any, want: Any, where: str = "") -> None:
             assert_matches_record(a, b, f"{where}[{index}]")
     elif isinstance(want, str) and want.startswith(("0x", "-0x")) and isinstance(got, str):
         a, b = float.fromhex(got), float.fromhex(want)
-        assert math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-12), f"{where}: {a!r} != {b!r}"
+        # scores come from float32 vectors: near zero, another build of numpy or FAISS
+        # may round a 0 to a few units of float32 precision (1.7e-10 seen)
+        assert math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-7), f"{where}: {a!r} != {b!r}"
     else:
         assert got == want, where

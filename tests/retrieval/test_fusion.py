@@ -47,6 +47,19 @@ def test_rrf_mode() -> None:
     assert fused[1].score == pytest.approx(fused[2].score)
 
 
+def test_scores_equal_but_for_float32_noise_rank_by_id() -> None:
+    """A 0 in one build of FAISS is 1.7e-10 in another: both rank the same."""
+    config = RetrievalConfig(fusion_mode="rrf", agreement_bonus=0.0)
+    noisy = {19: 1.7e-10, 4: -3e-9, 16: 0.0, 7: 0.25}
+    clean = dict.fromkeys(noisy, 0.0) | {7: 0.25}
+    a = fuse_subroutes({}, noisy, config=config, first_weight=0.5)
+    b = fuse_subroutes({}, clean, config=config, first_weight=0.5)
+    assert {key: fused.score for key, fused in a.items()} == {
+        key: fused.score for key, fused in b.items()
+    }
+    assert sorted(a, key=lambda key: -a[key].score) == [7, 4, 16, 19]
+
+
 def test_recency_decays_slowly() -> None:
     assert recency_score(0, 0.01) == 1.0
     assert recency_score(100 * 86400, 0.01) == pytest.approx(math.exp(-1))

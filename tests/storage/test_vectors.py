@@ -485,3 +485,20 @@ def test_searches_in_threads_while_adding(kind: IndexKind) -> None:
     assert not errors, errors[0]
     assert all(count > 0 for count in searched)
     assert index.ntotal == 1500 - 6 * 10
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_equal_scores_come_in_id_order(kind: IndexKind) -> None:
+    """Ties (to float32 noise) are ordered by id, whatever order FAISS found them in."""
+    index = VectorIndex(DIM, kind=kind)
+    base = np.zeros(DIM, dtype=np.float32)
+    base[0] = 1.0
+    other = np.zeros(DIM, dtype=np.float32)
+    other[1] = 1.0
+    index.add([9, 3, 7, 5], np.stack([other, other, base, other]))
+    query = base.copy()
+    query[1] = 1e-9  # a score of 1e-9 for the three others: noise, a tie with 0
+    ids, _ = index.search(query, 4)
+    assert ids.tolist() == [7, 3, 5, 9]
+    ids, _ = index.search(query, 4, allowed_ids=[9, 5, 3])
+    assert ids.tolist() == [3, 5, 9]
