@@ -11,6 +11,7 @@ opens the memory again and checks what it holds.
 from __future__ import annotations
 
 import random
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -45,6 +46,8 @@ class Child:
         )
         self.lines: list[str] = []
         self._ready = threading.Event()
+        self._done = threading.Event()
+        self.ready_at = self.done_at = 0.0  # time.monotonic() of READY and DONE
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
@@ -53,13 +56,26 @@ class Child:
         for line in self.process.stdout:
             self.lines.append(line.rstrip("\n"))
             if line.startswith("READY"):
+                self.ready_at = time.monotonic()
                 self._ready.set()
+            elif line.startswith("DONE"):
+                self.done_at = time.monotonic()
+                self._done.set()
 
     def wait_ready(self) -> None:
         if not self._ready.wait(60):
             self.process.kill()
             self.kill()
             raise AssertionError(f"the child did not start: {self.lines}")
+
+    def wait_done(self) -> None:
+        if not self._done.wait(120):
+            self.kill()
+            raise AssertionError(f"the child did not finish: {self.lines}")
+        self.process.wait(30)
+        self._reader.join(30)
+        assert self.process.stdout is not None
+        self.process.stdout.close()
 
     def kill(self) -> None:
         self.process.send_signal(signal.SIGKILL)
@@ -104,9 +120,20 @@ async def test_kill_9_during_capture_loses_no_acknowledged_message(tmp_path: Pat
         assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
 
 
+def forming_seconds(root: Path, scratch: Path) -> float:
+    """How long a child takes, from READY to DONE, to form what ``root`` has pending,
+    on a copy of it: the kills fall within that time, on a fast machine or a slow one
+    (a fixed delay outlasted the whole formation once machines got faster)."""
+    shutil.copytree(root, scratch)
+    child = Child(scratch, "form")
+    child.wait_done()
+    return child.done_at - child.ready_at
+
+
 async def test_kill_9_during_formation_forms_every_window_once(tmp_path: Path) -> None:
     count = 400  # 200 rounds: 20 windows of 10 rounds
-    async with await MemoryManager.open(JID, config(tmp_path, form=False)) as memory:
+    root = tmp_path / "memory"
+    async with await MemoryManager.open(JID, config(root, form=False)) as memory:
         for seq in range(count):
             await memory.history.append(
                 CONVERSATION,
@@ -117,21 +144,22 @@ async def test_kill_9_during_formation_forms_every_window_once(tmp_path: Path) -
                 message_id=f"m{seq}",
                 at=DAY + 30.0 * seq,
             )
+    seconds = forming_seconds(root, tmp_path / "calibration")
     rng = random.Random(61)
     left: list[int] = []  # messages still pending after each kill
     for _ in range(ROUNDS):
-        child = Child(tmp_path, "form")
+        child = Child(root, "form")
         child.wait_ready()
-        time.sleep(rng.uniform(0.0, 0.6))
+        time.sleep(rng.uniform(0.0, seconds))
         child.kill()
-        async with await MemoryManager.open(JID, config(tmp_path, form=False)) as memory:
+        async with await MemoryManager.open(JID, config(root, form=False)) as memory:
             info = await memory.history.info(CONVERSATION)
             assert info is not None
             left.append(info.pending)
         if not info.pending:
             break
     assert any(0 < pending < count for pending in left), f"no kill fell mid-way: {left}"
-    async with await MemoryManager.open(JID, config(tmp_path, form=True)) as memory:
+    async with await MemoryManager.open(JID, config(root, form=True)) as memory:
         await memory.form_memories()
         info = await memory.history.info(CONVERSATION)
         messages = await memory.history.messages(CONVERSATION)
@@ -145,7 +173,7 @@ async def test_kill_9_during_formation_forms_every_window_once(tmp_path: Path) -
     assert all(m["access_count"] == 0 for m in memories), "a formed memory was told again"
     formed_from = {message for ids in sources.values() for message in ids}
     assert {m.id for m in messages if m.role == "user"} <= formed_from
-    with sqlite3.connect(database(tmp_path)) as db:
+    with sqlite3.connect(database(root)) as db:
         told_again = db.execute("SELECT count(*) FROM memory_sources WHERE formed = 0").fetchone()
         assert told_again == (0,), "a window was formed again (its memories told again)"
         assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
