@@ -141,6 +141,9 @@ class ExportedMessage(Document):
 
     ``formed``: it was formed into memories where it was exported (or set aside by
     a reset, never to be formed); an import does not form it again.
+    ``before_reset``: it came before the conversation's last reset where it was
+    exported; an import keeps it without replaying it (absent before it was
+    exported: an older reader replays it).
     """
 
     role: Literal["user", "assistant"]
@@ -149,6 +152,7 @@ class ExportedMessage(Document):
     at: Time
     message_id: Text | None = None
     formed: bool = False
+    before_reset: bool = False
 
 
 class ExportedConversation(Document):
@@ -479,7 +483,8 @@ def _checked_conversation(conversation: ExportedConversation) -> dict[str, Any]:
                 "message_id": check_optional_text(
                     f"{where}.message_id", message.message_id, max_chars=LIMITS.message_id_chars
                 ),
-                "formed": message.formed,
+                "formed": message.formed or message.before_reset,
+                "before_reset": message.before_reset,
             }
         )
     return {"conversation_id": conversation_id, "peer": peer, "messages": messages}

@@ -558,6 +558,7 @@ class ConversationStore:
                                 "at": message.at,
                                 "message_id": message.message_id,
                                 "formed": message.id <= info.formed_through,
+                                "before_reset": message.revision < info.revision,
                             }
                             for message in messages
                         ],
@@ -603,6 +604,9 @@ class ConversationStore:
         changes nothing. Messages formed where they were exported are not formed
         again: the cursor moves over those that follow it without a gap (a message
         of this memory not formed yet, before them, keeps them pending with it).
+        A message that came before a reset where it was exported (``before_reset``)
+        is kept in the revision before this conversation's (so it is not replayed),
+        the copy of it kept here already too.
 
         A source links its memory to the message at its position (the one kept
         already, when the message was skipped). A source whose message retention had
@@ -631,12 +635,13 @@ class ConversationStore:
                 formed: set[int] = set()
                 for message in messages:
                     row = _kept_already(db, int(session_id), message)
+                    set_aside = bool(message.get("before_reset"))
                     if row is None:
                         inserted = db.execute(
                             _INSERT_MESSAGE,
                             (
                                 session_id,
-                                revision,
+                                int(revision) - 1 if set_aside else revision,
                                 message["role"],
                                 message["sender"],
                                 message["text"],
@@ -648,6 +653,12 @@ class ConversationStore:
                         added += 1
                         if message["formed"]:
                             formed.add(row)
+                    elif set_aside:
+                        db.execute(
+                            "UPDATE conversation_messages SET revision = ? "
+                            "WHERE id = ? AND revision = ?",
+                            (int(revision) - 1, row, revision),
+                        )
                     rows.append(row)
                 cursor = int(formed_through)
                 if formed:

@@ -238,3 +238,45 @@ async def test_a_source_naming_no_message_of_the_export_is_refused(
         await dave.import_data(data)
     assert (await dave.stats()).total == 0
     assert await dave.history.conversations() == []
+
+
+async def test_a_reset_travels_with_the_conversation(
+    alice: MemoryManager, dave: MemoryManager
+) -> None:
+    """What came before a reset is kept but not replayed, after an import too."""
+    await chat(alice, [("user", "My old plan was Rome"), ("assistant", "Noted")])
+    assert await alice.history.reset(CID) is True
+    await chat(alice, [("user", "Let us start over"), ("assistant", "Sure")], start=DAY + 600)
+    replayed = [m.text for m in await alice.history.recent(CID, limit=10)]
+    assert replayed == ["Let us start over", "Sure"]
+    data = await alice.export()
+    flags = [m["before_reset"] for m in data["conversations"][0]["messages"]]
+    assert flags == [True, True, False, False]
+
+    await dave.import_data(data)
+    assert [m.text for m in await dave.history.recent(CID, limit=10)] == replayed
+    assert len(await dave.history.messages(CID)) == 4  # kept, all four
+    again = await dave.export()
+    assert again["conversations"] == data["conversations"]
+    assert await dave.import_data(data) == (0, 0)  # twice changes nothing
+    assert await dave.export() == again
+    report = await dave.form_memories()
+    assert report.windows <= 1  # only what followed the reset is left to form
+
+
+async def test_an_import_sets_aside_what_the_export_says_came_before_a_reset(
+    alice: MemoryManager, tmp_path: Path
+) -> None:
+    """A copy taken before the reset, then one taken after it: the messages the first
+    brought are set aside by the second."""
+    await chat(alice, [("user", "My old plan was Rome"), ("assistant", "Noted")])
+    before = await alice.export()
+    await alice.history.reset(CID)
+    await chat(alice, [("user", "Let us start over")], start=DAY + 600)
+    after = await alice.export()
+    async with await MemoryManager.open(DAVE, config(tmp_path / "erin"), clock=clock) as erin:
+        await erin.import_data(before)
+        assert len(await erin.history.recent(CID, limit=10)) == 2
+        await erin.import_data(after)
+        replayed = [m.text for m in await erin.history.recent(CID, limit=10)]
+        assert replayed == ["Let us start over"]
