@@ -44,7 +44,7 @@ from ..storage.base import IndexedText, NewMemory
 from ..storage.conversations import ImportedSource
 from ..storage.derivation import Deferred
 from ..storage.interaction import check_imported_notes
-from ..text.extraction import get_extractor
+from ..text.extraction import check_graph_input, get_extractor
 from ..text.graph import MemoryGraph
 from ..validation import check_optional_text, check_text
 
@@ -126,6 +126,11 @@ class ExportedMemory(Document):
     forgotten_atoms: list[Text] | None = None
     """The texts of its atoms marked forgotten; absent when none is (and in exports
     before version 3)."""
+    entities: list[Text] | None = None
+    """The entity names its ``store`` call named (``store(entities=...)``); absent when
+    it named none (and in exports made before they were exported)."""
+    relations: list[dict[Text, Text]] | None = None
+    """The ``{source, relation, target}`` relations its ``store`` call named."""
 
 
 class ExportedNote(Document):
@@ -233,11 +238,17 @@ async def export_memory(engine: Engine) -> dict[str, Any]:
     history = await engine.conversations.export()
     await engine.derived()  # atoms forgotten before their memory's derivation ran
     forgotten = await engine.atoms.forgotten_texts()
+    given = await engine.base.given(memory["id"] for memory in memories)
     for memory in memories:
         if memory["id"] in history.sources:
             memory["sources"] = history.sources[memory["id"]]
         if memory["id"] in forgotten:
             memory["forgotten_atoms"] = forgotten[memory["id"]]
+        entities, relations = given.get(memory["id"], ((), ()))
+        if entities:
+            memory["entities"] = list(entities)
+        if relations:
+            memory["relations"] = [dict(relation) for relation in relations]
     document = {
         "format": EXPORT_FORMAT,
         # version 3 only when a memory carries forgotten atoms, which older readers refuse
@@ -317,6 +328,7 @@ async def import_export(
     notes = engine.interactions.check_import(_notes_of(document))
     prepared: list[tuple[NewMemory, IndexedText]] = []
     graphs: list[MemoryGraph | Deferred | None] = []
+    explicit: list[tuple[Any, Any]] = []  # the entities and relations named at store
     seen: set[str] = set()
     held: dict[str, str] = {}
     forgotten_atoms: dict[str, list[str]] = {}  # uid -> texts of its forgotten atoms
@@ -333,11 +345,14 @@ async def import_export(
                 continue
             seen.add(new.uid)
             step.append((new, text))
-            gone = document.memories[position].forgotten_atoms
-            if gone:
-                forgotten_atoms[new.uid] = gone
+            exported = document.memories[position]
+            explicit.append((exported.entities, exported.relations))
+            if exported.forgotten_atoms:
+                forgotten_atoms[new.uid] = exported.forgotten_atoms
         graphs.extend(
-            await engine.input.graphs_for([new for new, _ in step], [(None, None)] * len(step))
+            await engine.input.graphs_for(
+                [new for new, _ in step], explicit[len(prepared) : len(prepared) + len(step)]
+            )
         )
         prepared.extend(step)
         if progress is not None:
@@ -508,6 +523,7 @@ def _imported(
 def _checked_memory(
     exported: ExportedMemory, memory_input: MemoryInput, clock: Callable[[], float]
 ) -> NewMemory:
+    check_graph_input(exported.entities, exported.relations)
     new = memory_input.checked_memory(
         exported.content,
         category=exported.category,

@@ -10,6 +10,7 @@ import pytest
 from factories import UNDO_GIVEN
 
 from spade_memory.config import MaintenanceConfig, MemoryConfig, StorageConfig
+from spade_memory.errors import InvalidToolInput
 from spade_memory.manager import MemoryManager
 from spade_memory.models import Scope, Viewer
 
@@ -108,11 +109,41 @@ async def test_an_older_database_settles_claims_in_their_scopes_once_migrated(
     with sqlite3.connect(path) as db:
         db.executescript(";".join(UNDO_GIVEN) + ";")
         db.execute(
-            "UPDATE memory_atoms SET status = 'superseded', superseded_by = ? "
-            "WHERE memory_id = ?",
+            "UPDATE memory_atoms SET status = 'superseded', superseded_by = ? WHERE memory_id = ?",
             (berlin_atom.id, paris.id),
         )
     async with await MemoryManager.open(JID, config(tmp_path)) as memory:
         found = await memory.recall("where does Carol live", viewer=Viewer(jid="bob@localhost"))
         mine = sorted(r.memory.content for r in found if r.memory.scope.visibility == "private")
         assert mine == ["Carol lives in Rome."]
+
+
+@pytest.mark.parametrize("background", [True, False])
+async def test_what_was_named_travels_with_an_export(tmp_path: Path, background: bool) -> None:
+    async with await MemoryManager.open(JID, config(tmp_path / "a", background=background)) as a:
+        met = await store_supplier(a)
+        data = await a.export()
+    (exported,) = [m for m in data["memories"] if m["id"] == met]
+    assert exported["entities"] == ["Acme Corp"] and exported["relations"] == [SUPPLIES]
+    assert all("entities" not in m for m in data["memories"] if m["id"] != met)
+    other = "bob@localhost"
+    async with await MemoryManager.open(other, config(tmp_path / "b", background=background)) as b:
+        assert await b.import_data(data) == (2, 0)
+        await b.flush()
+        (moved,) = [m for m in await b.list() if m.uid == exported["uid"]]
+        assert await named(b, moved.id) == ({"Acme Corp", "Alice", "supplier today"}, {"supplies"})
+        assert await b.rebuild_graph() == 2  # and it stays with the memory there
+        assert "Acme Corp" in (await named(b, moved.id))[0]
+        assert (await b.export())["memories"][-1]["relations"] == [SUPPLIES]
+
+
+async def test_bad_named_relations_in_an_export_are_refused(tmp_path: Path) -> None:
+    async with await MemoryManager.open(JID, config(tmp_path)) as memory:
+        bad = {
+            "format": "spade_memory.export",
+            "version": 2,
+            "memories": [{"content": "Met the supplier", "relations": [{"source": "A"}]}],
+        }
+        with pytest.raises(InvalidToolInput, match="memory 1 of the export is invalid"):
+            await memory.import_data(bad)
+        assert await memory.list() == []
