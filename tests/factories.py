@@ -41,16 +41,21 @@ MEMORY_TOOL_NAMES = (
 )
 
 
+UNDO_ALIASES = ("DROP TABLE memory_aliases", "PRAGMA user_version = 13")
+"""Statements taking a database of schema v14 back to v13 (before the uids a memory
+stands for were kept)."""
+
 UNDO_GIVEN = (
+    *UNDO_ALIASES[:-1],
     "DROP TABLE memory_given",
     "ALTER TABLE derive_pending DROP COLUMN told_at",
     "PRAGMA user_version = 12",
 )
-"""Statements taking a database of schema v13 back to v12 (before the entities and
+"""Statements taking a database of schema v14 back to v12 (before the entities and
 relations named for a memory were kept)."""
 
 UNDO_CONTEXT_VECTORS = (*UNDO_GIVEN[:-1], "PRAGMA user_version = 10")
-"""Statements taking a database of schema v13 back to v10 (before turns were embedded
+"""Statements taking a database of schema v14 back to v10 (before turns were embedded
 with the turn before them: v11 and v12 changed no table)."""
 
 UNDO_DERIVATION = (
@@ -58,7 +63,7 @@ UNDO_DERIVATION = (
     "DROP TABLE derive_pending",
     "PRAGMA user_version = 9",
 )
-"""Statements taking a database of schema v13 back to v9 (before background derivation)."""
+"""Statements taking a database of schema v14 back to v9 (before background derivation)."""
 
 UNDO_CONVERSATIONS = (
     *UNDO_DERIVATION[:-1],
@@ -67,14 +72,14 @@ UNDO_CONVERSATIONS = (
     "DROP TABLE conversations",
     "PRAGMA user_version = 8",
 )
-"""Statements taking a database of schema v13 back to v8 (before the conversation store)."""
+"""Statements taking a database of schema v14 back to v8 (before the conversation store)."""
 
 UNDO_CHECKSUMS = (
     *UNDO_CONVERSATIONS[:-1],
     "DROP TABLE memory_checksums",
     "PRAGMA user_version = 7",
 )
-"""Statements taking a database of schema v13 back to v7 (before row checksums)."""
+"""Statements taking a database of schema v14 back to v7 (before row checksums)."""
 
 UNDO_CONTENT_KEYS = (
     *UNDO_CHECKSUMS[:-1],
@@ -82,7 +87,7 @@ UNDO_CONTENT_KEYS = (
     "ALTER TABLE memories DROP COLUMN content_key",
     "PRAGMA user_version = 6",
 )
-"""Statements taking a database of schema v13 back to v6 (before content keys)."""
+"""Statements taking a database of schema v14 back to v6 (before content keys)."""
 
 UNDO_SCOPES = (
     *UNDO_CONTENT_KEYS[:-1],
@@ -94,7 +99,7 @@ UNDO_SCOPES = (
     "ALTER TABLE memories DROP COLUMN owner",
     "PRAGMA user_version = 5",
 )
-"""Statements taking a database of schema v13 back to v5 (before scopes)."""
+"""Statements taking a database of schema v14 back to v5 (before scopes)."""
 
 
 def hashing_config(root: Path | None = None, **storage: Any) -> MemoryConfig:

@@ -340,8 +340,9 @@ async def import_export(
             text = engine.input.index_text(new.content, new.context)
             if new.uid in seen:
                 continue
-            if await engine.base.get_by_uid(new.uid) is not None:
-                held[new.uid] = new.uid
+            holder = await engine.base.holder_of_uid(new.uid)
+            if holder is not None:  # imported before (or a copy it reinforced, merged)
+                held[new.uid] = holder.uid
                 continue
             seen.add(new.uid)
             step.append((new, text))
@@ -429,7 +430,7 @@ async def _imported_sources(
     for memory in memories:
         if not memory.sources or memory.uid is None:
             continue
-        here = await engine.base.get_by_uid(memory.uid)
+        here = await engine.base.holder_of_uid(memory.uid)
         if here is None:
             continue
         found.extend(

@@ -521,6 +521,11 @@ class BaseMemoryStore:
     async def get_by_uid(self, uid: str) -> Memory | None:
         return await memory_reads.get_by_uid(self._fetchall, uid)
 
+    async def holder_of_uid(self, uid: str) -> Memory | None:
+        """The memory of ``uid``, or the one it stands for now (an imported copy that
+        reinforced it, a memory merged into it); ``None`` if neither."""
+        return await memory_reads.holder_of_uid(self._fetchall, uid)
+
     async def given(self, memory_ids: Iterable[int]) -> dict[int, Given]:
         """The entities and relations named for these memories when they were stored
         (those named nothing left out); their graphs are extracted with them."""

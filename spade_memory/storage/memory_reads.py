@@ -37,6 +37,7 @@ __all__ = [
     "get_many_indexed",
     "get_memory",
     "has_memories",
+    "holder_of_uid",
     "indexed_tokens_and_endings",
     "iter_all",
     "known_categories",
@@ -60,6 +61,18 @@ async def get_memory(fetch: Fetch, memory_id: int, viewer: Viewer | None = None)
 async def get_by_uid(fetch: Fetch, uid: str) -> Memory | None:
     """The memory of ``uid``, or ``None``."""
     rows = await fetch(f"SELECT {COLUMNS} FROM memories WHERE uid = ?", (uid,))
+    return row_to_memory(rows[0]) if rows else None
+
+
+async def holder_of_uid(fetch: Fetch, uid: str) -> Memory | None:
+    """The memory of ``uid``, or the one it stands for now (an imported copy that
+    reinforced it, a memory merged into it: ``memory_aliases``); ``None`` if neither."""
+    rows = await fetch(
+        f"SELECT {COLUMNS} FROM memories WHERE uid = ?1 UNION ALL "
+        f"SELECT {COLUMNS} FROM memories WHERE id = "
+        "(SELECT memory_id FROM memory_aliases WHERE uid = ?1) LIMIT 1",
+        (uid,),
+    )
     return row_to_memory(rows[0]) if rows else None
 
 

@@ -101,7 +101,9 @@ class NewMemory:
     content has the same :func:`~spade_memory.text.content_key.content_key` is
     reinforced instead (see ``memory_writes.insert_rows``); with
     ``held_copies_only`` too, only one stored before its transaction (an imported
-    memory reinforces one held here, never another of its export).
+    memory reinforces one held here, never another of its export), and its uid is
+    kept as an alias of the one it reinforced (``memory_aliases``), so the same
+    import again finds it held.
     """
 
     uid: str

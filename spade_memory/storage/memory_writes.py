@@ -87,6 +87,7 @@ _REINFORCE_MEMORY = (
     "updated_at = max(updated_at, ?1), "
     "importance = max(importance, ?2), confidence = max(confidence, ?3) WHERE id = ?4"
 )
+_KEEP_ALIAS = "INSERT OR IGNORE INTO memory_aliases (uid, memory_id) VALUES (?, ?)"
 _INSERT_READER = "INSERT OR IGNORE INTO memory_readers (memory_id, reader) VALUES (?, ?)"
 _LAST_TURN = "SELECT id FROM memories WHERE source_conversation = ? ORDER BY id DESC LIMIT 1"
 _INSERT_FTS = "INSERT INTO memories_fts (rowid, content_tokens, context_tokens) VALUES (?, ?, ?)"
@@ -174,6 +175,8 @@ def insert_rows(
                 _REINFORCE_MEMORY,
                 (new.created_at, new.importance, new.confidence, copy),
             )
+            if new.held_copies_only:  # an imported copy: its uid now stands for the copy
+                db.execute(_KEEP_ALIAS, (new.uid, copy))
             ids.append(copy)
             reinforced.add(position)
             continue

@@ -137,6 +137,16 @@ async def merge_memories(
                 "FROM memory_sources WHERE memory_id = ?",
                 (survivor, survivor, other),
             )
+            # its uid, and those it stood for, stand for the survivor now: an import of
+            # an export holding it finds it held
+            await db.execute(
+                "UPDATE memory_aliases SET memory_id = ? WHERE memory_id = ?", (survivor, other)
+            )
+            await db.execute(
+                "INSERT OR IGNORE INTO memory_aliases (uid, memory_id) "
+                "SELECT uid, ? FROM memories WHERE id = ?",
+                (survivor, other),
+            )
             await delete_graph(db, other)
             await db.execute("DELETE FROM memories WHERE id = ?", (other,))
             await db.execute("DELETE FROM memories_fts WHERE rowid = ?", (other,))

@@ -377,6 +377,18 @@ _V13 = (
     "WHERE EXISTS (SELECT 1 FROM memory_atoms)",
 )
 
+_V14 = (
+    # The uids a memory stands for besides its own: an imported memory that copied
+    # one held here (it reinforced that one) and a memory a consolidation merged
+    # into another. An import finds them held, so importing the same export again
+    # changes nothing (it told the copy again on every run).
+    """CREATE TABLE memory_aliases (
+        uid       TEXT PRIMARY KEY,
+        memory_id INTEGER NOT NULL REFERENCES memories (id) ON DELETE CASCADE
+    ) WITHOUT ROWID""",
+    "CREATE INDEX memory_aliases_by_memory ON memory_aliases (memory_id)",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _V1),
     Migration(2, "graph nodes, edges, entries and memory atoms", _V2),
@@ -391,6 +403,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(11, "turns of a conversation embedded with the turn before them", _V11),
     Migration(12, "content keys of memories whose text changed", _V12),
     Migration(13, "the entities and relations named for a memory; claims settled in scope", _V13),
+    Migration(14, "uids a memory stands for besides its own (imported copies, merges)", _V14),
 )
 
 SCHEMA_VERSION = MIGRATIONS[-1].version

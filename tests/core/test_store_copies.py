@@ -76,6 +76,28 @@ async def test_an_imported_older_copy_reinforces_without_moving_the_times_back(
     assert after.last_accessed is not None and after.last_accessed >= held.updated_at
 
 
+async def test_importing_a_copy_again_changes_nothing(fresh_memory: MemoryManager) -> None:
+    """The copy's uid stands for the memory it reinforced: the same import twice
+    tells it once (it told it again on every run), and its sources attach to it."""
+    held = await fresh_memory.store("The build server is jenkins-02")
+    export = {
+        "format": "spade_memory.export",
+        "version": 2,
+        "memories": [{"uid": "a" * 32, "content": "the build server is Jenkins-02"}],
+    }
+    assert await fresh_memory.import_data(export) == (0, 0)
+    assert (await fresh_memory.get(held.id)).access_count == 1
+    for _ in range(2):
+        assert await fresh_memory.import_data(export) == (0, 0)
+    assert (await fresh_memory.get(held.id)).access_count == 1
+    assert [m.id for m in await fresh_memory.list()] == [held.id]
+    holder = await fresh_memory._engine.base.holder_of_uid("a" * 32)
+    assert holder is not None and holder.id == held.id
+    await fresh_memory.forget(held.id)  # the alias goes with the memory
+    assert await fresh_memory._engine.base.holder_of_uid("a" * 32) is None
+    assert await fresh_memory.import_data(export) == (1, 0)
+
+
 async def test_dedupe_false_stores_the_copy(fresh_memory: MemoryManager) -> None:
     first = await fresh_memory.store("The archive closes at 6 pm")
     copy = await fresh_memory.store("The archive closes at 6 pm", dedupe=False)

@@ -82,8 +82,17 @@ sources = st.none() | st.lists(
     max_size=2,
 )
 forgotten_atoms = st.none() | st.lists(texts, min_size=1, max_size=2)
+given_graph = st.tuples(
+    st.none() | st.lists(texts, min_size=1, max_size=2),
+    st.none()
+    | st.lists(
+        st.fixed_dictionaries({"source": texts, "relation": texts, "target": texts}),
+        min_size=1,
+        max_size=2,
+    ),
+)
 memories = st.builds(
-    lambda uid, content, importance, status, created, seen, count, metadata, scope, came, gone: {
+    lambda uid, content, importance, status, created, seen, count, metadata, scope, came, gone, g: {
         "id": None,
         "uid": uid,
         "category": "fact",
@@ -102,6 +111,8 @@ memories = st.builds(
         "scope": scope,
         "sources": came,
         "forgotten_atoms": gone,
+        "entities": g[0],
+        "relations": g[1],
     },
     st.uuids().map(lambda u: u.hex),
     texts,
@@ -114,6 +125,7 @@ memories = st.builds(
     scopes,
     sources,
     forgotten_atoms,
+    given_graph,
 )
 notes = st.dictionaries(
     texts,
@@ -136,19 +148,21 @@ notes = st.dictionaries(
 
 
 messages = st.builds(
-    lambda role, sender, text, at, message_id, formed: {
+    lambda role, sender, text, at, message_id, formed, before_reset: {
         "role": role,
         "sender": sender,
         "text": text,
         "at": at,
         "message_id": message_id,
         "formed": formed,
+        "before_reset": before_reset,
     },
     st.sampled_from(["user", "assistant"]),
     st.sampled_from(["alice@localhost", "bob@localhost"]),
     texts,
     times,
     st.none() | texts,
+    st.booleans(),
     st.booleans(),
 )
 conversations = st.lists(

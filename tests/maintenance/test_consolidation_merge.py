@@ -247,3 +247,22 @@ async def test_a_merge_of_memories_changed_while_the_llm_merged_them_is_dropped(
     assert result.merges == () and llm.requests  # asked, then not written
     assert (await memory.get(b.id)).scope == Scope.private("dana@localhost")
     assert (await memory.get(a.id)).metadata == {"protected": True}
+
+
+async def test_an_export_from_before_a_merge_brings_nothing_back(
+    open_memory: Opener, clock: Clock
+) -> None:
+    """The merged memory's uid stands for the survivor: importing an export taken
+    before the merge adds nothing and tells nothing again."""
+    memory = await open_memory()
+    found = await duplicates(memory)
+    before = await memory.export()
+    clock.advance(1)
+    result = await memory.maintenance.consolidate()
+    assert [m.merged for m in result.merges] == [(found["short"].id,)]
+    survivor = await memory.get(found["long"].id)
+    assert await memory.import_data(before) == (0, 0)
+    assert await memory.get(found["long"].id) == survivor
+    assert len(await memory.list(limit=50)) == len(found) - 1
+    holder = await memory._engine.base.holder_of_uid(found["short"].uid)
+    assert holder is not None and holder.id == survivor.id
