@@ -169,20 +169,12 @@ def release_atoms(where: str, params: Sequence[Any], db: sqlite3.Connection) -> 
     superseded, before they are deleted or forgotten: the claims to settle then,
     theirs and those of the atoms released (each in its own memory's scope, which an
     update may have left)."""
-    ids = [int(r[0]) for r in db.execute(f"SELECT id FROM memory_atoms WHERE {where}", params)]
     claims: list[Claim] = []
-    for chunk in chunks(ids):
-        marks = placeholders(len(chunk))
-        rows = db.execute(
-            "SELECT subject, predicate, memory_id FROM memory_atoms "
-            f"WHERE (id IN ({marks}) OR superseded_by IN ({marks})) "
-            "AND subject IS NOT NULL AND predicate IS NOT NULL AND object IS NOT NULL",
-            [*chunk, *chunk],
-        ).fetchall()
-        claims.extend((str(r[0]), str(r[1]), int(r[2])) for r in rows if str(r[1]) in FUNCTIONAL)
+    for chunk in _atom_chunks(where, params, db):
+        claims.extend(_claims_among(chunk, db))
         db.execute(
             "UPDATE memory_atoms SET status = 'active', superseded_by = NULL "
-            f"WHERE status = 'superseded' AND superseded_by IN ({marks})",
+            f"WHERE status = 'superseded' AND superseded_by IN ({placeholders(len(chunk))})",
             chunk,
         )
     return claims
@@ -202,16 +194,30 @@ def forget_atoms(where: str, params: Sequence[Any], db: sqlite3.Connection) -> i
     return int(changed)
 
 
-def _claims_of(memory_id: int, db: sqlite3.Connection) -> list[Claim]:
-    """The claims a memory's atoms make, and those of the atoms they superseded
-    (each settled in its own memory's scope, which an update may have left)."""
+def _claims_of(where: str, params: Sequence[Any], db: sqlite3.Connection) -> list[Claim]:
+    """The claims the atoms selected by ``where`` make, and those of the atoms they
+    superseded (each settled in its own memory's scope, which an update may have
+    left)."""
+    claims: list[Claim] = []
+    for chunk in _atom_chunks(where, params, db):
+        claims.extend(_claims_among(chunk, db))
+    return claims
+
+
+def _atom_chunks(where: str, params: Sequence[Any], db: sqlite3.Connection) -> list[Sequence[int]]:
+    """The ids of the atoms selected by ``where``, in chunks for ``IN`` lists."""
+    ids = [int(r[0]) for r in db.execute(f"SELECT id FROM memory_atoms WHERE {where}", params)]
+    return list(chunks(ids))
+
+
+def _claims_among(ids: Sequence[int], db: sqlite3.Connection) -> list[Claim]:
+    """The functional claims of the atoms ``ids`` and of the atoms they superseded."""
+    marks = placeholders(len(ids))
     rows = db.execute(
-        "SELECT subject, predicate, memory_id FROM memory_atoms WHERE memory_id = ? "
-        "AND subject IS NOT NULL AND predicate IS NOT NULL AND object IS NOT NULL "
-        "UNION SELECT s.subject, s.predicate, s.memory_id FROM memory_atoms AS s "
-        "JOIN memory_atoms AS a ON a.id = s.superseded_by WHERE a.memory_id = ? "
-        "AND s.subject IS NOT NULL AND s.predicate IS NOT NULL",
-        (memory_id, memory_id),
+        "SELECT subject, predicate, memory_id FROM memory_atoms "
+        f"WHERE (id IN ({marks}) OR superseded_by IN ({marks})) "
+        "AND subject IS NOT NULL AND predicate IS NOT NULL AND object IS NOT NULL",
+        [*ids, *ids],
     ).fetchall()
     return [(str(r[0]), str(r[1]), int(r[2])) for r in rows if str(r[1]) in FUNCTIONAL]
 
@@ -297,7 +303,7 @@ def reinforce_atoms(
     ones active again), and its claims are settled again, standing if told last;
     inside the caller's transaction."""
     db.execute(_REINFORCE_OF_MEMORY, (now if told is None else told, now, factor, memory_id))
-    settle_claims(_claims_of(memory_id, db), db)
+    settle_claims(_claims_of("memory_id = ?", (memory_id,), db), db)
 
 
 def _write_atoms(
