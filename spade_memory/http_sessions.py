@@ -121,17 +121,24 @@ class LoopSessions:
     def _idle(self, loop: asyncio.AbstractEventLoop, shared: _Shared) -> None:
         shared.idle = None
         if shared.users == 0 and not shared.dropped:
-            task = loop.create_task(self._drop(loop, shared))
+            # let go of it now, not in the task: a call starting before the task runs
+            # takes a new session instead of this one, closing under it
+            self._forget(loop, shared)
+            task = loop.create_task(shared.holder.aclose())
             self._closing.add(task)
             task.add_done_callback(self._closing.discard)
 
     async def _drop(self, loop: asyncio.AbstractEventLoop, shared: _Shared) -> None:
         if shared.dropped:
             return
+        self._forget(loop, shared)
+        await shared.holder.aclose()
+
+    def _forget(self, loop: asyncio.AbstractEventLoop, shared: _Shared) -> None:
+        """No call takes ``shared`` any more (it is being closed)."""
         shared.dropped = True
         if shared.idle is not None:
             shared.idle.cancel()
             shared.idle = None
         if self._shared.get(loop) is shared:
             del self._shared[loop]
-        await shared.holder.aclose()

@@ -99,7 +99,7 @@ _INFO = (
     "(SELECT min(at) FROM conversation_messages WHERE session_id = c.id), "
     "(SELECT max(at) FROM conversation_messages WHERE session_id = c.id), "
     "(SELECT count(*) FROM conversation_messages WHERE session_id = c.id "
-    "AND id > c.formed_through) FROM conversations AS c"
+    "AND id > c.formed_through AND revision = c.revision) FROM conversations AS c"
 )
 
 
@@ -421,7 +421,9 @@ class ConversationStore:
 
     async def pending(self, conversation_id: str) -> Pending | None:
         """The messages of the conversation not yet formed, with its revision and cursor
-        as read together; ``None`` when it is not kept."""
+        as read together; ``None`` when it is not kept. A message of an earlier
+        revision is never formed (set aside by a reset, here or where it was
+        imported from), wherever it stands."""
 
         def read(db: sqlite3.Connection) -> Pending | None:
             row = db.execute(
@@ -435,8 +437,8 @@ class ConversationStore:
             messages = db.execute(
                 f"SELECT {_MESSAGE_COLUMNS} FROM conversation_messages AS m "
                 "JOIN conversations AS c ON c.id = m.session_id "
-                "WHERE m.session_id = ? AND m.id > ? ORDER BY m.id",
-                (session_id, formed_through),
+                "WHERE m.session_id = ? AND m.id > ? AND m.revision = ? ORDER BY m.id",
+                (session_id, formed_through, revision),
             ).fetchall()
             return Pending(
                 int(session_id),

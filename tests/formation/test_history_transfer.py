@@ -280,3 +280,30 @@ async def test_an_import_sets_aside_what_the_export_says_came_before_a_reset(
         await erin.import_data(after)
         replayed = [m.text for m in await erin.history.recent(CID, limit=10)]
         assert replayed == ["Let us start over"]
+
+
+async def test_what_is_set_aside_by_an_import_never_stops_the_forming(tmp_path: Path) -> None:
+    """A copy taken before the reset left two messages pending here; the copy taken
+    after it sets them aside: what came after the reset is formed, they never are."""
+    async with await MemoryManager.open(ALICE, config(None), clock=clock) as alice:
+        await chat(alice, [("user", "I live in Rome and I love cycling"), ("assistant", "Ok")])
+        before = await alice.export()
+        await alice.history.reset(CID)
+        await chat(
+            alice,
+            [("user", "My sister Ada is a pilot in Oslo"), ("assistant", "Got it")],
+            start=DAY + 600,
+        )
+        after = await alice.export()
+    async with await MemoryManager.open(DAVE, config(tmp_path), clock=clock) as dave:
+        await dave.import_data(before)
+        await dave.import_data(after)
+        info = await dave.history.info(CID)
+        assert info is not None and info.pending == 2  # the two said after the reset
+        report = await dave.form_memories()
+        assert report.windows == 1 and report.discarded == 0 and report.memories >= 1
+        info = await dave.history.info(CID)
+        assert info is not None and info.pending == 0
+        formed = [m.content for m in await dave.list()]
+        assert any("Ada" in text for text in formed)
+        assert not any("Rome" in text for text in formed)

@@ -142,3 +142,23 @@ async def test_a_closed_client_keeps_nothing_after_its_last_request(server: Serv
 def test_idle_time_must_not_be_negative() -> None:
     with pytest.raises(ValueError, match="idle_seconds"):
         LoopSessions(aiohttp.ClientSession, idle_seconds=-1)
+
+
+async def test_a_call_starting_as_the_idle_session_closes_takes_a_new_one() -> None:
+    """The idle timer lets go of the session before its closing runs: a call that
+    starts in between never gets the session closing under it."""
+    recording = Recording()
+    sessions = LoopSessions(recording, idle_seconds=60)
+    async with sessions.connection() as first:
+        pass
+    loop = asyncio.get_running_loop()
+    shared = sessions._shared[loop]
+    assert shared.idle is not None
+    shared.idle.cancel()
+    sessions._idle(loop, shared)  # what the timer does: its closing task not run yet
+    async with sessions.connection() as second:
+        assert second is not first and not second.closed
+        await asyncio.sleep(0.01)  # the closing task runs
+        assert first.closed and not second.closed
+    await sessions.aclose()
+    assert second.closed and len(sessions) == 0
