@@ -144,6 +144,7 @@ class Fleet:
         stems = [chosen] if chosen else sorted(agents, key=lambda stem: agents[stem])
         found: list[dict[str, Any]] = []
         skipped: list[dict[str, str]] = []
+        limit = LIMITS.search_limit
         try:
             if text:
                 for stem in stems:
@@ -153,6 +154,7 @@ class Fleet:
                         skipped.append({"agent": agents[stem], "reason": str(exc)})
                         continue
                     data = await views.search_view(manager, query)
+                    limit = int(data["limit"])  # of the whole page, not of each agent
                     found.extend(
                         {**result, "agent": manager.jid, "stem": stem} for result in data["results"]
                     )
@@ -163,7 +165,7 @@ class Fleet:
             "query": text,
             "agent": chosen or None,
             "agents": [{"stem": stem, "jid": jid} for stem, jid in agents.items()],
-            "results": found[: LIMITS.search_limit],
+            "results": found[:limit],
             "skipped": skipped,
         }
         return page(request, "fleet_search.html", data, active="fleet", static="/static")

@@ -27,7 +27,7 @@ from ..errors import (
 )
 from . import views
 from .render import html, json_body, page, static_file, wants_json
-from .security import Guard
+from .security import Guard, read_form
 
 if TYPE_CHECKING:
     from ..manager import MemoryManager
@@ -210,13 +210,13 @@ class MemoryPages:
         if request.content_type == "application/json":
             try:
                 body = await request.json()
-            except ValueError:
+            except (ValueError, LookupError):  # not JSON, not its charset, no such charset
                 raise InvalidToolInput("the body is not JSON") from None
             if not isinstance(body, dict):
                 raise InvalidToolInput("the body must be a JSON object")
             fields = body
         else:
-            fields = await request.post()
+            fields = await read_form(request)
         return inspected, int(request.match_info["id"]), fields
 
     @staticmethod
@@ -286,8 +286,9 @@ def _number(name: str, value: Any) -> float:
         raise InvalidToolInput(f"{name} must be a number between 0 and 1, got {value!r}")
     try:
         number = float(value)
-    except (TypeError, ValueError):
-        raise InvalidToolInput(f"{name} must be a number between 0 and 1, got {value!r}") from None
+    except (TypeError, ValueError, OverflowError):  # 10**400 is no float
+        shown = value if not isinstance(value, int) else f"an integer of {len(str(value))} digits"
+        raise InvalidToolInput(f"{name} must be a number between 0 and 1, got {shown!r}") from None
     if not 0.0 <= number <= 1.0:
         raise InvalidToolInput(f"{name} must be a number between 0 and 1, got {number}")
     return number

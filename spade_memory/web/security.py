@@ -14,7 +14,8 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import secrets
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from aiohttp import web
@@ -29,6 +30,7 @@ __all__ = [
     "Guard",
     "is_loopback",
     "new_token",
+    "read_form",
 ]
 
 TOKEN_FIELD = "token"
@@ -116,13 +118,22 @@ class Guard:
             "application/x-www-form-urlencoded",
             "multipart/form-data",
         ):
-            form = await request.post()
+            form = await read_form(request)
             field = form.get(TOKEN_FIELD)
             given = field if isinstance(field, str) else None
         if not given or not hmac.compare_digest(
             given.encode("utf-8", "surrogateescape"), token.encode()
         ):
             raise web.HTTPForbidden(text="missing or wrong token: reload the page and try again")
+
+
+async def read_form(request: web.Request) -> Mapping[str, Any]:
+    """The request's form fields; an unreadable body (bytes that are not its charset,
+    a charset that does not exist) is refused with 400, not a server error."""
+    try:
+        return await request.post()
+    except (UnicodeDecodeError, LookupError) as exc:
+        raise web.HTTPBadRequest(text=f"the form body cannot be read: {exc}") from None
 
 
 def _hostname(host: str) -> str:

@@ -8,6 +8,7 @@ operator's: it sees every scope, counts no access, and forms nothing.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Mapping
 from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -145,14 +146,15 @@ async def list_view(manager: MemoryManager, query: Query) -> dict[str, Any]:
     offset = _int(query, "offset", 0, low=0, high=10**9)
     start = None if since is None else _midnight(since)
     end = None if until is None or until == date.max else _midnight(until + timedelta(days=1))
-    memories = await manager.list(
+    listed = functools.partial(
+        manager.list,
         category,
         status=None if status == "all" else status,
         created_from=start,
         created_to=end,
-        limit=limit + 1,
-        offset=offset,
     )
+    memories = await listed(limit=limit, offset=offset)
+    more = len(memories) == limit and bool(await listed(limit=1, offset=offset + limit))
     return {
         "agent": manager.jid,
         "category": category,
@@ -161,10 +163,10 @@ async def list_view(manager: MemoryManager, query: Query) -> dict[str, Any]:
         "to": None if until is None else until.isoformat(),
         "limit": limit,
         "offset": offset,
-        "more": len(memories) > limit,
+        "more": more,
         "categories": list(manager.categories),
         "statuses": [*MEMORY_STATUSES, "all"],
-        "memories": [memory_dict(m) for m in memories[:limit]],
+        "memories": [memory_dict(m) for m in memories],
     }
 
 
@@ -269,7 +271,8 @@ async def maintenance_view(manager: MemoryManager) -> dict[str, Any]:
 
 async def graph_view(manager: MemoryManager, query: Query) -> dict[str, Any]:
     """The busiest entities and their relations, with Louvain communities."""
-    conversation = _optional(query, "conversation")
+    # a conversation id as given: " c1" is not "c1" (ids are kept as written)
+    conversation = query.get("conversation") or None
     node_type = _optional(query, "type")
     max_nodes = _int(query, "nodes", 150, low=1, high=LIMITS.graph_view_nodes)
     overview = await manager.graph_overview(

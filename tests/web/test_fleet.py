@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
+import re
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -178,3 +180,70 @@ async def test_odd_ids_dates_and_tokens_are_no_server_errors(
         f"/agents/{stem}/memories/1/pin", headers={"X-Memory-Token": "\udcff\udcfe"}
     )
     assert forged.status == 403
+
+
+async def _token(client: TestClient[Any, Any], stem: str) -> str:
+    page = await (await client.get(f"/agents/{stem}/")).text()
+    found = re.search(r'name="memory-token" content="([^"]+)"', page)
+    assert found is not None
+    return found.group(1)
+
+
+async def test_unreadable_change_requests_are_refused_not_server_errors(
+    client: TestClient[Any, Any],
+) -> None:
+    stem = AgentIdentity.of(ALICE).stem
+    pin = f"/agents/{stem}/memories/1/pin"
+    form = "application/x-www-form-urlencoded"
+    for body, kind in (
+        (b"importance=\xff", form),  # not UTF-8
+        (b"importance=1", f"{form}; charset=bogus"),  # no such charset
+    ):
+        response = await client.post(pin, data=body, headers={"Content-Type": kind})
+        assert response.status == 400, await response.text()
+    token = await _token(client, stem)
+    for path in (pin, f"/agents/{stem}/memories/1/update"):
+        response = await client.post(
+            path,
+            data=b'{"importance": 1' + b"0" * 400 + b"}",  # no float holds it
+            headers={"Content-Type": "application/json", "X-Memory-Token": token},
+        )
+        assert response.status == 400, await response.text()
+        assert "importance must be a number" in await response.text()
+
+
+async def test_the_list_page_takes_its_largest_limit_and_the_search_its_own(
+    client: TestClient[Any, Any], memory_root: Path
+) -> None:
+    stem = AgentIdentity.of(ALICE).stem
+    largest = await client.get(
+        f"/agents/{stem}/memories", params={"limit": "1000", "format": "json"}
+    )
+    assert largest.status == 200, await largest.text()
+    data = await largest.json()
+    assert data["limit"] == 1000 and data["more"] is False and len(data["memories"]) == 1
+    one = await client.get(f"/agents/{stem}/memories", params={"limit": "1", "format": "json"})
+    assert (await one.json())["more"] is False  # Alice holds one memory
+    async with await _open(memory_root, BOB) as bob:
+        await bob.store("Bob keeps bees too", category="fact")
+    found = await client.get("/search", params={"q": "bees", "limit": "1", "format": "json"})
+    assert found.status == 200, await found.text()
+    assert len((await found.json())["results"]) == 1  # the page's limit, not each agent's
+
+
+async def test_the_graph_of_a_conversation_is_the_one_named_as_written(
+    memory_root: Path,
+) -> None:
+    async with await _open(memory_root, ALICE) as alice:
+        await alice.store("Erin met Frank in Rome", source_conversation="c1")
+        await alice.store("Carol met Dave in Paris", source_conversation=" c1")
+        await alice.flush()
+    fleet = Fleet(memory_root, _open, host="127.0.0.1")
+    stem = AgentIdentity.of(ALICE).stem
+    async with TestClient(TestServer(fleet.app())) as client:
+        response = await client.get(
+            f"/agents/{stem}/graph", params={"conversation": " c1", "format": "json"}
+        )
+        assert response.status == 200, await response.text()
+        names = json.dumps(await response.json())
+        assert "Carol" in names and "Erin" not in names
