@@ -68,7 +68,9 @@ __all__ = ["HiddenFilter", "Retriever", "SearchState", "SearchTimings", "VectorS
 
 logger = logging.getLogger(__name__)
 
-_LATIN_WORD = re.compile(r"[a-z]+")
+# A query's words as whole runs of letters: an accented word ("málaga") is one word,
+# never respelt (only ASCII words are), not "m" and a "laga" to respell.
+_WORD = re.compile(r"[^\W\d_]+")
 
 _CacheKey = tuple[str, int, tuple[str, ...], bool, Viewer | None, float]
 _WIDEN_BY = 4  # a search crowded by memories with no live atom asks 4 times as many
@@ -432,8 +434,8 @@ class Retriever:
             return
         words = {
             word: stem(word)
-            for word in _LATIN_WORD.findall(unicodedata.normalize("NFKC", state.query).casefold())
-            if respellable(word, tuning.typo_min_chars)
+            for word in _WORD.findall(unicodedata.normalize("NFKC", state.query).casefold())
+            if word.isascii() and respellable(word, tuning.typo_min_chars)
         }
         if not words:
             return

@@ -119,6 +119,15 @@ async def test_a_held_or_unrelated_term_is_not_respelt(tmp_path: Path) -> None:
         assert await _found(memory, "tan") == []
 
 
+async def test_an_accented_word_is_one_word_never_respelt(tmp_path: Path) -> None:
+    """ "Málaga" is one word, as the index reads it, not "m" and a "laga" to respell."""
+    async with await MemoryManager.open("typos@x.example", _keyword_config(tmp_path)) as memory:
+        flight = "Our flight to Málaga leaves on Tuesday"
+        await memory.store_many([{"content": flight}, {"content": "The saga continues"}])
+        assert await _found(memory, "Málaga") == [flight]
+        assert await _found(memory, "Malaga") == [flight]
+
+
 async def test_a_word_of_the_dictionary_is_meant_as_typed(tmp_path: Path) -> None:
     """A real word the memory lacks is no typo of a held one: "cart" is one edit
     from the held "card" but is searched as typed; "cadr" is respelt."""
