@@ -68,9 +68,10 @@ ROW_WIDTH = 18
 """How many values :data:`COLUMNS` selects (a query may add its own after them)."""
 
 
-INDEX_TEXT_VERSION = 3
+INDEX_TEXT_VERSION = 4
 """The version of :meth:`IndexedText.of`'s output (2: the memory's date terms; 3:
-invisible format characters no longer split a word). A memory stored by an older
+invisible format characters no longer split a word; 4: no Chinese relative day read
+inside a calendar date or a word, 5月3日前 or 以后天气). A memory stored by an older
 version has its keyword row written again on open."""
 
 

@@ -113,10 +113,18 @@ _EN_ALTERNATIVES = "|".join(
     )
 )
 _EN = re.compile(rf"\b(?:{_EN_ALTERNATIVES})\b", re.IGNORECASE)
+# 后天 and 前天 inside 以后天气, 之前天气, 然后天...: the 后 or 前 ends the word before
+_ZH_WORD_BEFORE = "以之然最此其随事饭睡课午日提先向往从目眼面空"
+# a count right after a month or another numeral is a calendar date (5月3日前: before
+# 3 May), not days ago
+_ZH_DATE_BEFORE = "年月0-9０-９零〇一二两三四五六七八九十"
 _ZH = re.compile(
     "|".join(
         (
-            r"(?P<day>" + "|".join(sorted(_ZH_DAYS, key=len, reverse=True)) + r")",
+            rf"(?<![{_ZH_WORD_BEFORE}])(?P<day>"
+            + "|".join(sorted(_ZH_DAYS, key=len, reverse=True))
+            + r")",
+            rf"(?<![{_ZH_DATE_BEFORE}])"
             rf"(?P<count>{_ZH_NUM}(?P<unit>天|日|个?{_ZH_WEEK}|个月)(?P<dir>以前|之前|前|以后|之后|后))",
             rf"(?P<named>(?P<which>[上这本下])个?{_ZH_WEEK}(?P<weekday>[一二三四五六日天]))",
             rf"(?P<span>(?P<side>[上这本下])个?(?P<period>{_ZH_WEEK}|月))",

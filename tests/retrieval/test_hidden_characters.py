@@ -58,4 +58,4 @@ async def test_memories_indexed_before_are_indexed_again_on_open(tmp_path: Path)
             "SELECT value FROM meta WHERE key = 'index_text_version'"
         ).fetchone()
     db.close()
-    assert version == str(INDEX_TEXT_VERSION) == "3"
+    assert version == str(INDEX_TEXT_VERSION) == "4"

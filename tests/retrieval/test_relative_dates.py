@@ -71,6 +71,20 @@ def test_relative_expressions_resolve_against_the_reference(text: str, keys: lis
 
 
 @pytest.mark.parametrize(
+    "text",
+    [
+        "请在5月3日前提交",  # before 3 May, not three days ago
+        "2024年5月10日后",  # after 10 May
+        "以后天气会好",  # 以后 then 天气: no 后天
+        "之前天气很冷",  # 之前 then 天气: no 前天
+        "然后天黑了",
+    ],
+)
+def test_chinese_words_and_dates_are_no_relative_days(text: str) -> None:
+    assert _keys(text, MONDAY) == []
+
+
+@pytest.mark.parametrize(
     ("text", "reference", "key"),
     [
         ("yesterday", date(2024, 3, 1), "date:2024-02-29"),  # leap day
