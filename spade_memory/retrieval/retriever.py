@@ -456,12 +456,20 @@ class Retriever:
         spelled = state.query
         for word, found in found_for.items():
             near = closest({term: held.get(term, 0) for term in found}, tuning.typo_respellings)
+            if state.viewer is not None:
+                # only words of memories the viewer sees: a word only hidden memories
+                # hold would tell it that they hold it
+                near = [term for term in near if await self._seen_holds(term, state.viewer)]
             if not near:
                 continue
             state.respelt[word] = near
             spelled = _replace_word(spelled, word, found[near[0]])
         if spelled != state.query:
             state.spelled = spelled
+
+    async def _seen_holds(self, term: str, viewer: Viewer) -> bool:
+        """Whether a memory ``viewer`` sees holds the index term ``term``."""
+        return bool(await self._base.keyword_search([term], limit=1, viewer=viewer))
 
     async def _embed_query(self, query: str, timings: SearchTimings) -> np.ndarray:
         """The query's vector; for a question asking for several things of a kind

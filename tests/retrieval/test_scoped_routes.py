@@ -203,3 +203,29 @@ async def test_list_recent_and_recall_see_what_the_viewer_sees(
     recalled = await keyword_only.recall("locker", viewer=bob)
     assert [r.memory.id for r in recalled] == [public.id]
     assert await keyword_only.recall_memory(secret.id, viewer=Viewer(jid=ALICE)) is not None
+
+
+async def test_a_typo_is_never_respelt_to_a_word_only_hidden_memories_hold() -> None:
+    """Bob's "quetzalcoatk" stays as typed whether or not Alice's private memory holds
+    "quetzalcoatl": his results are the same either way (the agent's own search
+    respells it)."""
+
+    async def searched(secret: bool) -> tuple[list[tuple[str, float]], list[str]]:
+        config = MemoryConfig(in_memory=True, embedder=None)
+        async with await MemoryManager.open(AGENT, config) as memory:
+            await memory.store("The office opens at 9 and the zanzibar plan is public")
+            if secret:
+                await memory.store("Project quetzalcoatl is secret", scope=Scope.private(ALICE))
+            query = "quetzalcoatk office"
+            hits = await memory.search(query, viewer=Viewer(jid=BOB), record_access=False)
+            own = await memory.search(query, record_access=False)
+            return [(h.memory.content, h.score) for h in hits], [h.memory.content for h in own]
+
+    without, _ = await searched(False)
+    with_secret, own = await searched(True)
+    # the same memories, scored alike (a respelling would have moved the score by 0.05;
+    # the keyword statistics of all memories move it by a few billionths)
+    assert [content for content, _ in with_secret] == [content for content, _ in without]
+    for (_, score), (_, before) in zip(with_secret, without, strict=True):
+        assert score == pytest.approx(before, abs=1e-6)
+    assert "Project quetzalcoatl is secret" in own
