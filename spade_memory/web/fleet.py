@@ -22,7 +22,7 @@ from ..limits import LIMITS
 from ..storage.agent_listing import list_agents
 from ..storage.registry import Registry
 from . import views
-from .render import page, static_file
+from .render import page
 from .routes import Inspected, MemoryPages, error_response
 from .security import Guard, new_token
 
@@ -99,7 +99,7 @@ class Fleet:
         app = web.Application()
         app.router.add_get("/", self.index)
         app.router.add_get("/search", self.search)
-        app.router.add_get("/static/{name}", static_file)
+        app.router.add_get("/static/{name}", self._pages.static)
         for method, path, handler in self._pages.routes("/agents/{agent}"):
             app.router.add_route(method, path, handler)
         app.on_cleanup.append(self._close)

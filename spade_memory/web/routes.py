@@ -123,13 +123,18 @@ class MemoryPages:
             ("/memories/{id:[0-9]{1,19}}/restore", self.restore),
         ]
         found = [("GET", prefix + path, _answering(handler)) for path, handler in gets]
-        found.append(("GET", prefix + "/static/{name}", static_file))
+        found.append(("GET", prefix + "/static/{name}", self.static))
         found += [("POST", prefix + path, _answering(handler)) for path, handler in posts]
         return found
 
     async def _open(self, request: web.Request) -> Inspected:
         self._guard.check_host(request)
         return await self._resolve(request)
+
+    async def static(self, request: web.Request) -> web.Response:
+        """A static file of the pages, to the hosts the pages answer to."""
+        self._guard.check_host(request)
+        return await static_file(request)
 
     @staticmethod
     def _page(

@@ -247,3 +247,13 @@ async def test_the_graph_of_a_conversation_is_the_one_named_as_written(
         assert response.status == 200, await response.text()
         names = json.dumps(await response.json())
         assert "Carol" in names and "Erin" not in names
+
+
+async def test_static_files_answer_only_the_hosts_the_pages_answer(
+    client: TestClient[Any, Any],
+) -> None:
+    stem = AgentIdentity.of(ALICE).stem
+    for path in ("/static/graph.js", f"/agents/{stem}/static/graph.js"):
+        assert (await client.get(path)).status == 200
+        foreign = await client.get(path, headers={"Host": "evil.example"})
+        assert foreign.status == 403, path
