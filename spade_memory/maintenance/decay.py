@@ -120,6 +120,8 @@ async def decay_importance(
                 protected += 1
                 continue
             days = max(0.0, (now - max(since, float(created_at))) / _DAY)
+            if days <= 0:  # no time passed (a clock set back): nothing decays
+                continue
             longest = max(longest, days)
             value = decayed_importance(
                 float(importance), days=days, access_count=int(access_count), rate=rate_per_day
@@ -159,16 +161,19 @@ async def set_status(
         return json.dumps(metadata, ensure_ascii=False)
 
     changed = await lifecycle.set_status(
-        engine.base, wanted, status, previous=previous, metadata=edit
+        engine.base,
+        wanted,
+        status,
+        previous=previous,
+        metadata=edit,
+        accessed=now if status == "active" else None,
     )
     if changed:
         engine.notify_changed()
     return changed
 
 
-async def cleanup(
-    engine: Engine, *, now: float, config: MaintenanceConfig
-) -> CleanupResult:
+async def cleanup(engine: Engine, *, now: float, config: MaintenanceConfig) -> CleanupResult:
     """Archive or delete old, unimportant, unused memories, as ``config`` says."""
     policy = config.cleanup_policy
     if policy == "off":

@@ -321,9 +321,11 @@ class Maintenance:
             if hours <= 0:
                 continue
             last = await self._last(name)
-            # a last run ahead of the clock (one run under a clock set far ahead) is
-            # due now: waiting for the clock to reach it would stop the job for years
-            if last is not None and 0 <= now - last < hours * _HOUR:
+            # a last run more than an interval ahead of the clock (one run under a
+            # clock set far ahead) is due now: waiting for the clock to reach it would
+            # stop the job for years; one a little ahead (the clock set back a little)
+            # is not: every job would run again at each step back
+            if last is not None and -hours * _HOUR <= now - last < hours * _HOUR:
                 continue
             result = await job()
             if name != "decay":  # decay records its own run: it measures time from it

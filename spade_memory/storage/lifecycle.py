@@ -57,10 +57,13 @@ async def set_status(
     *,
     previous: str,
     metadata: Callable[[Any], str],
+    accessed: float | None = None,
 ) -> list[int]:
     """Move memories of status ``previous`` to ``status``, in one transaction.
 
-    Each changed memory's metadata becomes ``metadata(its metadata JSON)``.
+    Each changed memory's metadata becomes ``metadata(its metadata JSON)``; with
+    ``accessed``, its last access moves forward to it (a memory restored by hand is
+    not idle: the next cleanup would archive it again).
     Returns the ids changed (memories of another status are left as they are).
     """
     changed: list[int] = []
@@ -73,8 +76,10 @@ async def set_status(
             )
             for memory_id, raw in rows:
                 await db.execute(
-                    "UPDATE memories SET status = ?, metadata = ? WHERE id = ?",
-                    (status, metadata(raw), int(memory_id)),
+                    "UPDATE memories SET status = ?, metadata = ?, last_accessed = CASE "
+                    "WHEN ?3 IS NULL THEN last_accessed "
+                    "ELSE max(coalesce(last_accessed, ?3), ?3) END WHERE id = ?4",
+                    (status, metadata(raw), accessed, int(memory_id)),
                 )
                 changed.append(int(memory_id))
     return changed

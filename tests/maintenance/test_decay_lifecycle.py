@@ -125,6 +125,11 @@ async def test_cleanup_archives_old_unimportant_unused_memories_restorably(
     restored = await memory.restore_archived(ids["faded"])
     assert restored.status == "active" and "archived_at" not in restored.metadata
     assert (await memory.search("intranet wiki"))[0].memory.id == ids["faded"]
+    assert restored.last_accessed == clock()  # restored by hand: not idle
+    clock.advance(1)
+    ran = await memory.maintenance.run_due()  # the next day's cleanup keeps it
+    assert ran["decay"]["cleanup"]["archived"] == []
+    assert (await memory.get(ids["faded"])).status == "active"
     again = await memory.archive(ids["faded"])
     assert again.status == "archived"
     with pytest.raises(MemoryNotFound):
@@ -208,6 +213,24 @@ async def test_one_run_under_a_clock_far_ahead_stops_no_job(
     clock.now = started + 2 * 86_400  # set right again: the jobs are due, not in 30 years
     assert {"expiry", "decay"} <= set(await memory.maintenance.run_due())
     assert (await memory.maintenance.last_runs())["decay"] == clock()
+
+
+async def test_a_clock_set_back_a_little_runs_no_job_again(
+    open_memory: Opener, clock: Clock
+) -> None:
+    memory = await open_memory()
+    stored = await memory.store("The printer on floor 3 jams on Mondays", importance=0.8)
+    await memory.base_store.touch([stored.id] * 8, clock())
+    assert {"expiry", "decay"} <= set(await memory.maintenance.run_due())
+    counted = (await memory.get(stored.id)).access_count
+    for _ in range(2):
+        clock.now -= 1.0  # a clock stepped back a second
+        assert await memory.maintenance.run_due() == {}
+    after = await memory.get(stored.id)
+    assert after.access_count == counted and after.importance == stored.importance
+    # a decay run with no time passed since the last changes nothing either
+    assert (await memory.maintenance.decay()).decayed == 0
+    assert (await memory.get(stored.id)).access_count == counted
 
 
 async def test_a_plan_recorded_dormant_is_found_again_when_the_clock_comes_back(
