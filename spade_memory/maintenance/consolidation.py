@@ -185,6 +185,9 @@ def _groups(
 
 def _merged_metadata(survivor: Memory, others: Sequence[Memory]) -> dict[str, Any]:
     metadata = dict(survivor.metadata)
+    for other in others:  # what only a copy carried stays (the survivor's value wins)
+        for key, value in other.metadata.items():
+            metadata.setdefault(key, value)
     merged_from: list[str] = [str(u) for u in metadata.get("merged_from", []) or []]
     sources: list[dict[str, Any]] = []
     for memory in (survivor, *others):
@@ -209,6 +212,20 @@ def _merged_metadata(survivor: Memory, others: Sequence[Memory]) -> dict[str, An
     return metadata
 
 
+def _given_of_all(
+    given: Mapping[int, tuple[tuple[str, ...], tuple[dict[str, str], ...]]],
+    members: Sequence[Memory],
+) -> tuple[tuple[str, ...], tuple[dict[str, str], ...]] | None:
+    """The entities and relations named for any member, the survivor's first (as the
+    merge keeps them, ``storage/merges.py``); ``None`` when none was named any."""
+    named = [given[m.id] for m in members if m.id in given]
+    if not named:
+        return None
+    entities = tuple(dict.fromkeys(name for found, _ in named for name in found))
+    linked = dict.fromkeys(tuple(sorted(r.items())) for _, found in named for r in found)
+    return entities, tuple(dict(r) for r in linked)
+
+
 def _same_scope(one: Memory, other: Memory) -> bool:
     """Whether two memories are seen by the same viewers (same scope, and the same
     conversation when that scope is a conversation's)."""
@@ -228,7 +245,7 @@ async def _apply(
     if changed_text:
         text = IndexedText.of(content, survivor.context)
         tokens = (text.content_tokens, text.context_tokens)
-        given = (await engine.base.given([survivor.id])).get(survivor.id)
+        given = _given_of_all(await engine.base.given([m.id for m in members]), members)
         graph = engine.graph_for(dataclasses.replace(survivor, content=content), given)
     metadata = json.dumps(_merged_metadata(survivor, others), ensure_ascii=False)
     accessed = [m.last_accessed for m in members if m.last_accessed is not None]

@@ -7,6 +7,7 @@ it was read (:mod:`spade_memory.maintenance.consolidation` decides what merges).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -126,6 +127,7 @@ async def merge_memories(
             await db.execute(
                 "UPDATE memory_sources SET formed = 0 WHERE memory_id = ?", (survivor,)
             )
+        await _keep_given_of_all(db, survivor, others)
         for other in others:
             # The survivor keeps the sources of its merged copies: formed from them if it
             # was formed itself, else told again by them (forgetting their conversation
@@ -153,6 +155,38 @@ async def merge_memories(
             await db.execute("DELETE FROM embeddings WHERE memory_id = ?", (other,))
             await db.execute(DEPENDENTS_SQL, (other,))
     return True
+
+
+async def _keep_given_of_all(db: Any, survivor: int, others: Sequence[int]) -> None:
+    """The survivor keeps the entities and relations named for any memory of the merge
+    (a graph rebuild or repair extracts them with its text)."""
+    ids = [survivor, *others]
+    rows = await db.execute_fetchall(
+        "SELECT memory_id, entities, relations FROM memory_given "
+        f"WHERE memory_id IN ({placeholders(len(ids))})",
+        ids,
+    )
+    if not any(int(row[0]) != survivor for row in rows):
+        return  # nothing named for the others: the survivor's stays as it is
+    first = {int(row[0]): row for row in rows}
+    entities: list[str] = []
+    relations: list[dict[str, str]] = []
+    for memory_id in ids:  # the survivor's first, then each other's in order
+        if memory_id not in first:
+            continue
+        _, named, linked = first[memory_id]
+        entities.extend(json.loads(named) if named else [])
+        relations.extend(json.loads(linked) if linked else [])
+    entities = list(dict.fromkeys(entities))
+    unique = [dict(r) for r in dict.fromkeys(tuple(sorted(r.items())) for r in relations)]
+    await db.execute(
+        "INSERT OR REPLACE INTO memory_given (memory_id, entities, relations) VALUES (?, ?, ?)",
+        (
+            survivor,
+            json.dumps(entities, ensure_ascii=False) if entities else None,
+            json.dumps(unique, ensure_ascii=False) if unique else None,
+        ),
+    )
 
 
 def _unchanged(read: Memory, now: Memory | None) -> bool:

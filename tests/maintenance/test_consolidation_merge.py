@@ -266,3 +266,28 @@ async def test_an_export_from_before_a_merge_brings_nothing_back(
     assert len(await memory.list(limit=50)) == len(found) - 1
     holder = await memory._engine.base.holder_of_uid(found["short"].uid)
     assert holder is not None and holder.id == survivor.id
+
+
+async def test_what_only_the_merged_copy_carried_stays_with_the_survivor(
+    open_memory: Opener, clock: Clock
+) -> None:
+    """Its metadata keys and the names it was stored with: the survivor keeps them, and
+    its graph gets them again at a rebuild."""
+    memory = await open_memory()
+    short = await memory.store(
+        "Frank moved from Paris to Madrid",
+        metadata={"tag": "travel", "note": "told by HR"},
+        entities=["Acme Relocations"],
+    )
+    long = await memory.store("Frank moved from Paris to Madrid last year", metadata={"tag": "x"})
+    await memory.flush()
+    clock.advance(1)
+    result = await memory.maintenance.consolidate()
+    assert [(m.survivor, m.merged) for m in result.merges] == [(long.id, (short.id,))]
+    kept = await memory.get(long.id)
+    assert kept.metadata["tag"] == "x" and kept.metadata["note"] == "told by HR"
+    given = await memory._engine.base.given([long.id])
+    assert given[long.id][0] == ("Acme Relocations",)
+    await memory.rebuild_graph()
+    hits = await memory.search("Acme Relocations")
+    assert [hit.memory.id for hit in hits][:1] == [long.id]
