@@ -15,6 +15,7 @@ This module is an application: it prints. The library never does.
 from __future__ import annotations
 
 import argparse
+import io
 import logging
 import sys
 from collections.abc import Callable, Sequence
@@ -108,9 +109,18 @@ def _command_in(argv: Sequence[str]) -> str:
     return next((word for word in argv if not word.startswith("-")), "")
 
 
+def _encodable_output() -> None:
+    """On a console whose encoding lacks a character of a memory (an ASCII or Latin-1
+    terminal), print an escape for it instead of failing with a traceback."""
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper) and stream.errors == "strict":
+            stream.reconfigure(errors="backslashreplace")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``spade-memory`` with ``argv`` (default: the process arguments)."""
     words = sys.argv[1:] if argv is None else list(argv)
+    _encodable_output()
     parser = build_parser(only=_command_in(words))
     args = parser.parse_args(words)
     if args.command is None:

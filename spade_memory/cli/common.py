@@ -107,7 +107,11 @@ def tell(text: str) -> None:
 
 
 def print_json(value: Any) -> None:
-    sys.stdout.write(json.dumps(value, ensure_ascii=False, indent=1, default=str) + "\n")
+    """``value`` as JSON on stdout; non-ASCII characters written as they are where the
+    console is UTF-8, else as JSON escapes (still the same JSON, on any console)."""
+    encoding = (getattr(sys.stdout, "encoding", None) or "").lower().replace("_", "-")
+    utf = encoding.startswith("utf")
+    sys.stdout.write(json.dumps(value, ensure_ascii=not utf, indent=1, default=str) + "\n")
 
 
 def memory_root(args: argparse.Namespace, *, create: bool = False) -> Path:

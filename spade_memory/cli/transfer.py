@@ -134,6 +134,30 @@ def export_lines(data: Mapping[str, Any]) -> Iterable[str]:
 _LINE_BREAKS = str.maketrans({"\u0085": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"})
 
 
+def _check_counts(
+    header: HeaderLine,
+    memories: list[dict[str, Any]],
+    notes: dict[str, Any],
+    conversations: list[dict[str, Any]],
+) -> None:
+    """Refuse a file cut short (or added to): what the header counts was read.
+
+    Raises:
+        InvalidToolInput: a count of the header differs from the lines read.
+    """
+    messages = sum(len(c.get("messages", [])) for c in conversations)
+    for what, counted, read in (
+        ("memories", header.memories, len(memories)),
+        ("conversations with notes", header.conversations, len(notes)),
+        ("kept messages", header.messages, messages),
+    ):
+        if counted is not None and counted != read:
+            raise InvalidToolInput(
+                f"the export is not whole: its header counts {counted} {what}, its lines "
+                f"hold {read} (a file cut short?); nothing was imported"
+            )
+
+
 def _json_line(item: Mapping[str, Any]) -> str:
     """One item as one line of JSON (UTF-8 text; line breaks inside strings escaped)."""
     return json.dumps(item, ensure_ascii=False).translate(_LINE_BREAKS)
@@ -181,6 +205,7 @@ def parse_export_lines(lines: Iterable[str]) -> dict[str, Any]:
             raise InvalidToolInput(f"line {number} is neither a memory, notes nor a conversation")
     if header is None:
         raise InvalidToolInput("the file is empty; it is not an export")
+    _check_counts(header, memories, notes, conversations)
     data: dict[str, Any] = {
         "format": EXPORT_FORMAT,
         "version": header.version,
@@ -255,6 +280,8 @@ def _read_export(source: str) -> dict[str, Any]:
     """
     if source == "-":
         stdin = sys.stdin
+        if stdin is None:  # the process was started with its input closed
+            raise InvalidToolInput("there is no standard input to read the export from")
         data = stdin.buffer.read() if hasattr(stdin, "buffer") else stdin.read().encode()
         name = "the input"
     else:

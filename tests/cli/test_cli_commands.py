@@ -514,3 +514,67 @@ def test_an_export_of_an_agent_keeping_longer_texts_imports_anywhere(
     assert (added["memories_added"], added["notes_added"]) == (1, 1)
     status, out, _ = run(capsys, "export", "carol@localhost", "--root", str(root))
     assert status == 0 and json.loads(out.split("\n")[1])["content"] == report
+
+
+@pytest.mark.slow
+def test_an_ascii_console_shows_what_it_cannot_print_as_escapes(tmp_path: Path) -> None:
+    """No traceback on a console without the memory's characters (one-line errors, or
+    none, as always); JSON stays JSON."""
+    root = tmp_path / "ascii"
+
+    async def keep() -> None:
+        config = MemoryConfig(root=root, embedder=None)
+        async with await MemoryManager.open(ALICE, config) as memory:
+            await memory.store("Zoë loves the café on the corner")
+
+    asyncio.run(keep())
+    env = {**os.environ, "PYTHONIOENCODING": "ascii"}
+    for argv in (["list", ALICE], ["search", ALICE, "cafe"], ["show", ALICE, "1"]):
+        shown = subprocess.run(
+            [sys.executable, "-m", "spade_memory.cli", *argv, "--root", str(root)],
+            capture_output=True,
+            timeout=120,
+            check=False,
+            env=env,
+        )
+        assert shown.returncode == 0 and b"Traceback" not in shown.stderr, shown.stderr
+    listed = subprocess.run(
+        [sys.executable, "-m", "spade_memory.cli", "list", ALICE, "--root", str(root), "--json"],
+        capture_output=True,
+        timeout=120,
+        check=False,
+        env=env,
+    )
+    assert listed.returncode == 0, listed.stderr
+    assert json.loads(listed.stdout)[0]["content"] == "Zoë loves the café on the corner"
+
+
+def test_an_export_cut_short_at_a_line_break_is_refused_whole(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = tmp_path / "cut"
+
+    async def keep() -> None:
+        config = MemoryConfig(root=root, embedder=None)
+        async with await MemoryManager.open(ALICE, config) as memory:
+            for number in range(4):
+                await memory.store(f"Fact number {number} about the garden")
+
+    asyncio.run(keep())
+    dump = tmp_path / "alice.jsonl"
+    assert main(["export", ALICE, "--root", str(root), "-o", str(dump)]) == 0
+    lines = dump.read_text(encoding="utf-8").split("\n")
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text("\n".join(lines[:3]) + "\n", encoding="utf-8")  # header and 2 of 4
+    capsys.readouterr()
+    status, _, err = run(capsys, "import", "carol@localhost", str(cut), "--root", str(root))
+    assert status == 2 and "not whole" in err and "4 memories" in err
+    assert "carol" not in " ".join(p.name for p in root.iterdir())  # nothing made
+
+
+def test_an_import_from_a_closed_standard_input_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(sys, "stdin", None)
+    status, _, err = run(capsys, "import", ALICE, "-", "--root", str(tmp_path / "none"))
+    assert status == 2 and "no standard input" in err
