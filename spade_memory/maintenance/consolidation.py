@@ -33,6 +33,7 @@ import numpy as np
 from ..embedding.chance import achance_similarity, chance_similarity
 from ..models import Memory
 from ..storage.base import IndexedText
+from ..storage.given_graph import union_given
 from ..storage.merges import MergedFields, active_vectors, merge_memories
 from ..text.tokenizer import get_tokenizer
 from .decay import is_protected
@@ -212,20 +213,6 @@ def _merged_metadata(survivor: Memory, others: Sequence[Memory]) -> dict[str, An
     return metadata
 
 
-def _given_of_all(
-    given: Mapping[int, tuple[tuple[str, ...], tuple[dict[str, str], ...]]],
-    members: Sequence[Memory],
-) -> tuple[tuple[str, ...], tuple[dict[str, str], ...]] | None:
-    """The entities and relations named for any member, the survivor's first (as the
-    merge keeps them, ``storage/merges.py``); ``None`` when none was named any."""
-    named = [given[m.id] for m in members if m.id in given]
-    if not named:
-        return None
-    entities = tuple(dict.fromkeys(name for found, _ in named for name in found))
-    linked = dict.fromkeys(tuple(sorted(r.items())) for _, found in named for r in found)
-    return entities, tuple(dict(r) for r in linked)
-
-
 def _same_scope(one: Memory, other: Memory) -> bool:
     """Whether two memories are seen by the same viewers (same scope, and the same
     conversation when that scope is a conversation's)."""
@@ -245,7 +232,9 @@ async def _apply(
     if changed_text:
         text = IndexedText.of(content, survivor.context)
         tokens = (text.content_tokens, text.context_tokens)
-        given = _given_of_all(await engine.base.given([m.id for m in members]), members)
+        named = await engine.base.given([m.id for m in members])
+        # everything named for any member, the survivor's first (as the merge keeps it)
+        given = union_given(named[m.id] for m in members if m.id in named) if named else None
         graph = engine.graph_for(dataclasses.replace(survivor, content=content), given)
     metadata = json.dumps(_merged_metadata(survivor, others), ensure_ascii=False)
     accessed = [m.last_accessed for m in members if m.last_accessed is not None]

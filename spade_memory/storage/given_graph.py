@@ -16,12 +16,35 @@ from typing import Any
 
 from .sql import chunks, placeholders
 
-__all__ = ["Given", "forget_given", "keep_given", "read_given"]
+__all__ = [
+    "KEEP_GIVEN",
+    "Given",
+    "forget_given",
+    "given_values",
+    "keep_given",
+    "read_given",
+    "union_given",
+]
 
 Given = tuple[tuple[str, ...], tuple[dict[str, str], ...]]
 """The entity names and the ``{source, relation, target}`` relations of a memory."""
 
 Fetch = Callable[[str, Sequence[Any]], Awaitable[list[Any]]]
+
+
+KEEP_GIVEN = "INSERT OR REPLACE INTO memory_given (memory_id, entities, relations) VALUES (?, ?, ?)"
+"""Keeps a memory's row of :func:`given_values`."""
+
+
+def given_values(
+    memory_id: int, entities: Sequence[str], relations: Sequence[Mapping[str, str]]
+) -> tuple[int, str | None, str | None]:
+    """The values of :data:`KEEP_GIVEN` for what was named for a memory."""
+    return (
+        memory_id,
+        json.dumps(list(entities), ensure_ascii=False) if entities else None,
+        json.dumps([dict(r) for r in relations], ensure_ascii=False) if relations else None,
+    )
 
 
 def keep_given(
@@ -34,14 +57,15 @@ def keep_given(
     inside the memory's insert transaction."""
     if not entities and not relations:
         return
-    db.execute(
-        "INSERT OR REPLACE INTO memory_given (memory_id, entities, relations) VALUES (?, ?, ?)",
-        (
-            memory_id,
-            json.dumps(list(entities), ensure_ascii=False) if entities else None,
-            json.dumps([dict(r) for r in relations], ensure_ascii=False) if relations else None,
-        ),
-    )
+    db.execute(KEEP_GIVEN, given_values(memory_id, entities, relations))
+
+
+def union_given(named: Iterable[Given]) -> Given:
+    """Everything named in ``named``, each name and relation once, in order."""
+    named = list(named)
+    entities = tuple(dict.fromkeys(name for found, _ in named for name in found))
+    linked = dict.fromkeys(tuple(sorted(r.items())) for _, found in named for r in found)
+    return entities, tuple(dict(r) for r in linked)
 
 
 def forget_given(memory_id: int, db: sqlite3.Connection) -> None:

@@ -7,7 +7,6 @@ it was read (:mod:`spade_memory.maintenance.consolidation` decides what merges).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -15,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from ..models import Memory
 from ..text.graph import MemoryGraph
 from .embeddings import DEPENDENTS_SQL
+from .given_graph import KEEP_GIVEN, given_values, read_given, union_given
 from .graph import delete_graph, write_graph
 from .memory_rows import COLUMNS, row_to_memory
 from .memory_writes import refresh_content_key
@@ -161,32 +161,11 @@ async def _keep_given_of_all(db: Any, survivor: int, others: Sequence[int]) -> N
     """The survivor keeps the entities and relations named for any memory of the merge
     (a graph rebuild or repair extracts them with its text)."""
     ids = [survivor, *others]
-    rows = await db.execute_fetchall(
-        "SELECT memory_id, entities, relations FROM memory_given "
-        f"WHERE memory_id IN ({placeholders(len(ids))})",
-        ids,
-    )
-    if not any(int(row[0]) != survivor for row in rows):
+    given = await read_given(db.execute_fetchall, ids)
+    if not given.keys() - {survivor}:
         return  # nothing named for the others: the survivor's stays as it is
-    first = {int(row[0]): row for row in rows}
-    entities: list[str] = []
-    relations: list[dict[str, str]] = []
-    for memory_id in ids:  # the survivor's first, then each other's in order
-        if memory_id not in first:
-            continue
-        _, named, linked = first[memory_id]
-        entities.extend(json.loads(named) if named else [])
-        relations.extend(json.loads(linked) if linked else [])
-    entities = list(dict.fromkeys(entities))
-    unique = [dict(r) for r in dict.fromkeys(tuple(sorted(r.items())) for r in relations)]
-    await db.execute(
-        "INSERT OR REPLACE INTO memory_given (memory_id, entities, relations) VALUES (?, ?, ?)",
-        (
-            survivor,
-            json.dumps(entities, ensure_ascii=False) if entities else None,
-            json.dumps(unique, ensure_ascii=False) if unique else None,
-        ),
-    )
+    entities, relations = union_given(given[i] for i in ids if i in given)
+    await db.execute(KEEP_GIVEN, given_values(survivor, entities, relations))
 
 
 def _unchanged(read: Memory, now: Memory | None) -> bool:
