@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..config import RetrievalConfig
+from ..storage.vectors import TIE_DECIMALS
 
 __all__ = [
     "FusedScore",
@@ -40,16 +41,11 @@ def rrf(ranked: Sequence[int], k: int) -> dict[int, float]:
     return {key: (1.0 / (k + rank)) / top for rank, key in enumerate(ranked, start=1)}
 
 
-# Scores this close rank as one: vector scores come from float32 arithmetic whose last
-# bits differ between builds of FAISS and BLAS (a 0.0 in one is 1.7e-10 in another).
-_TIE_DECIMALS = 6
-
-
 def _best_first(scores: Mapping[int, float]) -> list[int]:
-    """The keys of ``scores``, best first; equal scores (to :data:`_TIE_DECIMALS`
+    """The keys of ``scores``, best first; equal scores (to :data:`TIE_DECIMALS`
     decimals) by id, so that every build, and every order a sub-route found them
     in, ranks them alike."""
-    return sorted(scores, key=lambda key: (-round(scores[key], _TIE_DECIMALS), key))
+    return sorted(scores, key=lambda key: (-round(scores[key], TIE_DECIMALS), key))
 
 
 def _ranks(scores: Mapping[int, float]) -> dict[int, int]:

@@ -36,7 +36,7 @@ from numpy.typing import ArrayLike, NDArray
 from ..errors import ConfigError, StorageError
 from .files import atomic_write_bytes, quarantine, remove_stale_temps
 
-__all__ = ["IndexKind", "SnapshotInfo", "VectorIndex"]
+__all__ = ["TIE_DECIMALS", "IndexKind", "SnapshotInfo", "VectorIndex"]
 
 logger = logging.getLogger(__name__)
 
@@ -71,17 +71,18 @@ _REBUILD_FRACTION = 0.2
 _EXACT_LIMIT = 2048
 
 
-# Scores this close are one score: the last bits of float32 arithmetic differ between
-# builds of FAISS and BLAS (a 0 is 1.7e-10 in another), and so would the order of ties.
-_TIE_DECIMALS = 6
+#: Scores equal to this many decimals are one score (in this index's order and in
+#: the retriever's fusion): the last bits of float32 arithmetic differ between builds
+#: of FAISS and BLAS (a 0 is 1.7e-10 in another), and so would the order of ties.
+TIE_DECIMALS = 6
 
 
 def _in_order(
     ids: NDArray[np.int64], scores: NDArray[np.float32]
 ) -> tuple[NDArray[np.int64], NDArray[np.float32]]:
-    """``ids`` and their ``scores``, best first; scores equal to :data:`_TIE_DECIMALS`
+    """``ids`` and their ``scores``, best first; scores equal to :data:`TIE_DECIMALS`
     decimals in id order, so that every build ranks them alike."""
-    order = np.lexsort((ids, -np.round(scores.astype(np.float64), _TIE_DECIMALS)))
+    order = np.lexsort((ids, -np.round(scores.astype(np.float64), TIE_DECIMALS)))
     return ids[order], scores[order]
 
 
