@@ -455,11 +455,15 @@ class Retriever:
         )
         spelled = state.query
         for word, found in found_for.items():
-            near = closest({term: held.get(term, 0) for term in found}, tuning.typo_respellings)
-            if state.viewer is not None:
-                # only words of memories the viewer sees: a word only hidden memories
-                # hold would tell it that they hold it
-                near = [term for term in near if await self._seen_holds(term, state.viewer)]
+            counts = {term: held.get(term, 0) for term in found}
+            if state.viewer is None:
+                near = closest(counts, tuning.typo_respellings)
+            else:
+                # only words of memories the viewer sees, the most held first: a word
+                # only hidden memories hold would tell it that they hold it
+                ranked = closest(counts, len(counts))
+                near = [term for term in ranked if await self._seen_holds(term, state.viewer)]
+                near = near[: tuning.typo_respellings]
             if not near:
                 continue
             state.respelt[word] = near

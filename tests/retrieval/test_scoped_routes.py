@@ -13,7 +13,14 @@ import numpy as np
 import pytest
 from numpy.typing import NDArray
 
-from spade_memory import MemoryConfig, MemoryManager, RetrievalConfig, Scope, Viewer
+from spade_memory import (
+    MemoryConfig,
+    MemoryManager,
+    RetrievalConfig,
+    RetrievalTuning,
+    Scope,
+    Viewer,
+)
 
 ALICE, BOB, CAROL = "alice@x.org", "bob@x.org", "carol@x.org"
 AGENT = "agent@x.org"
@@ -229,3 +236,16 @@ async def test_a_typo_is_never_respelt_to_a_word_only_hidden_memories_hold() -> 
     for (_, score), (_, before) in zip(with_secret, without, strict=True):
         assert score == pytest.approx(before, abs=1e-6)
     assert "Project quetzalcoatl is secret" in own
+
+
+async def test_a_viewers_typo_takes_the_most_held_respelling_it_may_see() -> None:
+    """The respellings kept are chosen among words of memories the viewer sees, not
+    cut first by how often all memories hold them."""
+    tuning = RetrievalTuning(typo_respellings=1)
+    config = MemoryConfig(in_memory=True, embedder=None, retrieval=RetrievalConfig(tuning=tuning))
+    async with await MemoryManager.open(AGENT, config) as memory:
+        seen = await memory.store("The red cart stands by the barn")
+        for number in range(3):  # "card", held more often, only where bob cannot look
+            await memory.store(f"Alice's card number {number}", scope=Scope.private(ALICE))
+        hits = await memory.search("carx", viewer=Viewer(jid=BOB), record_access=False)
+        assert [hit.memory.id for hit in hits] == [seen.id]
