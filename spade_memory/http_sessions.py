@@ -112,11 +112,10 @@ class LoopSessions:
         """Close the running loop's session once no call uses it; later calls of any
         loop close theirs as they end (a client closed keeps nothing open)."""
         self._closed = True
-        with contextlib.suppress(RuntimeError):  # no running loop: nothing here to close
-            loop = asyncio.get_running_loop()
-            shared = self._shared.get(loop)
-            if shared is not None and shared.users == 0:
-                await self._drop(loop, shared)
+        loop = asyncio.get_running_loop()
+        shared = self._shared.get(loop)
+        if shared is not None and shared.users == 0:
+            await self._drop(loop, shared)
 
     def _idle(self, loop: asyncio.AbstractEventLoop, shared: _Shared) -> None:
         shared.idle = None
