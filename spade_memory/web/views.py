@@ -153,8 +153,14 @@ async def list_view(manager: MemoryManager, query: Query) -> dict[str, Any]:
         created_from=start,
         created_to=end,
     )
-    memories = await listed(limit=limit, offset=offset)
-    more = len(memories) == limit and bool(await listed(limit=1, offset=offset + limit))
+    # one more than shown tells whether a next page exists; at the largest page, that
+    # one is asked apart (the memory lists at most LIMITS.list_limit at once)
+    asked = min(limit + 1, LIMITS.list_limit)
+    memories = await listed(limit=asked, offset=offset)
+    more = len(memories) > limit or (
+        asked == limit == len(memories) and bool(await listed(limit=1, offset=offset + limit))
+    )
+    memories = memories[:limit]
     return {
         "agent": manager.jid,
         "category": category,
