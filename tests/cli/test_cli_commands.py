@@ -423,13 +423,20 @@ def test_backup_list_and_restore(root: Path, capsys: pytest.CaptureFixture[str])
     assert status == 0 and "pre-restore" in out
 
 
-def process(*argv: str) -> subprocess.CompletedProcess[str]:
+def process(*argv: str, console: str | None = None) -> subprocess.CompletedProcess[str]:
+    """``spade-memory ARGV`` in a child process; ``console``: the encoding of its
+    console (``PYTHONIOENCODING``), its output read back as UTF-8 (the files it writes
+    to stdout are; what does not decode is replaced)."""
+    env = None if console is None else {**os.environ, "PYTHONIOENCODING": console}
     return subprocess.run(
         [sys.executable, "-m", "spade_memory.cli", *argv],
         capture_output=True,
         text=True,
+        encoding="utf-8",
+        errors="replace",  # stderr on a console of another encoding
         timeout=120,
         check=False,
+        env=env,
     )
 
 
@@ -476,16 +483,10 @@ def test_export_to_a_console_of_another_encoding_writes_utf_8(tmp_path: Path) ->
             await memory.store("王芳住在北京。Dana loves café au lait.")
 
     asyncio.run(keep())
-    exported = subprocess.run(
-        [sys.executable, "-m", "spade_memory.cli", "export", ALICE, "--root", str(root)],
-        capture_output=True,
-        timeout=120,
-        check=False,
-        env={**os.environ, "PYTHONIOENCODING": "cp1252"},
-    )
+    exported = process("export", ALICE, "--root", str(root), console="cp1252")
     assert exported.returncode == 0, exported.stderr
     dump = tmp_path / "alice.jsonl"
-    dump.write_bytes(exported.stdout)
+    dump.write_text(exported.stdout, encoding="utf-8", newline="")
     imported = process("import", "carol@localhost", str(dump), "--root", str(root))
     assert imported.returncode == 0, imported.stderr
     again = process("export", "carol@localhost", "--root", str(root))
@@ -528,23 +529,10 @@ def test_an_ascii_console_shows_what_it_cannot_print_as_escapes(tmp_path: Path) 
             await memory.store("Zoë loves the café on the corner")
 
     asyncio.run(keep())
-    env = {**os.environ, "PYTHONIOENCODING": "ascii"}
     for argv in (["list", ALICE], ["search", ALICE, "cafe"], ["show", ALICE, "1"]):
-        shown = subprocess.run(
-            [sys.executable, "-m", "spade_memory.cli", *argv, "--root", str(root)],
-            capture_output=True,
-            timeout=120,
-            check=False,
-            env=env,
-        )
-        assert shown.returncode == 0 and b"Traceback" not in shown.stderr, shown.stderr
-    listed = subprocess.run(
-        [sys.executable, "-m", "spade_memory.cli", "list", ALICE, "--root", str(root), "--json"],
-        capture_output=True,
-        timeout=120,
-        check=False,
-        env=env,
-    )
+        shown = process(*argv, "--root", str(root), console="ascii")
+        assert shown.returncode == 0 and "Traceback" not in shown.stderr, shown.stderr
+    listed = process("list", ALICE, "--root", str(root), "--json", console="ascii")
     assert listed.returncode == 0, listed.stderr
     assert json.loads(listed.stdout)[0]["content"] == "Zoë loves the café on the corner"
 
