@@ -258,16 +258,19 @@ class Maintenance:
         """Decay importance since the last run (the first run only starts the clock)."""
         async with self._job("decay", "working"):
             now = self._engine.now()
-            since = await self._last("decay")
+            base = self._engine.base
+            key = LAST_RUN_KEY.format("decay")
+            recorded = await base.meta_get(key)
+            # The run is recorded first, and only if no other open of this memory
+            # recorded one since it was read: two opens decay it once, and a run cut
+            # short is not run again from the same start (its batches would decay twice).
+            if not await base.meta_swap(key, recorded, json.dumps(now)):
+                return DecayResult(decayed=0, protected=0, days=0.0)
+            since = memory_reads.run_time(recorded)
             if since is None:
-                result = DecayResult(decayed=0, protected=0, days=0.0)
-            else:
-                rate = self._config.decay_rate_per_day
-                result = await decay_importance(
-                    self._engine, now=now, since=since, rate_per_day=rate
-                )
-            await self._ran("decay", now)
-            return result
+                return DecayResult(decayed=0, protected=0, days=0.0)
+            rate = self._config.decay_rate_per_day
+            return await decay_importance(self._engine, now=now, since=since, rate_per_day=rate)
 
     async def expire(self) -> dict[str, int]:
         """Record atoms whose lifetime lapsed (dormant, then expired)."""

@@ -412,6 +412,22 @@ class BaseMemoryStore:
         async with self._transaction() as db:
             await db.execute("DELETE FROM meta WHERE key = ?", (key,))
 
+    async def meta_swap(self, key: str, expected: str | None, value: str) -> bool:
+        """Set ``key`` to ``value`` only if it still holds ``expected`` (``None``: it is
+        unset); whether it did. One write transaction, so of two opens of this memory
+        (in this process or another) swapping from the same value, one wins."""
+        async with self._transaction() as db:
+            cursor = await db.execute("SELECT value FROM meta WHERE key = ?", (key,))
+            row = await cursor.fetchone()
+            if (None if row is None else str(row[0])) != expected:
+                return False
+            await db.execute(
+                "INSERT INTO meta (key, value) VALUES (?, ?) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (key, value),
+            )
+        return True
+
     async def meta_set(self, key: str, value: str) -> None:
         async with self._transaction() as db:
             await db.execute(

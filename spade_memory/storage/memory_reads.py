@@ -46,6 +46,7 @@ __all__ = [
     "list_memories",
     "memory_stats",
     "recent_ids",
+    "run_time",
 ]
 
 
@@ -263,8 +264,16 @@ async def last_run(fetch: Fetch, job: str) -> float | None:
     """When the scheduled maintenance ``job`` last ran (Unix seconds, memory clock);
     ``None`` when it never did or its record cannot be read."""
     rows = await fetch("SELECT value FROM meta WHERE key = ?", (LAST_RUN_KEY.format(job),))
+    return None if not rows else run_time(str(rows[0][0]))
+
+
+def run_time(recorded: str | None) -> float | None:
+    """The time a job's run record holds (see :func:`last_run`); ``None`` for none,
+    or for one that cannot be read."""
+    if recorded is None:
+        return None
     try:
-        return None if not rows else float(json.loads(str(rows[0][0])))
+        return float(json.loads(recorded))
     except (TypeError, ValueError):
         return None
 

@@ -3,6 +3,7 @@ statistics, all on a simulated clock."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -265,3 +266,19 @@ async def test_a_clock_giving_no_storable_time_is_refused_with_nothing_written(
     assert await memory.notes("conv") == []
     assert [m.id for m in await memory.list(limit=10)] == [kept.id]
     assert len((await memory.export())["memories"]) == 1
+
+
+async def test_two_opens_of_one_memory_decay_it_once(open_memory: Opener, clock: Clock) -> None:
+    first = await open_memory()
+    second = await open_memory()  # a second open of the same memory, as a command would
+    plain = await first.store("The printer on floor 3 jams on Mondays", importance=0.8)
+    await first.maintenance.decay()  # starts the clock
+    clock.advance(10)
+
+    ran = await asyncio.gather(first.maintenance.decay(), second.maintenance.decay())
+
+    assert sorted(result.decayed for result in ran) == [0, 1]
+    assert await importance(first, plain.id) == pytest.approx(0.8 * 0.99**10, rel=1e-12)
+    assert (await second.maintenance.last_runs())["decay"] == clock()
+    await second.maintenance.decay()  # no time passed since: nothing more
+    assert await importance(second, plain.id) == pytest.approx(0.8 * 0.99**10, rel=1e-12)
