@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import contextlib
 import dataclasses
 import logging
 import time
@@ -63,6 +64,7 @@ from .storage.graph_overview import (
     node_memory_ids,
     node_types,
 )
+from .storage.memory_writes import StaleRead
 from .text.atoms import Atom
 from .text.graph import MemoryGraph
 from .tools import MemoryTool, build_memory_tools
@@ -84,6 +86,7 @@ MEMORY_STATUSES: tuple[str, ...] = ("active", "archived")
 
 _MAX_QUERY_CHARS = LIMITS.query_chars
 _MAX_SEARCH_LIMIT = LIMITS.search_limit
+_UPDATE_TRIES = 5  # an update computed from a read another update overtook is made again
 
 
 class MemoryManager:
@@ -580,6 +583,30 @@ class MemoryManager:
         """
         self._engine.check_open()
         viewer = _check_viewer(viewer)
+        for _ in range(_UPDATE_TRIES - 1):
+            with contextlib.suppress(StaleRead):
+                return await self._update_once(
+                    memory_id, viewer, content, category, context, confidence, importance,
+                    metadata, scope,
+                )  # fmt: skip
+        return await self._update_once(
+            memory_id, viewer, content, category, context, confidence, importance, metadata, scope
+        )
+
+    async def _update_once(
+        self,
+        memory_id: int,
+        viewer: Viewer | None,
+        content: str | None,
+        category: str | None,
+        context: str | None,
+        confidence: float | None,
+        importance: float | None,
+        metadata: Mapping[str, Any] | None,
+        scope: Scope | Mapping[str, Any] | None,
+    ) -> Memory:
+        """One try of :meth:`update`: read, check, write; :class:`StaleRead` when the
+        memory's text changed between the read and the write (nothing written)."""
         current = await self._changeable(memory_id, viewer, "change")
         changes = self._engine.input.changes(
             content=content,
@@ -605,7 +632,7 @@ class MemoryManager:
         given = (await self._engine.base.given([current.id])).get(current.id)
         text, graph = self._engine.input.updated_index(current, changes, given)
         updated = await self._engine.base.update(
-            current.id, changes, text=text, now=self._engine.now(), graph=graph
+            current.id, changes, text=text, now=self._engine.now(), graph=graph, read=current
         )
         if updated is None:
             raise MemoryNotFound(f"{self.jid} has no memory with id {memory_id}")

@@ -483,12 +483,18 @@ class BaseMemoryStore:
         text: IndexedText | None,
         now: float,
         graph: MemoryGraph | None = None,
+        read: Memory | None = None,
     ) -> Memory | None:
         """Change fields of a memory; re-index its text when ``text`` is given.
 
         A content change drops the stored vector, so it is embedded again. A
         ``graph`` replaces the memory's graph in the same transaction.
         Returns the updated memory, or ``None`` when no such memory exists.
+
+        Raises:
+            StaleRead: ``read`` (the memory ``text`` and ``graph`` were made from)
+                no longer has the memory's content, context or category; nothing
+                was written.
         """
         changed = await memory_writes.update_memory(
             self._transaction,
@@ -499,6 +505,7 @@ class BaseMemoryStore:
             text=text,
             now=now,
             graph=graph,
+            read=None if read is None else (read.content, read.context, read.category),
         )
         return await self.get(memory_id) if changed else None
 

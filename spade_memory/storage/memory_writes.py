@@ -48,6 +48,7 @@ from .writer import WriteFailed, Writer
 __all__ = [
     "UPDATABLE",
     "InsertTransaction",
+    "StaleRead",
     "WriteFailed",
     "delete_memory",
     "delete_rows",
@@ -336,8 +337,14 @@ async def update_memory(
     text: IndexedText | None,
     now: float,
     graph: MemoryGraph | None,
+    read: tuple[str, str | None, str] | None = None,
 ) -> bool:
-    """Change fields of a memory (see ``BaseMemoryStore.update``); False if absent."""
+    """Change fields of a memory (see ``BaseMemoryStore.update``); False if absent.
+
+    ``read`` is the content, context and category ``text`` and ``graph`` were made
+    from; if the memory no longer holds them (another update came first), nothing is
+    written and :class:`StaleRead` is raised.
+    """
     unknown = set(changes) - UPDATABLE
     if unknown:
         raise ValueError(f"cannot update fields {sorted(unknown)}")
@@ -349,17 +356,23 @@ async def update_memory(
         values["owner"] = scope.owner
         values["visibility"] = scope.visibility
     assignments = ", ".join(f"{name} = ?" for name in values)
-    params = [*values.values(), now, memory_id]
+    params: list[Any] = [*values.values(), now, memory_id]
+    guard = ""
+    if read is not None:
+        guard = " AND content = ? AND context IS ? AND category = ?"
+        params.extend(read)
     try:
         async with transaction() as db:
             cursor = await db.execute(
                 f"UPDATE memories SET {assignments}{', ' if assignments else ''}"
-                "updated_at = ? WHERE id = ?",
+                f"updated_at = ? WHERE id = ?{guard}",
                 params,
             )
             changed = cursor.rowcount
             await cursor.close()
             if not changed:
+                if read is not None and await _exists(db, memory_id):
+                    raise StaleRead(f"memory {memory_id} changed since it was read")
                 return False
             if values.keys() & {"content", "context"}:
                 await refresh_content_key(db, memory_id)
@@ -398,6 +411,17 @@ async def update_memory(
     except sqlite3.Error as exc:
         raise StorageError(f"{label}: update failed: {exc}") from exc
     return True
+
+
+class StaleRead(Exception):
+    """A memory changed between the read an update was computed from and its write."""
+
+
+async def _exists(db: aiosqlite.Connection, memory_id: int) -> bool:
+    cursor = await db.execute("SELECT 1 FROM memories WHERE id = ?", (memory_id,))
+    row = await cursor.fetchone()
+    await cursor.close()
+    return row is not None
 
 
 def delete_rows(memory_id: int, agent: str, db: sqlite3.Connection) -> bool:

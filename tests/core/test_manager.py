@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -85,6 +86,29 @@ async def test_in_memory_mode_leaves_no_file(
     assert list(tmp_path.iterdir()) == []
     async with await MemoryManager.open("eph@localhost", memory_config) as again:
         assert await again.list() == []
+
+
+async def test_two_updates_at_once_leave_the_index_of_what_is_stored(
+    manager: MemoryManager,
+) -> None:
+    stored = await manager.store("Zebras live on the savanna")
+    await manager.flush()
+
+    await asyncio.gather(
+        manager.update(stored.id, content="Penguins live in Antarctica"),
+        manager.update(stored.id, context="from a documentary"),
+        manager.update(stored.id, category="preference"),
+    )
+
+    now = await manager.get(stored.id)
+    assert (now.content, now.context, now.category) == (
+        "Penguins live in Antarctica",
+        "from a documentary",
+        "preference",
+    )
+    # the keyword index holds what is stored (the check recomputes every index text)
+    report = await manager.check(deep=True)
+    assert report.problems == 0, report
 
 
 async def test_two_agents_in_one_root_are_isolated(file_config: MemoryConfig) -> None:
