@@ -14,6 +14,7 @@ returns nothing. Every search can explain itself.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import re
 import time
@@ -217,9 +218,10 @@ class Retriever:
         if ttl > 0:
             hit = self._cache.get(key)
             if hit is not None and hit[1] == self._generation and time.monotonic() - hit[0] < ttl:
+                results = await self._reread(hit[2])
                 cached = SearchTimings(total=time.perf_counter() - started, cached=True)
                 self.last_timings = cached
-                return list(hit[2]), cached
+                return results, cached
         state = SearchState(
             query=query,
             limit=limit,
@@ -401,6 +403,19 @@ class Retriever:
         state.keyword = results.get("keyword", {})
         state.vector = results.get("vector", {})
         state.graph = results.get("graph", GraphHits())
+
+    async def _reread(self, results: list[SearchResult]) -> list[SearchResult]:
+        """Cached ``results`` with their memories read again: recording accesses is no
+        write that drops the cache, so their counts and times are read as they are now."""
+        if not results:
+            return []
+        fresh = await self._base.get_many(result.memory.id for result in results)
+        return [
+            dataclasses.replace(result, memory=fresh[result.memory.id])
+            if result.memory.id in fresh
+            else result
+            for result in results
+        ]
 
     async def _keyword(self, state: SearchState) -> dict[int, float]:
         """BM25 over the query's terms, the respellings of those no memory holds and

@@ -129,6 +129,21 @@ async def test_access_statistics_are_coalesced(manager: MemoryManager) -> None:
     assert (await manager.get(stored.id)).access_count == 5  # counted once, not twice
 
 
+async def test_a_search_answered_from_the_cache_shows_the_counts_written_since(
+    manager: MemoryManager,
+) -> None:
+    stored = await manager.store("the parrot speaks three languages")
+    await manager.flush()
+    seen = []
+    for _ in range(3):
+        results, timings = await manager.search_with_timings("parrot languages", limit=1)
+        seen.append(results[0].memory.access_count)
+        await manager.flush()  # the coalesced write of the accesses lands
+    assert timings.cached
+    assert seen == [0, 1, 2]  # each search shows the accesses before it, as get() does
+    assert (await manager.get(stored.id)).access_count == 3
+
+
 async def test_the_turn_after_a_hit_in_the_same_conversation_is_recalled(tmp_path: Path) -> None:
     turns = [
         "Mel: Anything you are excited for in the adoption process?",
