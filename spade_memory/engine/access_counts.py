@@ -62,6 +62,8 @@ class AccessRecorder:
         self._accessed_at: float | None = None  # the time of the latest access noted
         self._searches = 0
         self._last_search_at: float | None = None
+        # the write of a cancelled writer, still under way: it may yet commit
+        self._orphan: asyncio.Future[None] | None = None
         self.task: asyncio.Task[None] | None = None
         """The pending write (the coalescing timer or a retry), if any."""
 
@@ -119,6 +121,8 @@ class AccessRecorder:
         A store already closed drops them; a busy database keeps them for a
         retry; any other failure is logged, never raised to the reader.
         """
+        if self._orphan is not None:  # its outcome decides whether its accesses are kept
+            await asyncio.wait({self._orphan})
         if not (self._touches or self._searches) or self._base.closed:
             return
         pending, self._touches = self._touches, []
@@ -126,26 +130,46 @@ class AccessRecorder:
         searches, self._searches = self._searches, 0
         last_search_at = self._last_search_at
         when = self._accessed_at if self._accessed_at is not None else self._clock()
+        write = asyncio.ensure_future(
+            self._base.touch(pending, when, searches=searches, last_search_at=last_search_at)
+        )
         try:
-            await self._base.touch(pending, when, searches=searches, last_search_at=last_search_at)
+            await asyncio.shield(write)
         except StoreClosedError:
             return
         except asyncio.CancelledError:
-            self._touches = [*pending, *self._touches]  # aclose writes them
-            self._searches += searches
+            # The transaction may be committing on the connection's thread: its
+            # accesses are kept for the next write only if it does not commit.
+            if not write.done():
+                self._orphan = write
+                write.add_done_callback(lambda done: self._settle(done, pending, searches))
+                raise
+            if write.cancelled() or write.exception() is not None:
+                self._keep(pending, searches)
             raise
         except StorageError as exc:
             # Busy past busy_timeout_ms (other processes writing the same agent): the
             # accesses are kept and tried again after the next interval.
-            self._touches = [*pending, *self._touches][-_MAX_PENDING_TOUCHES:]
-            self._searches += searches
+            self._keep(pending, searches)
             logger.warning("could not record memory accesses for %s yet: %s", self._jid, exc)
             if not self._closed():
                 self.task = asyncio.create_task(self._later())
         except Exception:
             logger.warning("could not record memory accesses for %s", self._jid, exc_info=True)
         finally:
-            self._writing = []
+            if self._orphan is None:
+                self._writing = []
+
+    def _settle(self, write: asyncio.Future[None], pending: list[int], searches: int) -> None:
+        """The end of a write its writer stopped waiting for: kept if it did not commit."""
+        self._orphan = None
+        self._writing = []
+        if write.cancelled() or write.exception() is not None:
+            self._keep(pending, searches)
+
+    def _keep(self, pending: list[int], searches: int) -> None:
+        self._touches = [*pending, *self._touches][-_MAX_PENDING_TOUCHES:]
+        self._searches += searches
 
     async def aclose(self) -> None:
         """Stop the timer and write what is still pending."""
