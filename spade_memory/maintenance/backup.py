@@ -5,13 +5,16 @@ API (never a file copy of a database in use) plus a copy of the interaction
 notes (written atomically, so a plain read is consistent), under ``backup/`` in
 the memory root::
 
-    backup/{stem}_base_memory.{YYYYmmddTHHMMSS}.db
-    backup/{stem}_interactions.{YYYYmmddTHHMMSS}.json
+    backup/{stem}_base_memory.{YYYYmmddTHHMMSS}.s{N}.db
+    backup/{stem}_interactions.{YYYYmmddTHHMMSS}.s{N}.json
 
-Migrations leave ``{stem}_base_memory.v{N}.{stamp}.db`` there too, and a restore
-first saves the database it replaces as ``....pre-restore.db``. Backups older
-than :attr:`~spade_memory.config.StorageConfig.backup_keep_days` are removed,
-except the newest of each agent.
+Migrations leave ``{stem}_base_memory.v{V}.{stamp}.s{N}.db`` there too, and a restore
+first saves the database it replaces as ``....s{N}.pre-restore.db``. ``N`` orders an
+agent's backups as they were taken, whatever the clock said
+(:mod:`spade_memory.storage.backup_sequence`): the newest backup is the one taken
+last, for a restore on open, for ``spade-memory backup JID --list`` and for pruning.
+Backups older than :attr:`~spade_memory.config.StorageConfig.backup_keep_days` are
+removed, except the newest of each agent.
 
 A restore writes into a closed agent's database (again through the backup API)
 and refuses one open in this process or another. The FAISS snapshot, a cache, is
@@ -35,10 +38,12 @@ from ..storage.backup_files import (
     BACKUP_FOLDER,
     BackupInfo,
     backup_folder,
-    backup_stamp,
+    backup_name,
+    last_sequence,
     list_backups,
     notes_backup_of,
 )
+from ..storage.backup_sequence import recorded_sequence
 from ..storage.database_copies import BackupFacts, BackupFile, make_standalone
 from ..storage.files import atomic_write_bytes
 from ..storage.interaction import empty_document, snapshot_document
@@ -78,12 +83,11 @@ async def backup_memory(engine: Engine) -> Path:
     folder = backup_folder(root)
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     stem = engine.identity.stem
-    target = folder / f"{stem}_base_memory.{backup_stamp(now)}.db"
-    serial = 1
-    while target.exists():
-        serial += 1
-        target = folder / f"{stem}_base_memory.{backup_stamp(now)}-{serial}.db"
-    await engine.base.backup_to(target)
+    label = _label(engine.identity)
+    after = await asyncio.to_thread(last_sequence, folder, label)
+    target = await engine.base.backup_numbered(
+        lambda sequence: folder / backup_name(label, now, sequence), after=after
+    )
     await asyncio.to_thread(make_standalone, target)
     notes = resolve_inside(root, engine.identity.interactions_name)
     try:  # snapshot and journal as one file
@@ -98,10 +102,18 @@ async def backup_memory(engine: Engine) -> Path:
     return target
 
 
+def _label(identity: AgentIdentity) -> str:
+    """The name of the agent's database without ``.db``: what its backups' names begin with."""
+    return identity.database_name.removesuffix(".db")
+
+
 def prune_backups(
     root: Path, *, keep_days: float, now: float, stem: str | None = None
 ) -> list[Path]:
     """Remove backups older than ``keep_days``, keeping the newest of each agent.
+
+    The newest is the one taken last (:func:`list_backups`' order), whatever the
+    clock said.
 
     Returns the database backups removed (their notes files go with them).
     """
@@ -186,12 +198,13 @@ def restore_backup(root: Path, jid: str, backup: Path, *, now: float | None = No
         if database.exists():
             folder = backup_folder(root)
             folder.mkdir(exist_ok=True, mode=0o700)
-            stamp = backup_stamp(when)
-            save_to = folder / f"{identity.stem}_base_memory.{stamp}.pre-restore.db"
-            serial = 1
-            while save_to.exists() or save_to == backup:  # two restores in one second
-                serial += 1
-                save_to = folder / f"{identity.stem}_base_memory.{stamp}-{serial}.pre-restore.db"
+            # after every backup there and every number the database gave
+            label = _label(identity)
+            sequence = max(last_sequence(folder, label), recorded_sequence(database)) + 1
+            save_to = folder / backup_name(label, when, sequence, pre_restore=True)
+            while save_to.exists() or save_to == backup:  # a name taken meanwhile
+                sequence += 1
+                save_to = folder / backup_name(label, when, sequence, pre_restore=True)
             saved = save_to
             # the notes being replaced go beside it: restoring it brings them back
             try:
