@@ -14,7 +14,8 @@ agent's backups as they were taken, whatever the clock said
 (:mod:`spade_memory.storage.backup_sequence`): the newest backup is the one taken
 last, for a restore on open, for ``spade-memory backup JID --list`` and for pruning.
 Backups older than :attr:`~spade_memory.config.StorageConfig.backup_keep_days` are
-removed, except the newest of each agent.
+removed, except the newest of each agent; one whose time is ahead of the clock is
+as old as the backups taken after it (:func:`prune_backups`).
 
 A restore writes into a closed agent's database (again through the backup API)
 and refuses one open in this process or another. The FAISS snapshot, a cache, is
@@ -113,18 +114,19 @@ def prune_backups(
     """Remove backups older than ``keep_days``, keeping the newest of each agent.
 
     The newest is the one taken last (:func:`list_backups`' order), whatever the
-    clock said.
+    clock said. A backup's age is its time, except when that time is after
+    ``now`` (the clock was ahead when it was taken): it is then no younger than
+    the backups taken after it, and counts as taken at the earliest of their times.
+    It goes with them, and never outlives them on a wrong time; with none after
+    it, it is the newest and stays.
 
     Returns the database backups removed (their notes files go with them).
     """
     backups = list_backups(root, stem=stem)
-    newest: dict[str, BackupInfo] = {}
-    for info in backups:
-        newest[info.stem] = info
     cutoff = now - keep_days * _DAY
     removed: list[Path] = []
-    for info in backups:
-        if info.created_at >= cutoff or newest[info.stem] is info:
+    for info, taken in _ages(backups, now):
+        if taken >= cutoff:
             continue
         for path in (info.path, notes_backup_of(info.path)):
             with contextlib.suppress(FileNotFoundError):
@@ -133,6 +135,24 @@ def prune_backups(
     if removed:
         logger.info("removed %d backups older than %g days from %s", len(removed), keep_days, root)
     return removed
+
+
+def _ages(backups: list[BackupInfo], now: float) -> list[tuple[BackupInfo, float]]:
+    """Each backup but the newest of each agent, with the time its age is judged by
+    (see :func:`prune_backups`); ``backups`` oldest first."""
+    aged: list[tuple[BackupInfo, float]] = []
+    later: dict[str, float] = {}  # per agent: the earliest time of the backups after
+    for info in reversed(backups):
+        if info.stem in later:
+            taken = info.created_at
+            if taken > now:
+                taken = min(taken, later[info.stem])
+            aged.append((info, taken))
+            later[info.stem] = min(later[info.stem], info.created_at)
+        else:  # the newest of its agent: always kept
+            later[info.stem] = info.created_at
+    aged.reverse()
+    return aged
 
 
 def _check_backup(facts: BackupFacts, backup: Path, jid: str) -> None:

@@ -16,6 +16,7 @@ from spade_memory.errors import ConfigError, StorageError
 from spade_memory.identity import AgentIdentity
 from spade_memory.maintenance.backup import list_backups, prune_backups, restore_backup
 from spade_memory.manager import MemoryManager
+from spade_memory.storage.backup_files import backup_name
 
 ALICE = AgentIdentity.of("alice@localhost")
 
@@ -205,9 +206,33 @@ async def test_a_backup_taken_under_a_clock_a_year_ahead_stays_older_than_later_
     last = await memory.backup()
     assert [info.path for info in list_backups(root)] == [ahead, first, last]
     assert [info.sequence for info in list_backups(root)] == [1, 2, 3]
-    # past the retention, the one taken last stays
-    assert last not in prune_backups(root, keep_days=14, now=clock() + 16 * DAY)
-    assert list_backups(root)[-1].path == last
+    # within the retention nothing goes: the one stamped ahead is as old as the first after it
+    assert prune_backups(root, keep_days=14, now=clock() + 10 * DAY) == []
+    # past it, the one taken last stays, not the one stamped ahead
+    assert prune_backups(root, keep_days=14, now=clock() + 16 * DAY) == [ahead, first]
+    assert [info.path for info in list_backups(root)] == [last]
+
+
+def test_only_a_backup_stamped_ahead_of_the_clock_is_aged_by_the_ones_after_it(
+    root: Path, clock: Clock
+) -> None:
+    folder = root / "backup"
+    folder.mkdir()
+    label = ALICE.database_name.removesuffix(".db")
+    now = clock()
+    stamped = {  # sequence: days from now its name says it was taken
+        1: -30.0,  # old: goes
+        2: 365.0,  # a clock ahead: as old as 3, 4, 5 (their earliest time: -20 days): goes
+        3: -2.0,  # right
+        4: -1.0,  # right: a backup after it with a clock behind does not make it older
+        5: -20.0,  # the clock behind; the newest stays
+    }
+    paths = {}
+    for sequence, days in stamped.items():
+        paths[sequence] = folder / backup_name(label, now + days * DAY, sequence)
+        paths[sequence].write_bytes(b"")
+    assert prune_backups(root, keep_days=14, now=now) == [paths[1], paths[2]]
+    assert [info.path for info in list_backups(root)] == [paths[3], paths[4], paths[5]]
 
 
 async def test_a_lost_memory_is_restored_from_the_backup_taken_last_whatever_the_clock_said(
@@ -265,6 +290,9 @@ async def test_backups_named_by_an_older_version_come_first_and_are_still_restor
     # taken after them (though its time is before theirs): after them
     taken = await memory.backup()
     assert [info.path for info in list_backups(root)] == [older, newer, taken]
+    # stamped ahead of the clock, they are as old as the backup taken after them
+    assert prune_backups(root, keep_days=1, now=clock()) == []
+    assert prune_backups(root, keep_days=1, now=clock() + 2 * DAY) == [older, newer]
 
 
 async def test_migration_and_pre_restore_backups_take_their_place_in_the_order(
