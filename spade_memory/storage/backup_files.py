@@ -133,7 +133,7 @@ def notes_backup_of(database_backup: Path) -> Path:
     if match is None:
         return database_backup.with_suffix(".json")
     # the parts of the database's name that set it apart (a migration's version,
-    # a serial, pre-restore) set its notes apart too
+    # a serial, a sequence, pre-restore) set its notes apart too
     suffix = (
         (f"v{match['version']}." if match["version"] else "")
         + match["stamp"]
