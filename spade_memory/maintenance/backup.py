@@ -5,13 +5,17 @@ API (never a file copy of a database in use) plus a copy of the interaction
 notes (written atomically, so a plain read is consistent), under ``backup/`` in
 the memory root::
 
-    backup/{stem}_base_memory.{YYYYmmddTHHMMSS}.db
-    backup/{stem}_interactions.{YYYYmmddTHHMMSS}.json
+    backup/{stem}_base_memory.{YYYYmmddTHHMMSS}.s{N}.db
+    backup/{stem}_interactions.{YYYYmmddTHHMMSS}.s{N}.json
 
-Migrations leave ``{stem}_base_memory.v{N}.{stamp}.db`` there too, and a restore
-first saves the database it replaces as ``....pre-restore.db``. Backups older
-than :attr:`~spade_memory.config.StorageConfig.backup_keep_days` are removed,
-except the newest of each agent.
+Migrations leave ``{stem}_base_memory.v{V}.{stamp}.s{N}.db`` there too, and a restore
+first saves the database it replaces as ``....s{N}.pre-restore.db``. ``N`` orders an
+agent's backups as they were taken, whatever the clock said
+(:mod:`spade_memory.storage.backup_sequence`): the newest backup is the one taken
+last, for a restore on open, for ``spade-memory backup JID --list`` and for pruning.
+Backups older than :attr:`~spade_memory.config.StorageConfig.backup_keep_days` are
+removed, except the newest of each agent; one whose time is ahead of the clock is
+as old as the backups taken after it (:func:`prune_backups`).
 
 A restore writes into a closed agent's database (again through the backup API)
 and refuses one open in this process or another. The FAISS snapshot, a cache, is
@@ -35,10 +39,12 @@ from ..storage.backup_files import (
     BACKUP_FOLDER,
     BackupInfo,
     backup_folder,
-    backup_stamp,
+    backup_name,
+    last_sequence,
     list_backups,
     notes_backup_of,
 )
+from ..storage.backup_sequence import recorded_sequence
 from ..storage.database_copies import BackupFacts, BackupFile, make_standalone
 from ..storage.files import atomic_write_bytes
 from ..storage.interaction import empty_document, snapshot_document
@@ -78,12 +84,11 @@ async def backup_memory(engine: Engine) -> Path:
     folder = backup_folder(root)
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     stem = engine.identity.stem
-    target = folder / f"{stem}_base_memory.{backup_stamp(now)}.db"
-    serial = 1
-    while target.exists():
-        serial += 1
-        target = folder / f"{stem}_base_memory.{backup_stamp(now)}-{serial}.db"
-    await engine.base.backup_to(target)
+    label = _label(engine.identity)
+    after = await asyncio.to_thread(last_sequence, folder, label)
+    target = await engine.base.backup_numbered(
+        lambda sequence: folder / backup_name(label, now, sequence), after=after
+    )
     await asyncio.to_thread(make_standalone, target)
     notes = resolve_inside(root, engine.identity.interactions_name)
     try:  # snapshot and journal as one file
@@ -98,21 +103,30 @@ async def backup_memory(engine: Engine) -> Path:
     return target
 
 
+def _label(identity: AgentIdentity) -> str:
+    """The name of the agent's database without ``.db``: what its backups' names begin with."""
+    return identity.database_name.removesuffix(".db")
+
+
 def prune_backups(
     root: Path, *, keep_days: float, now: float, stem: str | None = None
 ) -> list[Path]:
     """Remove backups older than ``keep_days``, keeping the newest of each agent.
 
+    The newest is the one taken last (:func:`list_backups`' order), whatever the
+    clock said. A backup's age is its time, except when that time is after
+    ``now`` (the clock was ahead when it was taken): it is then no younger than
+    the backups taken after it, and counts as taken at the earliest of their times.
+    It goes with them, and never outlives them on a wrong time; with none after
+    it, it is the newest and stays.
+
     Returns the database backups removed (their notes files go with them).
     """
     backups = list_backups(root, stem=stem)
-    newest: dict[str, BackupInfo] = {}
-    for info in backups:
-        newest[info.stem] = info
     cutoff = now - keep_days * _DAY
     removed: list[Path] = []
-    for info in backups:
-        if info.created_at >= cutoff or newest[info.stem] is info:
+    for info, taken in _ages(backups, now):
+        if taken >= cutoff:
             continue
         for path in (info.path, notes_backup_of(info.path)):
             with contextlib.suppress(FileNotFoundError):
@@ -121,6 +135,24 @@ def prune_backups(
     if removed:
         logger.info("removed %d backups older than %g days from %s", len(removed), keep_days, root)
     return removed
+
+
+def _ages(backups: list[BackupInfo], now: float) -> list[tuple[BackupInfo, float]]:
+    """Each backup but the newest of each agent, with the time its age is judged by
+    (see :func:`prune_backups`); ``backups`` oldest first."""
+    aged: list[tuple[BackupInfo, float]] = []
+    later: dict[str, float] = {}  # per agent: the earliest time of the backups after
+    for info in reversed(backups):
+        if info.stem in later:
+            taken = info.created_at
+            if taken > now:
+                taken = min(taken, later[info.stem])
+            aged.append((info, taken))
+            later[info.stem] = min(later[info.stem], info.created_at)
+        else:  # the newest of its agent: always kept
+            later[info.stem] = info.created_at
+    aged.reverse()
+    return aged
 
 
 def _check_backup(facts: BackupFacts, backup: Path, jid: str) -> None:
@@ -186,12 +218,13 @@ def restore_backup(root: Path, jid: str, backup: Path, *, now: float | None = No
         if database.exists():
             folder = backup_folder(root)
             folder.mkdir(exist_ok=True, mode=0o700)
-            stamp = backup_stamp(when)
-            save_to = folder / f"{identity.stem}_base_memory.{stamp}.pre-restore.db"
-            serial = 1
-            while save_to.exists() or save_to == backup:  # two restores in one second
-                serial += 1
-                save_to = folder / f"{identity.stem}_base_memory.{stamp}-{serial}.pre-restore.db"
+            # after every backup there and every number the database gave
+            label = _label(identity)
+            sequence = max(last_sequence(folder, label), recorded_sequence(database)) + 1
+            save_to = folder / backup_name(label, when, sequence, pre_restore=True)
+            while save_to.exists() or save_to == backup:  # a name taken meanwhile
+                sequence += 1
+                save_to = folder / backup_name(label, when, sequence, pre_restore=True)
             saved = save_to
             # the notes being replaced go beside it: restoring it brings them back
             try:

@@ -2,10 +2,17 @@
 
 Backups live under ``backup/`` in the memory root::
 
-    backup/{stem}_base_memory.{YYYYmmddTHHMMSS}.db        taken on request or on schedule
-    backup/{stem}_base_memory.v{N}.{YYYYmmddTHHMMSS}.db   taken before a schema migration
-    backup/{stem}_base_memory.{stamp}.pre-restore.db      the database a restore replaced
-    backup/{stem}_interactions.{stamp}.json               the notes that go with a backup
+    backup/{stem}_base_memory.{YYYYmmddTHHMMSS}.s{N}.db        taken on request or on schedule
+    backup/{stem}_base_memory.v{V}.{YYYYmmddTHHMMSS}.s{N}.db   taken before a schema migration
+    backup/{stem}_base_memory.{stamp}.s{N}.pre-restore.db      the database a restore replaced
+    backup/{stem}_interactions.{stamp}.s{N}.json               the notes that go with a backup
+
+``N`` is the backup's sequence: the order the agent's backups were taken in, whatever
+the clock said (:mod:`spade_memory.storage.backup_sequence`); the time is the clock's,
+for people and for the age of a backup. Backups named by older versions, without a
+sequence (``{stem}_base_memory.{stamp}.db``, ``-{serial}`` after the stamp when two fell
+in one second), are listed too: among themselves by their time, and before every
+backup with a sequence, all taken after them. Listing reads names only.
 
 Taking and pruning backups, and the restore a user asks for, are
 :mod:`spade_memory.maintenance.backup`. Here is what opening a memory needs too:
@@ -36,8 +43,10 @@ __all__ = [
     "BACKUP_FOLDER",
     "BackupInfo",
     "backup_folder",
+    "backup_name",
     "backup_stamp",
     "check_backup",
+    "last_sequence",
     "list_backups",
     "notes_backup_of",
     "restore_missing_database",
@@ -48,18 +57,23 @@ logger = logging.getLogger(__name__)
 
 BACKUP_FOLDER = "backup"
 _STAMP = "%Y%m%dT%H%M%S"
+_DATABASE = "_base_memory"
 _NAME = re.compile(
-    r"^(?P<stem>.+)_base_memory\.(?:v(?P<version>\d+)\.)?(?P<stamp>\d{8}T\d{6})"
-    r"(?:-(?P<n>\d+))?(?P<pre>\.pre-restore)?\.db$"
+    rf"^(?P<stem>.+){_DATABASE}\.(?:v(?P<version>\d+)\.)?(?P<stamp>\d{{8}}T\d{{6}})"
+    r"(?:-(?P<n>\d+))?(?:\.s(?P<seq>\d+))?(?P<pre>\.pre-restore)?\.db$"
 )
 
 
 @dataclass(frozen=True, slots=True)
 class BackupInfo:
-    """One backup file: whose, when (Unix seconds, from its name), how big, what kind.
+    """One backup file: whose, when (Unix seconds, from its name), how big, what kind,
+    and its place among the agent's backups.
 
     ``kind`` is ``"manual"`` (on request or scheduled), ``"migration"`` (taken
     before a schema migration) or ``"pre-restore"`` (the database a restore replaced).
+    ``sequence`` orders the agent's backups as they were taken (``None`` for a
+    backup named by an older version, taken before every one that has it);
+    ``created_at`` is what the clock said, which may have been wrong.
     """
 
     path: Path
@@ -67,6 +81,7 @@ class BackupInfo:
     created_at: float
     size: int
     kind: str
+    sequence: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -75,12 +90,36 @@ class BackupInfo:
             "created_at": self.created_at,
             "size": self.size,
             "kind": self.kind,
+            "sequence": self.sequence,
         }
 
 
 def backup_stamp(when: float) -> str:
     """The time part of a backup's name (UTC)."""
     return time.strftime(_STAMP, time.gmtime(when))
+
+
+def backup_name(
+    label: str,
+    when: float,
+    sequence: int,
+    *,
+    version: int | None = None,
+    pre_restore: bool = False,
+) -> str:
+    """The name of a database backup.
+
+    Args:
+        label: the database's file name without ``.db`` (``{stem}_base_memory``).
+        when: the time it is taken (Unix seconds, from the clock).
+        sequence: its number among the agent's backups
+            (:func:`~spade_memory.storage.backup_sequence.take_sequence`).
+        version: the schema version it has, for one taken before a migration.
+        pre_restore: it is the database a restore replaced.
+    """
+    migration = f"v{version}." if version is not None else ""
+    replaced = ".pre-restore" if pre_restore else ""
+    return f"{label}.{migration}{backup_stamp(when)}.s{sequence}{replaced}.db"
 
 
 def backup_folder(root: Path) -> Path:
@@ -94,44 +133,64 @@ def notes_backup_of(database_backup: Path) -> Path:
     if match is None:
         return database_backup.with_suffix(".json")
     # the parts of the database's name that set it apart (a migration's version,
-    # a serial, pre-restore) set its notes apart too
+    # a serial, a sequence, pre-restore) set its notes apart too
     suffix = (
         (f"v{match['version']}." if match["version"] else "")
         + match["stamp"]
         + (f"-{match['n']}" if match["n"] else "")
+        + (f".s{match['seq']}" if match["seq"] else "")
         + (".pre-restore" if match["pre"] else "")
     )
     return database_backup.with_name(f"{match['stem']}_interactions.{suffix}.json")
 
 
 def list_backups(root: Path, *, stem: str | None = None) -> list[BackupInfo]:
-    """The database backups under ``root`` (of one agent's ``stem``), oldest first."""
+    """The database backups under ``root`` (of one agent's ``stem``), oldest first.
+
+    Oldest in the order they were taken: by sequence, after those named without one
+    (by their time); never by the clock alone, which may have been wrong.
+    """
+    return _listed(backup_folder(root), stem, root)
+
+
+def last_sequence(folder: Path, label: str) -> int:
+    """The largest sequence among the backups in ``folder`` of the database named
+    ``label`` (``{stem}_base_memory``); 0 when none has one."""
+    if not label.endswith(_DATABASE):
+        return 0
+    numbers = [info.sequence or 0 for info in _listed(folder, label[: -len(_DATABASE)], folder)]
+    return max(numbers, default=0)
+
+
+def _listed(folder: Path, stem: str | None, where: Path) -> list[BackupInfo]:
     try:
-        entries = list(backup_folder(root).iterdir())
+        entries = list(folder.iterdir())
     except FileNotFoundError:
         return []
     except OSError as exc:
-        raise StorageError(f"could not list the backups in {root}: {exc}") from exc
+        raise StorageError(f"could not list the backups in {where}: {exc}") from exc
     found: list[BackupInfo] = []
     for entry in entries:
         match = _NAME.match(entry.name)
         if match is None or (stem is not None and match["stem"] != stem):
             continue
         created = calendar.timegm(time.strptime(match["stamp"], _STAMP))
+        kind = "pre-restore" if match["pre"] else "migration" if match["version"] else "manual"
+        sequence = int(match["seq"]) if match["seq"] else None
         with contextlib.suppress(OSError):
-            kind = "pre-restore" if match["pre"] else "migration" if match["version"] else "manual"
-            found.append(
-                BackupInfo(entry, match["stem"], float(created), entry.stat().st_size, kind)
-            )
+            size = entry.stat().st_size
+            found.append(BackupInfo(entry, match["stem"], float(created), size, kind, sequence))
     return sorted(found, key=_order)
 
 
-def _order(info: BackupInfo) -> tuple[float, int, str]:
-    """Oldest first; of one second, by serial ("-2" after the first: by name alone
-    "-" sorts before ".")."""
+def _order(info: BackupInfo) -> tuple[int, int, float, int, str]:
+    """Oldest first: those without a sequence by time, then by sequence; of one
+    second, by serial ("-2" after the first: by name alone "-" sorts before ".")."""
     match = _NAME.match(info.path.name)
     serial = int(match["n"]) if match is not None and match["n"] else 1
-    return (info.created_at, serial, info.path.name)
+    if info.sequence is None:
+        return (0, 0, info.created_at, serial, info.path.name)
+    return (1, info.sequence, info.created_at, serial, info.path.name)
 
 
 def check_backup(backup: Path, jid: str) -> tuple[str | None, int | None]:

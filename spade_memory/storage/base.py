@@ -45,6 +45,7 @@ from . import (
     on_thread,
     structure,
 )
+from .backup_sequence import take_sequence
 from .damage import DamageGuard
 from .derivation import Deferred
 from .files import create_private
@@ -834,3 +835,25 @@ class BaseMemoryStore:
         self._check_open()
         async with self._write_lock:
             return await backup_database(self._db, target)
+
+    async def backup_numbered(self, target: Callable[[int], Path], *, after: int) -> Path:
+        """Take the database's next backup number and copy the live database to
+        ``target(number)`` with SQLite's backup API; returns the copy's path.
+
+        The number is above ``after`` (the largest among the backups already
+        there) and above every number the database gave before
+        (:mod:`~spade_memory.storage.backup_sequence`); the copy holds the
+        counter that gave it. No write of this process comes between the two.
+
+        Raises:
+            StorageError: the number could not be taken or the copy failed.
+        """
+        self._check_open()
+        async with self._writer.exclusive() as db:
+            try:
+                sequence = await on_thread.run_on_connection(
+                    db, partial(take_sequence, after=after)
+                )
+            except sqlite3.Error as exc:
+                raise StorageError(f"{self._label}: could not number a backup: {exc}") from exc
+            return await backup_database(db, target(sequence))

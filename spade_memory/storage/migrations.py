@@ -6,6 +6,7 @@ newest version in a private file and links it into place only when complete.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
@@ -14,6 +15,7 @@ import sqlite3
 import time
 import uuid
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +24,10 @@ import aiosqlite
 from ..errors import MigrationError, StorageError
 from ..text.content_key import CONTENT_KEY_FUNCTION, content_key
 from . import checksums
+from .backup_files import backup_name, last_sequence
+from .backup_sequence import take_sequence
 from .files import create_private
+from .on_thread import run_on_connection
 from .schema import MIGRATIONS, Migration
 
 __all__ = [
@@ -53,6 +58,20 @@ async def backup_database(db: aiosqlite.Connection, target: Path) -> Path:
             partial.unlink()
         raise StorageError(f"could not back up the database to {target}: {exc}") from exc
     return target
+
+
+async def _backup_before(
+    db: aiosqlite.Connection, backup_dir: Path, label: str, version: int
+) -> Path:
+    """Back up ``db`` (schema ``version``) before migrating it, numbered after the
+    backups already in ``backup_dir`` (:mod:`spade_memory.storage.backup_sequence`)."""
+    after = await asyncio.to_thread(last_sequence, backup_dir, label)
+    try:
+        sequence = await run_on_connection(db, partial(take_sequence, after=after))
+    except sqlite3.Error as exc:
+        raise StorageError(f"{label}: could not number the backup before migrating: {exc}") from exc
+    name = backup_name(label, time.time(), sequence, version=version)
+    return await backup_database(db, backup_dir / name)
 
 
 async def _restore(db: aiosqlite.Connection, backup: Path) -> None:
@@ -99,8 +118,7 @@ async def migrate(
     await checksums.install(db)  # a migration sums existing rows with it
     backup: Path | None = None
     if current > 0 and backup_dir is not None:
-        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
-        backup = await backup_database(db, backup_dir / f"{label}.v{current}.{stamp}.db")
+        backup = await _backup_before(db, backup_dir, label, current)
         logger.info("backed up %s (schema v%d) to %s before migrating", label, current, backup)
     # A new database takes every step in one transaction (nothing to restore);
     # each step is sent as one script: one round trip to the connection's thread

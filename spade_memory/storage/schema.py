@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from .scope_filter import same_scope
 
 __all__ = [
+    "BACKUP_SEQUENCE_KEY",
     "CLAIMS_KEY",
     "GRAPH_VERSION_KEY",
     "INDEX_TEXT_VERSION_KEY",
@@ -44,6 +45,10 @@ NOTES_KEY = "notes_file"
 
 LAST_RUN_KEY = "maintenance:{}_at"
 """The ``meta`` row of when a scheduled job (``.format(job)``) last ran, as JSON seconds."""
+
+BACKUP_SEQUENCE_KEY = "backup_sequence"
+"""The ``meta`` row of the number the last backup of the database took (the order
+backups were taken in: :mod:`spade_memory.storage.backup_sequence`)."""
 
 SCHEDULED_JOBS = ("expiry", "decay", "consolidation", "backup")
 """The maintenance jobs run on a schedule, whose last runs are kept."""

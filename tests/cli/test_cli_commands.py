@@ -423,6 +423,21 @@ def test_backup_list_and_restore(root: Path, capsys: pytest.CaptureFixture[str])
     assert status == 0 and "pre-restore" in out
 
 
+def test_backup_list_is_in_the_order_the_backups_were_taken(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first = Path(run_json(capsys, "backup", ALICE, "--root", str(root))["path"])
+    second = Path(run_json(capsys, "backup", ALICE, "--root", str(root))["path"])
+    stamp = first.name.split(".")[1]
+    ahead = first.with_name(first.name.replace(stamp, "29990101T000000"))  # a clock far ahead
+    first.rename(ahead)
+    listed = run_json(capsys, "backup", ALICE, "--root", str(root), "--list")
+    assert [(entry["path"], entry["sequence"]) for entry in listed] == [
+        (str(ahead), 1),
+        (str(second), 2),
+    ]
+
+
 def process(*argv: str, console: str | None = None) -> subprocess.CompletedProcess[str]:
     """``spade-memory ARGV`` in a child process; ``console``: the encoding of its
     console (``PYTHONIOENCODING``), its output read back as UTF-8 (the files it writes

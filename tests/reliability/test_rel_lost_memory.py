@@ -148,13 +148,14 @@ async def test_a_damaged_or_foreign_newer_backup_is_skipped_for_an_older_good_on
         await other.store(memory_text(2))
         foreign = await other.backup()
     stem = IDENTITY.stem
-    # newer backups under this agent's name: one damaged, one of another agent
-    damaged = good.with_name(f"{stem}_base_memory.29990101T000000.db")
+    # newer backups (taken after it: later in the sequence) under this agent's name:
+    # one damaged, one of another agent
+    damaged = good.with_name(f"{stem}_base_memory.29990101T000000.s8.db")
     data = bytearray(good.read_bytes())
     page = int.from_bytes(data[16:18], "big") or 65536
     data[page * 2 : page * 3] = bytes(page)  # a zeroed b-tree page: fails integrity_check
     damaged.write_bytes(bytes(data))
-    shutil.copyfile(foreign, good.with_name(f"{stem}_base_memory.29990102T000000.db"))
+    shutil.copyfile(foreign, good.with_name(f"{stem}_base_memory.29990102T000000.s9.db"))
     await quarantine_database(tmp_path)
     with caplog.at_level(logging.WARNING, logger="spade_memory"):
         async with await MemoryManager.open(JID, config(tmp_path)) as manager:
