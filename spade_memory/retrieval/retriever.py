@@ -154,7 +154,7 @@ class Retriever:
         self._dim = dim
         self._clock = clock
         self._reranker = LexicalReranker(base, tokenizer)
-        self._cache: dict[_CacheKey, tuple[float, int, list[SearchResult]]] = {}
+        self._cache: dict[_CacheKey, tuple[float, tuple[int, int], list[SearchResult]]] = {}
         # Per viewer and categories: (generation, time read, the ids it sees, or
         # None when it sees every memory of those categories).
         self._visible: dict[
@@ -215,13 +215,21 @@ class Retriever:
         cats = tuple(sorted(categories)) if categories else ()
         key: _CacheKey = (query, limit, cats, explain, viewer, min_score)
         ttl = self._config.cache_ttl_seconds
+        version = 0
         if ttl > 0:
+            # a write of this process drops the cache; one of another process changes this
+            version = await self._base.data_version()
             hit = self._cache.get(key)
-            if hit is not None and hit[1] == self._generation and time.monotonic() - hit[0] < ttl:
+            if (
+                hit is not None
+                and hit[1] == (self._generation, version)
+                and time.monotonic() - hit[0] < ttl
+            ):
                 results = await self._reread(hit[2])
                 cached = SearchTimings(total=time.perf_counter() - started, cached=True)
                 self.last_timings = cached
                 return results, cached
+        generation = self._generation
         state = SearchState(
             query=query,
             limit=limit,
@@ -257,7 +265,8 @@ class Retriever:
         if ttl > 0:
             if len(self._cache) > 256:
                 self._cache.clear()
-            self._cache[key] = (time.monotonic(), self._generation, list(results))
+            if generation == self._generation:  # nothing written while it ran
+                self._cache[key] = (time.monotonic(), (generation, version), list(results))
         return results, timings
 
     def _crowded(self, state: SearchState) -> bool:
@@ -412,9 +421,8 @@ class Retriever:
         fresh = await self._base.get_many(result.memory.id for result in results)
         return [
             dataclasses.replace(result, memory=fresh[result.memory.id])
-            if result.memory.id in fresh
-            else result
             for result in results
+            if result.memory.id in fresh and fresh[result.memory.id].status == "active"
         ]
 
     async def _keyword(self, state: SearchState) -> dict[int, float]:

@@ -780,10 +780,15 @@ class BaseMemoryStore:
     async def written_elsewhere(self) -> bool:
         """Whether another connection (another process) committed to the database
         since this was last asked (``PRAGMA data_version``); ``True`` the first time."""
-        rows = await self._fetchall("PRAGMA data_version", ())
-        version = int(rows[0][0])
+        version = await self.data_version()
         changed, self._data_version = version != self._data_version, version
         return changed
+
+    async def data_version(self) -> int:
+        """A number that changes whenever another connection (another process)
+        commits to the database (``PRAGMA data_version``)."""
+        rows = await self._fetchall("PRAGMA data_version", ())
+        return int(rows[0][0])
 
     async def load_vectors(
         self, fingerprint: str, dim: int, *, after_seq: int = 0

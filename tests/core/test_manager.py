@@ -106,6 +106,7 @@ async def test_two_updates_at_once_leave_the_index_of_what_is_stored(
         "from a documentary",
         "preference",
     )
+    await manager.flush()  # the new content's vector too
     # the keyword index holds what is stored (the check recomputes every index text)
     report = await manager.check(deep=True)
     assert report.problems == 0, report

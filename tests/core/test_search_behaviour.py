@@ -144,6 +144,29 @@ async def test_a_search_answered_from_the_cache_shows_the_counts_written_since(
     assert (await manager.get(stored.id)).access_count == 3
 
 
+async def test_a_cached_search_sees_what_another_process_forgot_and_stored(
+    file_config: MemoryConfig,
+) -> None:
+    async with (
+        await MemoryManager.open("a@localhost", file_config) as agent,
+        await MemoryManager.open("a@localhost", file_config) as command,  # its own connection
+    ):
+        zebra = await agent.store("The zebra enclosure code is 9911")
+        giraffe = await agent.store("The giraffe enclosure code is 1234")
+        await agent.flush()
+        assert {r.memory.id for r in await agent.search("enclosure code", limit=5)} == {
+            zebra.id,
+            giraffe.id,
+        }
+
+        await command.forget(zebra.id)
+        okapi = await command.store("The okapi enclosure code is 5555")
+        await command.flush()
+
+        found = {r.memory.id for r in await agent.search("enclosure code", limit=5)}
+        assert found == {giraffe.id, okapi.id}
+
+
 async def test_the_turn_after_a_hit_in_the_same_conversation_is_recalled(tmp_path: Path) -> None:
     turns = [
         "Mel: Anything you are excited for in the adoption process?",
