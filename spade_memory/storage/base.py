@@ -141,6 +141,40 @@ class BaseMemoryStore:
             MigrationError: a schema migration failed; the backup was restored.
         """
         label = path.name if path is not None else f"in-memory database of {agent}"
+        marker: OpenMarker | None = None
+        if path is not None:
+            # Seen by other processes from the start, before any file work (a
+            # migration, a check): a restore refuses a memory being opened too.
+            marker = await asyncio.to_thread(OpenMarker.hold, path)
+        try:
+            store = await cls._open(
+                path, agent, label, storage, categories, backup_dir, now, expect_existing,
+                initial_meta,
+            )  # fmt: skip
+        except BaseException:
+            if marker is not None:
+                marker.release()
+            raise
+        if path is not None:
+            store._marker = marker
+            store._path = path.resolve()
+            _OPEN_PATHS[store._path] = _OPEN_PATHS.get(store._path, 0) + 1
+        return store
+
+    @classmethod
+    async def _open(
+        cls,
+        path: Path | None,
+        agent: str,
+        label: str,
+        storage: StorageConfig,
+        categories: Sequence[str],
+        backup_dir: Path | None,
+        now: float,
+        expect_existing: bool,
+        initial_meta: Mapping[str, str] | None,
+    ) -> BaseMemoryStore:
+        """:meth:`open` once its marker is held."""
         if path is not None:
             try:
                 await asyncio.to_thread(check_wal, path)
@@ -193,15 +227,6 @@ class BaseMemoryStore:
         except BaseException:
             await db.close()
             raise
-        if path is not None:
-            try:
-                # Seen by other processes: a restore refuses a memory in use.
-                store._marker = await asyncio.to_thread(OpenMarker.hold, path)
-            except BaseException:
-                await db.close()
-                raise
-            store._path = path.resolve()
-            _OPEN_PATHS[store._path] = _OPEN_PATHS.get(store._path, 0) + 1
         return store
 
     async def _verify_checksums(self, whole_below: int) -> None:

@@ -45,7 +45,7 @@ logger = logging.getLogger(__name__)
 async def backup_database(db: aiosqlite.Connection, target: Path) -> Path:
     """Copy a live database to ``target`` with SQLite's online backup API."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_name(target.name + ".partial")
+    partial = target.with_name(f"{target.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.partial")
     with contextlib.suppress(FileNotFoundError):
         partial.unlink()
     try:
@@ -116,37 +116,82 @@ async def migrate(
         return current
     await db.create_function(CONTENT_KEY_FUNCTION, 2, content_key, deterministic=True)
     await checksums.install(db)  # a migration sums existing rows with it
-    backup: Path | None = None
-    if current > 0 and backup_dir is not None:
-        backup = await _backup_before(db, backup_dir, label, current)
-        logger.info("backed up %s (schema v%d) to %s before migrating", label, current, backup)
-    # A new database takes every step in one transaction (nothing to restore);
-    # each step is sent as one script: one round trip to the connection's thread
-    # instead of one per statement (opening many agents' memories at once).
-    steps = [pending] if current == 0 else [[m] for m in pending]
-    for group in steps:
-        migration = group[-1]
+    if current == 0:
+        # A new database takes every step in one transaction (nothing to restore),
+        # sent as one script: one round trip to the connection's thread instead of
+        # one per statement (opening many agents' memories at once).
         try:
-            await db.executescript(f"BEGIN IMMEDIATE;\n{schema_script(group)}\nCOMMIT;")
+            await db.executescript(f"BEGIN IMMEDIATE;\n{schema_script(pending)}\nCOMMIT;")
         except (sqlite3.Error, StorageError) as exc:
             with contextlib.suppress(sqlite3.Error):
                 await db.execute("ROLLBACK")
-            if await schema_version(db) >= migration.version:
-                # Another process opening the same database took this step first.
-                logger.debug("%s reached schema v%d in another process", label, migration.version)
-                continue
-            if backup is not None:
+            if await schema_version(db) >= latest:
+                return latest  # another process created it meanwhile
+            raise MigrationError(f"creating the schema of {label} failed: {exc}") from exc
+        return latest
+    backup: Path | None = None
+    if backup_dir is not None:
+        backup = await _backup_before(db, backup_dir, label, current)
+        logger.info("backed up %s (schema v%d) to %s before migrating", label, current, backup)
+    written = await _data_version(db)  # changes when another connection commits
+    for migration in pending:
+        try:
+            took = await run_on_connection(db, partial(_take_step, migration))
+        except (sqlite3.Error, StorageError) as exc:
+            with contextlib.suppress(sqlite3.Error):
+                await db.execute("ROLLBACK")
+            step = f"migrating {label} to schema v{migration.version} ({migration.description})"
+            if backup is not None and await _data_version(db) == written:
+                # Only this connection wrote since the backup: it holds all there is.
                 await _restore(db, backup)
-                raise MigrationError(
-                    f"migrating {label} to schema v{migration.version} "
-                    f"({migration.description}) failed: {exc}; restored from {backup}"
-                ) from exc
+                raise MigrationError(f"{step} failed: {exc}; restored from {backup}") from exc
+            # Another process wrote meanwhile (it may have migrated and stored):
+            # its writes stay; the database is at the last step taken.
             raise MigrationError(
-                f"migrating {label} to schema v{migration.version} "
-                f"({migration.description}) failed: {exc}; nothing was changed"
+                f"{step} failed: {exc}; the database stays at schema "
+                f"v{await schema_version(db)}"
+                + (f" (backup from before the migration: {backup})" if backup else "")
             ) from exc
-        logger.debug("%s migrated to schema v%d", label, migration.version)
+        if took:
+            logger.debug("%s migrated to schema v%d", label, migration.version)
+        else:
+            logger.debug("%s reached schema v%d in another process", label, migration.version)
     return latest
+
+
+def _take_step(migration: Migration, db: sqlite3.Connection) -> bool:
+    """Take one schema step in a transaction of its own, on the connection's thread;
+    ``False`` when another process took it first (read under the write lock).
+
+    Raises:
+        sqlite3.Error: a statement failed, or the database is not at the version
+            the step starts from; nothing was changed.
+    """
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        (version,) = db.execute("PRAGMA user_version").fetchone()
+        if version >= migration.version:
+            db.execute("ROLLBACK")
+            return False
+        if version != migration.version - 1:
+            raise sqlite3.OperationalError(
+                f"the database is at schema v{version}, not v{migration.version - 1}"
+            )
+        for statement in migration.statements:
+            db.execute(statement)
+        db.execute(f"PRAGMA user_version = {int(migration.version)}")
+        db.execute("COMMIT")
+    except BaseException:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        raise
+    return True
+
+
+async def _data_version(db: aiosqlite.Connection) -> int:
+    async with db.execute("PRAGMA data_version") as cursor:
+        row = await cursor.fetchone()
+    return int(row[0]) if row else 0
 
 
 def schema_functions(db: sqlite3.Connection) -> None:

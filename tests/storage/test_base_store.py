@@ -251,3 +251,73 @@ async def test_successful_migration_backs_up_first(tmp_path: Path) -> None:
     assert len(backups) == 1
     with sqlite3.connect(backups[0]) as db:
         assert db.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS)
+
+
+async def test_a_migration_another_process_took_meanwhile_is_not_taken_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import aiosqlite
+
+    from spade_memory.storage import migrations
+
+    path = tmp_path / "a.db"
+    store = await open_store(path)
+    await store.aclose()
+    n = len(MIGRATIONS)
+    extra = (
+        *MIGRATIONS,
+        # a step that can be run twice, then one that cannot
+        Migration(n + 1, "touch the counters", ("UPDATE meta SET value = value",)),
+        Migration(n + 2, "a table of its own", ("CREATE TABLE extra_t (z TEXT)",)),
+    )
+    backup_before = migrations._backup_before
+
+    async def slow_backup(db: aiosqlite.Connection, *args: object) -> Path:
+        # While this process backs up, another one opens the memory, migrates it and
+        # writes to it (the backup of a large database takes seconds).
+        taken = await backup_before(db, *args)  # type: ignore[arg-type]
+        async with aiosqlite.connect(path, isolation_level=None) as other:
+            await migrations.migrate(other, backup_dir=None, label="a", migrations=extra)
+            await other.execute("INSERT INTO extra_t (z) VALUES ('acknowledged')")
+        return taken
+
+    monkeypatch.setattr(migrations, "_backup_before", slow_backup)
+    async with aiosqlite.connect(path, isolation_level=None) as db:
+        version = await migrations.migrate(
+            db, backup_dir=tmp_path / "backup", label="a", migrations=extra
+        )
+    assert version == n + 2
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == n + 2
+        assert db.execute("SELECT z FROM extra_t").fetchall() == [("acknowledged",)]
+
+
+async def test_a_memory_is_marked_open_while_it_is_being_opened(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import spade_memory.storage.base as base_module
+
+    path = tmp_path / "a.db"
+    store = await open_store(path)
+    await store.aclose()
+    migrate = base_module.migrate
+    seen: list[bool] = []
+
+    async def watched(db, *, backup_dir, label):  # type: ignore[no-untyped-def]
+        # what a restore asks before it writes (it refuses a memory open anywhere)
+        seen.append(BaseMemoryStore.open_in_any_process(path))
+        return await migrate(db, backup_dir=backup_dir, label=label)
+
+    monkeypatch.setattr(base_module, "migrate", watched)
+    store = await open_store(path)
+    await store.aclose()
+    assert seen == [True]
+    assert not BaseMemoryStore.open_in_any_process(path)
+
+
+async def test_a_failed_open_lets_go_of_its_mark(tmp_path: Path) -> None:
+    path = tmp_path / "a.db"
+    path.write_bytes(b"this is not a database" * 100)
+    with pytest.raises(StorageCorrupted):
+        await open_store(path)
+    assert not BaseMemoryStore.open_in_any_process(path)
