@@ -169,8 +169,8 @@ class FailsOnce(HashingEmbedder):
         return super().embed_documents(texts)
 
 
-async def test_a_failed_batch_does_not_stop_later_embedding(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+async def test_a_batch_the_embedder_failed_on_once_is_embedded_in_the_same_session(
+    tmp_path: Path,
 ) -> None:
     embedder = FailsOnce()
     settings = dataclasses.replace(
@@ -179,16 +179,101 @@ async def test_a_failed_batch_does_not_stop_later_embedding(
     async with await MemoryManager.open("v@x", settings) as memory:
         first = await memory.store_many([{"content": f"early fact {i}"} for i in range(8)])
         await memory.flush()
+        assert embedder.failed
+        # the failed batch was embedded again in halves, in the same pass
+        assert {m.id for m in first} <= await stored_ids(memory) == await index_ids(memory)
         later = await memory.store_many([{"content": f"later fact {i}"} for i in range(5)])
         await memory.flush()
-        assert embedder.failed
-        embedded = await stored_ids(memory)
-        assert {m.id for m in later} <= embedded  # the failed batch holds up nothing
-        assert not {m.id for m in first} & embedded  # skipped now, embedded on next open
-    assert "embedder failed on a batch" in caplog.text
+        assert {m.id for m in [*first, *later]} == await stored_ids(memory)
+
+
+class Refusing(HashingEmbedder):
+    """Raises on any batch holding a text with ``refused`` in it; records its calls."""
+
+    def __init__(self, refused: str = "POISON") -> None:
+        super().__init__()
+        self.refused = refused
+        self.calls: list[list[str]] = []
+
+    def embed_documents(self, texts):  # type: ignore[no-untyped-def]
+        self.calls.append(list(texts))
+        if any(self.refused in text for text in texts):
+            raise RuntimeError("cannot embed this text")
+        return super().embed_documents(texts)
+
+    def alone(self) -> int:
+        """How many calls asked for the refused text alone."""
+        return sum(1 for call in self.calls if len(call) == 1 and self.refused in call[0])
+
+
+async def test_a_text_the_embedder_refuses_leaves_the_rest_of_its_batch_embedded(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    embedder = Refusing()
+    settings = dataclasses.replace(hashing_config(embed_batch_size=32), embedder=embedder)
     async with await MemoryManager.open("v@x", settings) as memory:
+        *good, poison = await memory.store_many(
+            [{"content": f"good fact number {i}"} for i in range(9)]
+            + [{"content": "POISON text the embedder refuses"}]
+        )
         await memory.flush()
-        assert {m.id for m in first} <= await stored_ids(memory)
+        assert await stored_ids(memory) == {m.id for m in good} == await index_ids(memory)
+        stats = await memory.stats()
+        assert (stats.embedded, stats.pending_embeddings) == (9, 1)
+        assert len(embedder.calls) <= 2 * 10 - 1  # halves down to the refused text
+    refusals = [r for r in caplog.records if "not embedded" in r.getMessage()]
+    assert len(refusals) == 1 and f"({poison.id})" in refusals[0].getMessage()
+    assert "RuntimeError: cannot embed this text" in refusals[0].getMessage()
+
+
+async def test_a_refused_text_is_tried_again_with_backoff_a_bounded_number_of_times(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(indexer_module, "RETRY_FIRST_SECONDS", 0.01)
+    monkeypatch.setattr(indexer_module, "RETRY_MAX_SECONDS", 0.02)
+    monkeypatch.setattr(indexer_module, "REFUSED_ATTEMPTS", 4)
+    embedder = Refusing()
+    settings = dataclasses.replace(hashing_config(), embedder=embedder)
+    async with await MemoryManager.open("v@x", settings) as memory:
+        await memory.store("POISON text the embedder refuses")
+        await memory.flush()
+        for _ in range(200):
+            if embedder.alone() >= 4:
+                break
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.2)  # long past the next attempt, were there one
+        assert embedder.alone() == 4
+        assert (await memory.stats()).pending_embeddings == 1
+    assert len([r for r in caplog.records if "not embedded" in r.getMessage()]) == 1
+
+
+async def test_a_memory_refused_once_is_embedded_later_in_the_session(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(indexer_module, "RETRY_FIRST_SECONDS", 0.05)
+    embedder = FailsOnce()
+    settings = dataclasses.replace(hashing_config(), embedder=embedder)  # in memory
+    async with await MemoryManager.open("v@x", settings) as memory:
+        stored = await memory.store("The Porto office opens at nine")
+        await memory.flush()
+        assert embedder.failed and await stored_ids(memory) == set()
+        for _ in range(500):
+            if await index_ids(memory):
+                break
+            await asyncio.sleep(0.01)
+        assert await stored_ids(memory) == {stored.id} == await index_ids(memory)
+
+
+async def test_a_refused_memory_is_embedded_at_once_when_it_changes() -> None:
+    embedder = Refusing()
+    settings = dataclasses.replace(hashing_config(), embedder=embedder)
+    async with await MemoryManager.open("v@x", settings) as memory:
+        stored = await memory.store("POISON text the embedder refuses")
+        await memory.flush()
+        assert await stored_ids(memory) == set()
+        await memory.update(stored.id, content="The Lisbon office opens at ten")
+        await memory.flush()  # not waiting for the retry: the memory is another text now
+        assert await stored_ids(memory) == {stored.id} == await index_ids(memory)
 
 
 class AsyncHashing(HashingEmbedder):
