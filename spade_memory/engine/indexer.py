@@ -40,7 +40,13 @@ import numpy as np
 
 from ..config import StorageConfig
 from ..embedding import embedder_for_fingerprint
-from ..embedding.calls import embed_documents, embed_query, is_async_embedder, prepare
+from ..embedding.calls import (
+    embed_documents,
+    embed_query,
+    embedder_name,
+    is_async_embedder,
+    prepare,
+)
 from ..embedding.fingerprints import outnumbering
 from ..errors import EmbeddingError, EmbeddingUnavailable, StorageError
 from ..models import Embedder
@@ -553,9 +559,10 @@ class VectorIndexer(BackgroundWorker):
     ) -> tuple[list[PendingVector], np.ndarray]:
         """The items of ``batch`` the embedder embedded, and their vectors.
 
-        When it fails on the batch, each half is embedded alone, down to single
-        texts: the texts it refuses are left out (:meth:`_refuse`), the others are
-        embedded now.
+        When it fails on the batch (raises, or answers something unusable:
+        :func:`~spade_memory.embedding.calls.checked_documents`), each half is
+        embedded alone, down to single texts: the texts it refuses are left out
+        (:meth:`_refuse`), the others are embedded now.
 
         Raises:
             EmbeddingUnavailable: the embedder did not answer; try again later.
@@ -605,7 +612,7 @@ class VectorIndexer(BackgroundWorker):
         reason = (
             str(exc)
             if isinstance(exc, EmbeddingError)
-            else f"the embedder {type(self._embedder).__name__} raised {type(exc).__name__}: {exc}"
+            else f"the embedder {embedder_name(self._embedder)} raised {type(exc).__name__}: {exc}"
         )
         self._refusals.setdefault(reason, (exc, []))[1].append(item.memory_id)
 

@@ -276,6 +276,75 @@ async def test_a_refused_memory_is_embedded_at_once_when_it_changes() -> None:
         assert await stored_ids(memory) == {stored.id} == await index_ids(memory)
 
 
+class Misanswering(HashingEmbedder):
+    """Answers wrongly while ``fault`` is set: ``"nan"`` for the texts holding
+    ``marker``, ``"rows"`` one vector short, ``"dim"`` vectors twice as long."""
+
+    def __init__(self, fault: str | None = None, marker: str = "BADVEC") -> None:
+        super().__init__()
+        self.fault = fault
+        self.marker = marker
+
+    def embed_documents(self, texts):  # type: ignore[no-untyped-def]
+        vectors = super().embed_documents(texts)
+        if self.fault == "nan":
+            vectors[[self.marker in text for text in texts]] = np.nan
+        elif self.fault == "rows":
+            return vectors[:-1]
+        elif self.fault == "dim":
+            return np.hstack([vectors, vectors]) / np.sqrt(2)
+        return vectors
+
+
+async def test_a_vector_with_nan_is_refused_and_flush_returns(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    embedder = Misanswering("nan")
+    settings = dataclasses.replace(hashing_config(), embedder=embedder)
+    async with await MemoryManager.open("v@x", settings) as memory:
+        bad = await memory.store("BADVEC a memory whose vector comes back NaN")
+        good = await memory.store("a perfectly normal memory about the Porto office")
+        await asyncio.wait_for(memory.flush(), 10)
+        assert await stored_ids(memory) == {good.id} == await index_ids(memory)
+        assert memory.indexer is not None and memory.indexer.stopped_by is None
+    (refusal,) = [r for r in caplog.records if "not embedded" in r.getMessage()]
+    message = refusal.getMessage()
+    assert f"({bad.id})" in message and "NaN or infinite values" in message
+    assert f"the embedder Misanswering ({embedder.fingerprint})" in message
+
+
+async def test_an_answer_missing_a_vector_does_not_stop_the_embedding() -> None:
+    embedder = Misanswering("rows")
+    settings = dataclasses.replace(hashing_config(), embedder=embedder)
+    async with await MemoryManager.open("v@x", settings) as memory:
+        first = await memory.store("first memory")
+        await asyncio.wait_for(memory.flush(), 10)
+        assert await stored_ids(memory) == set()
+        embedder.fault = None
+        second = await memory.store("second memory, the embedder is fine now")
+        await asyncio.wait_for(memory.flush(), 10)
+        assert memory.indexer is not None and memory.indexer.stopped_by is None
+        assert second.id in await stored_ids(memory)
+        assert first.id not in await stored_ids(memory)  # refused: tried again later
+        assert (await memory.stats()).pending_embeddings == 1
+
+
+async def test_vectors_of_another_length_are_never_stored(tmp_path: Path) -> None:
+    settings = dataclasses.replace(
+        hashing_config(tmp_path), embedder=Misanswering("dim"), root=tmp_path
+    )
+    async with await MemoryManager.open("v@x", settings) as memory:
+        stored = await memory.store("The Porto office opens at nine")
+        await asyncio.wait_for(memory.flush(), 10)
+        assert await memory.base_store.vector_counts() == {}
+        assert memory.indexer is not None and memory.indexer.stopped_by is None
+    healthy = dataclasses.replace(settings, embedder=Misanswering())  # same fingerprint
+    async with await MemoryManager.open("v@x", healthy) as memory:
+        await memory.flush()
+        assert await stored_ids(memory) == {stored.id} == await index_ids(memory)
+        assert (await memory.search("Porto office"))[0].memory.id == stored.id
+
+
 class AsyncHashing(HashingEmbedder):
     """The hashing embedder behind the async methods of an endpoint: each call waits
     for its turn, recording which calls had started meanwhile."""
