@@ -477,7 +477,7 @@ class VectorIndexer(BackgroundWorker):
         next before the current one is answered, so its requests follow each other
         without a gap between batches (it bounds the requests in flight itself).
         """
-        fingerprint = self._embedder.fingerprint
+        fingerprint, dim = self._embedder.fingerprint, self._embedder.dim
         ahead = 2 if is_async_embedder(self._embedder) else 1
         cursor = 0
         exhausted = False
@@ -508,7 +508,7 @@ class VectorIndexer(BackgroundWorker):
                     done, writing = writing, None
                     await done
                 if batch:
-                    writing = asyncio.ensure_future(self._keep(fingerprint, batch, vectors))
+                    writing = asyncio.ensure_future(self._keep(fingerprint, dim, batch, vectors))
         finally:
             for pending in embedding:
                 pending.cancel()
@@ -636,12 +636,12 @@ class VectorIndexer(BackgroundWorker):
             )
 
     async def _keep(
-        self, fingerprint: str, batch: list[PendingVector], vectors: np.ndarray
+        self, fingerprint: str, dim: int, batch: list[PendingVector], vectors: np.ndarray
     ) -> None:
         """Write a batch's vectors into SQLite, then into FAISS."""
         items = [(item.memory_id, item.updated_at, vectors[row]) for row, item in enumerate(batch)]
         contexts = {item.memory_id: item.context_at for item in batch}
-        stored, seq = await self._base.put_embeddings(fingerprint, items, contexts=contexts)
+        stored, seq = await self._base.put_embeddings(fingerprint, dim, items, contexts=contexts)
         if stored:
             kept = set(stored)
             rows = [row for row, item in enumerate(batch) if item.memory_id in kept]

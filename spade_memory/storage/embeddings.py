@@ -177,10 +177,12 @@ async def put_embeddings(
     transaction: Transaction,
     max_seq: Callable[[], Awaitable[int]],
     fingerprint: str,
+    dim: int,
     items: Sequence[tuple[int, float, np.ndarray]],
     contexts: Mapping[int, float] | None = None,
 ) -> tuple[list[int], int]:
-    """Store vectors for ``(id, updated_at, vector)``; return the ids stored and last seq.
+    """Store vectors of ``fingerprint`` (each of ``dim`` values) for ``(id,
+    updated_at, vector)``; return the ids stored and last seq.
 
     A memory deleted or changed since it was read for embedding is skipped
     (its ``updated_at`` no longer matches), so a stale vector is never kept; so
@@ -188,6 +190,9 @@ async def put_embeddings(
     memory's :attr:`PendingVector.context_at` as read (missing: 0.0, no context,
     so a caller that read no context cannot write a vector for a memory that has
     one). ``max_seq`` gives the last seq when there is nothing to store.
+
+    Raises:
+        StorageError: a vector is not ``dim`` finite values; nothing was stored.
     """
     import numpy as np
 
@@ -198,6 +203,11 @@ async def put_embeddings(
         array = np.ascontiguousarray(vector, dtype=np.float32)
         if array.ndim != 1 or not np.all(np.isfinite(array)):
             raise StorageError(f"refusing a malformed vector for memory {memory_id}")
+        if array.shape[0] != dim:
+            raise StorageError(
+                f"refusing a vector of {array.shape[0]} values for memory {memory_id}: the "
+                f"vectors of {fingerprint} have {dim}"
+            )
         checked.append((int(memory_id), updated_at, array))
     async with transaction() as db:
         rows = await db.execute_fetchall("SELECT value FROM meta WHERE key = 'embedding_seq'")
@@ -216,7 +226,7 @@ async def put_embeddings(
             [
                 (
                     fingerprint,
-                    int(array.shape[0]),
+                    int(dim),
                     array.tobytes(),
                     first + n,
                     memory_id,

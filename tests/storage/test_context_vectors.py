@@ -55,6 +55,7 @@ async def embed_all(store: BaseMemoryStore) -> None:
     pending = await store.pending_embeddings("fp", 100)
     await store.put_embeddings(
         "fp",
+        3,
         [(item.memory_id, item.updated_at, np.ones(3, np.float32)) for item in pending],
         contexts={item.memory_id: item.context_at for item in pending},
     )
@@ -167,6 +168,7 @@ async def test_a_vector_made_with_a_turn_that_changed_meanwhile_is_refused(
         item = read[second]
         stored, _ = await store.put_embeddings(
             "fp",
+            3,
             [(second, item.updated_at, np.ones(3, np.float32))],
             contexts={second: item.context_at},
         )
@@ -175,6 +177,7 @@ async def test_a_vector_made_with_a_turn_that_changed_meanwhile_is_refused(
         assert await store.delete(first)
         stored, _ = await store.put_embeddings(
             "fp",
+            3,
             [(second, item.updated_at, np.ones(3, np.float32))],
             contexts={second: read[second].context_at},
         )
@@ -210,7 +213,7 @@ async def test_a_vector_written_without_its_context_is_refused(tmp_path: Path) -
         first, second = await insert(store, turn("question"), turn("answer"))
         read = {item.memory_id: item for item in await store.pending_embeddings("fp", 10)}
         items = [(i, read[i].updated_at, np.ones(3, np.float32)) for i in (first, second)]
-        stored, _ = await store.put_embeddings("fp", items)  # no context read
+        stored, _ = await store.put_embeddings("fp", 3, items)  # no context read
         assert stored == [first]  # the answer's vector must hold its question
     finally:
         await store.aclose()

@@ -58,7 +58,7 @@ async def insert(store: BaseMemoryStore, *contents: str) -> list[int]:
 async def embed(store: BaseMemoryStore, ids: list[int]) -> None:
     found = await store.get_many(ids)
     vectors = [(i, found[i].updated_at, np.ones(DIM, dtype=np.float32)) for i in ids]
-    await store.put_embeddings(FINGERPRINT, vectors)
+    await store.put_embeddings(FINGERPRINT, DIM, vectors)
 
 
 async def execute(store: BaseMemoryStore, sql: str, params: tuple[object, ...] = ()) -> None:

@@ -73,7 +73,7 @@ async def test_vector_and_atom_counts() -> None:
         memory = await store.insert(new("one", created_at=1.0), IndexedText("one"))
         assert await store.vector_counts() == {}
         await store.put_embeddings(
-            "fp-a", [(memory.id, memory.updated_at, np.ones(4, dtype=np.float32))]
+            "fp-a", 4, [(memory.id, memory.updated_at, np.ones(4, dtype=np.float32))]
         )
         assert await store.vector_counts() == {"fp-a": 1}
         assert await AtomBook(store, AtomConfig()).counts_by_status() == {}
@@ -86,7 +86,7 @@ async def test_a_file_is_read_without_opening_the_memory(tmp_path: Path) -> None
     store = await open_store(path)
     memory = await store.insert(new("one", created_at=time.time()), IndexedText("one"))
     await store.put_embeddings(
-        "fp-b", [(memory.id, memory.updated_at, np.ones(4, dtype=np.float32))]
+        "fp-b", 4, [(memory.id, memory.updated_at, np.ones(4, dtype=np.float32))]
     )
     try:
         assert BaseMemoryStore.count_in_file(path) == 1
