@@ -638,10 +638,10 @@ class VectorIndexer(BackgroundWorker):
     async def _keep(
         self, fingerprint: str, dim: int, batch: list[PendingVector], vectors: np.ndarray
     ) -> None:
-        """Write a batch's vectors into SQLite, then into FAISS."""
-        items = [(item.memory_id, item.updated_at, vectors[row]) for row, item in enumerate(batch)]
-        contexts = {item.memory_id: item.context_at for item in batch}
-        stored, seq = await self._base.put_embeddings(fingerprint, dim, items, contexts=contexts)
+        """Write a batch's vectors into SQLite, then into FAISS (those of the memories
+        still as they were read for embedding)."""
+        items = [(item, vectors[row]) for row, item in enumerate(batch)]
+        stored, seq = await self._base.put_embeddings(fingerprint, dim, items)
         if stored:
             kept = set(stored)
             rows = [row for row, item in enumerate(batch) if item.memory_id in kept]

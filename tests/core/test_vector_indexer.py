@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import sqlite3
+import threading
 from collections.abc import Collection, Sequence
 from pathlib import Path
 
@@ -350,6 +351,41 @@ async def test_vectors_of_another_length_are_never_stored(tmp_path: Path) -> Non
         await memory.flush()
         assert await stored_ids(memory) == {stored.id} == await index_ids(memory)
         assert (await memory.search("Porto office"))[0].memory.id == stored.id
+
+
+class Gated(HashingEmbedder):
+    """Holds each batch of documents until ``gate`` is set; ``started`` once one waits."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = threading.Event()
+        self.started = threading.Event()
+
+    def embed_documents(self, texts):  # type: ignore[no-untyped-def]
+        self.started.set()
+        assert self.gate.wait(30)
+        return super().embed_documents(texts)
+
+
+async def test_an_update_at_the_same_clock_reading_during_embedding_keeps_the_new_vector() -> None:
+    embedder = Gated()
+    settings = dataclasses.replace(hashing_config(), embedder=embedder)
+    clock = lambda: 1_700_000_000.0  # noqa: E731  (a coarse clock: one reading for both)
+    async with await MemoryManager.open("v@x", settings, clock=clock) as memory:
+        stored = await memory.store("zebras giraffes savanna safari")
+        assert await asyncio.to_thread(embedder.started.wait, 10)  # the old text is embedding
+        updated = await memory.update(stored.id, content="quantum chromodynamics lecture notes")
+        assert updated.updated_at == stored.updated_at
+        embedder.gate.set()
+        await memory.flush()
+        new = embedder.embed_query("quantum chromodynamics lecture notes")
+        vectors = await memory.base_store.vectors_for(
+            embedder.fingerprint, embedder.dim, [stored.id]
+        )
+        assert float(vectors[stored.id] @ new) == pytest.approx(1.0, abs=1e-5)
+        assert memory.indexer is not None
+        ids, scores = await memory.indexer.search(new, 1)
+        assert ids.tolist() == [stored.id] and scores[0] == pytest.approx(1.0, abs=1e-5)
 
 
 class AsyncHashing(HashingEmbedder):

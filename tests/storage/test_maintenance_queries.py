@@ -56,8 +56,8 @@ async def insert(store: BaseMemoryStore, *contents: str) -> list[int]:
 
 
 async def embed(store: BaseMemoryStore, ids: list[int]) -> None:
-    found = await store.get_many(ids)
-    vectors = [(i, found[i].updated_at, np.ones(DIM, dtype=np.float32)) for i in ids]
+    pending = await store.pending_embeddings(FINGERPRINT, 1000)
+    vectors = [(p, np.ones(DIM, dtype=np.float32)) for p in pending if p.memory_id in ids]
     await store.put_embeddings(FINGERPRINT, DIM, vectors)
 
 
