@@ -622,12 +622,13 @@ class VectorIndexer(BackgroundWorker):
         for reason, (exc, ids) in refusals.items():
             shown = ", ".join(str(i) for i in ids[:10]) + (", ..." if len(ids) > 10 else "")
             logger.warning(
-                "%s: %d memor%s not embedded (%s): %s; found by keywords, tried again in "
-                "%.0f s (doubling, at most %d times while open), when changed, and on the "
-                "next open",
+                "%s: %d memor%s not embedded (id%s %s): %s; found by keywords, tried again "
+                "in %.0f s (doubling, at most %d times while open), when changed, and on "
+                "the next open",
                 self._base.agent,
                 len(ids),
                 "y" if len(ids) == 1 else "ies",
+                "" if len(ids) == 1 else "s",
                 shown,
                 reason,
                 RETRY_FIRST_SECONDS,

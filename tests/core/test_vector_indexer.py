@@ -224,7 +224,7 @@ async def test_a_text_the_embedder_refuses_leaves_the_rest_of_its_batch_embedded
         assert (stats.embedded, stats.pending_embeddings) == (9, 1)
         assert len(embedder.calls) <= 2 * 10 - 1  # halves down to the refused text
     refusals = [r for r in caplog.records if "not embedded" in r.getMessage()]
-    assert len(refusals) == 1 and f"({poison.id})" in refusals[0].getMessage()
+    assert len(refusals) == 1 and f"(id {poison.id})" in refusals[0].getMessage()
     assert "RuntimeError: cannot embed this text" in refusals[0].getMessage()
 
 
@@ -311,7 +311,7 @@ async def test_a_vector_with_nan_is_refused_and_flush_returns(
         assert memory.indexer is not None and memory.indexer.stopped_by is None
     (refusal,) = [r for r in caplog.records if "not embedded" in r.getMessage()]
     message = refusal.getMessage()
-    assert f"({bad.id})" in message and "NaN or infinite values" in message
+    assert f"(id {bad.id})" in message and "NaN or infinite values" in message
     assert f"the embedder Misanswering ({embedder.fingerprint})" in message
 
 
