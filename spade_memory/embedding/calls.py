@@ -15,6 +15,12 @@ seconds per sub-batch, so documents are never held back for good while searches
 follow each other). A query thus shares the cores with at most the one sub-batch
 already in the engine, not with the rest of the batch. A batch whose caller stopped
 waiting (a memory closing) stops before its next sub-batch.
+
+Every answer to a document batch is checked before it is returned
+(:func:`embed_documents`): one row per text, each of the embedder's ``dim`` and
+finite. An answer that is not is refused with
+:class:`~spade_memory.errors.EmbeddingError` naming the embedder and what was wrong,
+so that no caller stores, indexes or compares a vector the embedder got wrong.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from typing import TypeVar, cast
 import numpy as np
 from numpy.typing import NDArray
 
+from ..errors import EmbeddingError
 from ..in_flight import InFlight
 from ..models import AsyncEmbedder, Embedder
 
@@ -38,8 +45,10 @@ __all__ = [
     "DOCUMENT_HOLD",
     "DOCUMENT_NICENESS",
     "DOCUMENT_SUB_BATCH",
+    "checked_documents",
     "embed_documents",
     "embed_query",
+    "embedder_name",
     "is_async_embedder",
     "prepare",
     "query_gate",
@@ -143,22 +152,83 @@ async def embed_documents(
     With ``behind_queries`` (stored texts, embedded in the background) each
     sub-batch waits for the query embeddings in flight; without (texts a search
     itself waits for) they are embedded at once, in the query threads.
+
+    Returns:
+        A C-contiguous ``float32`` array of ``len(texts)`` rows of ``embedder.dim``
+        finite values (:func:`checked_documents`).
+
+    Raises:
+        EmbeddingError: the embedder's answer is not that (the message says how).
+        EmbeddingUnavailable: raised by the embedder (it did not answer).
     """
-    if is_async_embedder(embedder):
-        return await cast(AsyncEmbedder, embedder).aembed_documents(texts)
     texts = list(texts)
-    if not behind_queries:
+    if is_async_embedder(embedder):
+        answer = await cast(AsyncEmbedder, embedder).aembed_documents(texts)
+    elif not behind_queries:
         with _GATE.counting():  # as a query: document batches wait for these too
-            return await _in_pool(
+            answer = await _in_pool(
                 _pool("query", _QUERY_THREADS), lambda: embedder.embed_documents(texts)
             )
-    pool = _pool("embed", _DOCUMENT_THREADS, nicer=True)
-    gate = _GATE
-    abandoned = threading.Event()
+    else:
+        pool = _pool("embed", _DOCUMENT_THREADS, nicer=True)
+        gate = _GATE
+        abandoned = threading.Event()
+        try:
+            answer = await _in_pool(pool, lambda: _behind_queries(embedder, texts, gate, abandoned))
+        finally:
+            abandoned.set()  # cancelled: the thread stops before its next sub-batch
+    return checked_documents(embedder, len(texts), answer)
+
+
+def embedder_name(embedder: Embedder) -> str:
+    """The embedder as an error names it: its class and fingerprint."""
     try:
-        return await _in_pool(pool, lambda: _behind_queries(embedder, texts, gate, abandoned))
-    finally:
-        abandoned.set()  # cancelled: the thread stops before its next sub-batch
+        fingerprint = str(embedder.fingerprint)
+    except Exception:  # a broken property: the class alone
+        return type(embedder).__name__
+    return f"{type(embedder).__name__} ({fingerprint})"
+
+
+def checked_documents(embedder: Embedder, count: int, answer: object) -> NDArray[np.float32]:
+    """``embedder``'s answer to ``count`` texts, as a contiguous ``float32`` array,
+    once it is found to hold one row of ``embedder.dim`` finite values per text.
+
+    Raises:
+        EmbeddingError: it does not (not numbers, another number of rows, another
+            length, a NaN or an infinity), naming the embedder and the fault.
+    """
+    name = embedder_name(embedder)
+    try:
+        matrix = np.ascontiguousarray(answer, dtype=np.float32)
+    except (TypeError, ValueError) as exc:
+        raise EmbeddingError(
+            f"the embedder {name} answered {type(answer).__name__}, not a matrix of numbers ({exc})"
+        ) from None
+    dim = int(embedder.dim)
+    if count == 0 and matrix.size == 0:
+        return np.zeros((0, dim), dtype=np.float32)
+    if matrix.ndim != 2:
+        raise EmbeddingError(
+            f"the embedder {name} answered an array of shape {matrix.shape} for {count} "
+            f"texts; expected ({count}, {dim})"
+        )
+    if matrix.shape[0] != count:
+        raise EmbeddingError(
+            f"the embedder {name} answered {matrix.shape[0]} vectors for {count} texts"
+        )
+    if matrix.shape[1] != dim:
+        raise EmbeddingError(
+            f"the embedder {name} answered vectors of length {matrix.shape[1]}; it "
+            f"declares dim {dim}"
+        )
+    finite = np.isfinite(matrix).all(axis=1)
+    if not finite.all():
+        bad = np.flatnonzero(~finite)
+        raise EmbeddingError(
+            f"the embedder {name} answered NaN or infinite values for {len(bad)} of "
+            f"{count} texts (row {int(bad[0])} first)"
+        )
+    return matrix
 
 
 def _behind_queries(
@@ -171,7 +241,8 @@ def _behind_queries(
         gate.wait_clear(DOCUMENT_HOLD, abandoned)
         if abandoned.is_set():
             raise _Abandoned
-        parts.append(embedder.embed_documents(texts[start : start + DOCUMENT_SUB_BATCH]))
+        part = texts[start : start + DOCUMENT_SUB_BATCH]
+        parts.append(checked_documents(embedder, len(part), embedder.embed_documents(part)))
     if len(parts) == 1:
         return parts[0]  # the embedder's own array, as when called directly
     return np.ascontiguousarray(np.concatenate(parts), dtype=np.float32)

@@ -16,21 +16,37 @@ the memories wait in SQLite, found by keywords, and the worker tries again after
 :data:`RETRY_FIRST_SECONDS`, doubling up to :data:`RETRY_MAX_SECONDS`, for as
 long as the memory is open (and again on the next open); meanwhile a query is
 not embedded (the search uses keywords) unless the last attempt succeeded.
+
+An embedder that fails otherwise on a batch (raises, or answers something
+unusable) is asked again for each half of it, down to single texts, so that the
+texts it refuses are told apart from the rest, which are embedded at once. A
+refused memory is found by keywords, and is tried again after
+:data:`RETRY_FIRST_SECONDS`, doubling up to :data:`RETRY_MAX_SECONDS`, at most
+:data:`REFUSED_ATTEMPTS` times while the memory is open; then when it changes
+(another text, or an update), and on the next open.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from ..config import StorageConfig
 from ..embedding import embedder_for_fingerprint
-from ..embedding.calls import embed_documents, embed_query, is_async_embedder, prepare
+from ..embedding.calls import (
+    embed_documents,
+    embed_query,
+    embedder_name,
+    is_async_embedder,
+    prepare,
+)
 from ..embedding.fingerprints import outnumbering
 from ..errors import EmbeddingError, EmbeddingUnavailable, StorageError
 from ..models import Embedder
@@ -40,7 +56,7 @@ from ..storage.graph_store import GraphStore
 from ..storage.vectors import IndexKind, VectorIndex
 from .background_worker import BackgroundWorker
 
-__all__ = ["RETRY_FIRST_SECONDS", "RETRY_MAX_SECONDS", "VectorIndexer"]
+__all__ = ["REFUSED_ATTEMPTS", "RETRY_FIRST_SECONDS", "RETRY_MAX_SECONDS", "VectorIndexer"]
 
 logger = logging.getLogger(__name__)
 
@@ -48,8 +64,21 @@ logger = logging.getLogger(__name__)
 RETRY_FIRST_SECONDS = 2.0
 #: The longest wait between two attempts while the embedder stays unavailable.
 RETRY_MAX_SECONDS = 60.0
+#: How many times a text the embedder refused is tried while the memory is open.
+REFUSED_ATTEMPTS = 8
 
 _SNAPSHOT_GENERATION = "snapshot_generation"
+
+
+@dataclass(frozen=True)
+class _Refused:
+    """A memory whose text the embedder refused: what was refused (a change of the
+    memory, read again, makes another item and clears it), how often, and when it
+    is tried next (loop time; infinite: not while the memory is open)."""
+
+    item: PendingVector
+    attempts: int
+    retry_at: float
 
 
 class VectorIndexer(BackgroundWorker):
@@ -82,7 +111,11 @@ class VectorIndexer(BackgroundWorker):
         self._monotonic = monotonic
         self._dirty = 0
         self._last_persist = monotonic()
-        self._failed: set[int] = set()
+        self._failed: dict[int, _Refused] = {}
+        self._retry: asyncio.TimerHandle | None = None
+        # the reasons of the refusals first met in this pass, with their memories:
+        # logged once, together, when the pass ends
+        self._refusals: dict[str, tuple[BaseException, list[int]]] = {}
         self._target: Embedder | None = None
         self._instance: str | None = None
         self._unavailable: str | None = None
@@ -300,6 +333,7 @@ class VectorIndexer(BackgroundWorker):
 
     async def flush(self) -> None:
         """Wait until every memory stored before this call is embedded and indexed, or
+        refused by the embedder (tried again later, see the module docstring), or
         until an attempt found the embedder unavailable (:attr:`unavailable`; those
         memories are embedded when it answers again)."""
         await super().flush()
@@ -368,6 +402,8 @@ class VectorIndexer(BackgroundWorker):
 
     def remove(self, memory_ids: Iterable[int]) -> None:
         ids = list(memory_ids)
+        for memory_id in ids:
+            self._failed.pop(memory_id, None)
         removed = self._index.remove(ids)
         self._dirty += removed
         if self._graph_index is not None:
@@ -377,6 +413,9 @@ class VectorIndexer(BackgroundWorker):
         """Stop the worker and write a final snapshot if anything changed."""
         if self._closed:
             return
+        if self._retry is not None:
+            self._retry.cancel()
+            self._retry = None
         await super().aclose()
         if self._dirty and self._snapshot_path is not None and not self._base.closed:
             try:
@@ -401,6 +440,13 @@ class VectorIndexer(BackgroundWorker):
         return True
 
     async def _after_pass(self) -> None:
+        """Write a snapshot if due; wake again when the first refused memory is due."""
+        if self._retry is not None:
+            self._retry.cancel()
+            self._retry = None
+        due = min((refused.retry_at for refused in self._failed.values()), default=math.inf)
+        if due < math.inf and not self._closed:
+            self._retry = asyncio.get_running_loop().call_at(due, self.notify)
         await self._maybe_persist()
 
     async def _defer(self, reason: str) -> None:
@@ -431,94 +477,172 @@ class VectorIndexer(BackgroundWorker):
         next before the current one is answered, so its requests follow each other
         without a gap between batches (it bounds the requests in flight itself).
         """
-        fingerprint = self._embedder.fingerprint
+        fingerprint, dim = self._embedder.fingerprint, self._embedder.dim
         ahead = 2 if is_async_embedder(self._embedder) else 1
         cursor = 0
         exhausted = False
-        embedding: list[tuple[list[PendingVector], asyncio.Future[np.ndarray | None]]] = []
+        seen: set[int] = set()
+        embedding: list[asyncio.Future[tuple[list[PendingVector], np.ndarray]]] = []
         writing: asyncio.Task[None] | None = None
 
         async def hand_over(up_to: int) -> None:
             nonlocal cursor, exhausted
             while not exhausted and len(embedding) < up_to:
-                batch, cursor = await self._next_pending(fingerprint, cursor)
+                batch, cursor = await self._next_pending(fingerprint, cursor, seen)
                 if batch is None:
                     exhausted = True
+                    # forget the refusals of memories no longer waiting (deleted)
+                    self._failed = {i: r for i, r in self._failed.items() if i in seen}
                 else:
-                    embedding.append((batch, asyncio.ensure_future(self._vectors_of(batch))))
+                    embedding.append(asyncio.ensure_future(self._vectors_of(batch)))
 
         try:
             while not self._closed:
                 await hand_over(ahead)
                 if not embedding:
                     return
-                batch, vectors_of = embedding.pop(0)
-                vectors = await vectors_of
+                batch, vectors = await embedding.pop(0)
                 if ahead > 1:  # the next batch is on its way before this one is written
                     await hand_over(ahead)
                 if writing is not None:
                     done, writing = writing, None
                     await done
-                if vectors is not None:
-                    writing = asyncio.ensure_future(self._keep(fingerprint, batch, vectors))
+                if batch:
+                    writing = asyncio.ensure_future(self._keep(fingerprint, dim, batch, vectors))
         finally:
-            for _, pending in embedding:
+            for pending in embedding:
                 pending.cancel()
             if embedding:
-                await asyncio.gather(*(pending for _, pending in embedding), return_exceptions=True)
-            if writing is not None:
-                await writing
+                await asyncio.gather(*embedding, return_exceptions=True)
+            try:
+                if writing is not None:
+                    await writing
+            finally:
+                self._report_refusals()
 
     async def _next_pending(
-        self, fingerprint: str, cursor: int
+        self, fingerprint: str, cursor: int, seen: set[int]
     ) -> tuple[list[PendingVector] | None, int]:
         """The next batch to embed after ``cursor`` (``None`` when none is left), and the
-        cursor past it."""
+        cursor past it; the ids of the memories waiting are added to ``seen``."""
         batch_size = self._storage.embed_batch_size
         while True:
             fetched = await self._base.pending_embeddings(fingerprint, batch_size, after_id=cursor)
             if not fetched:
                 return None, cursor
-            cursor = fetched[-1].memory_id  # past the failed ones too, or they would stall the rest
+            cursor = fetched[-1].memory_id  # past the refused ones too: they stall nothing
+            seen.update(item.memory_id for item in fetched)
             # A memory waits here with its vector in FAISS when the turn that vector
             # was made with changed or went (storage.embeddings): out of searches
             # until it is embedded again.
             dropped = self._index.remove([item.memory_id for item in fetched])
             self._dirty += dropped
-            batch = [item for item in fetched if item.memory_id not in self._failed]
+            now = asyncio.get_running_loop().time()
+            batch = [item for item in fetched if self._due(item, now)]
             if batch:
                 return batch, cursor
 
-    async def _vectors_of(self, batch: list[PendingVector]) -> np.ndarray | None:
-        """The vectors of a batch, or ``None`` when the embedder refused it (skipped).
+    def _due(self, item: PendingVector, now: float) -> bool:
+        """Whether a waiting memory is to be embedded now: not refused, refused as it
+        was before a change (its text, its update time or its turn before), or
+        refused and due again."""
+        refused = self._failed.get(item.memory_id)
+        if refused is None:
+            return True
+        if refused.item != item:
+            del self._failed[item.memory_id]
+            return True
+        return refused.retry_at <= now
+
+    async def _vectors_of(
+        self, batch: list[PendingVector]
+    ) -> tuple[list[PendingVector], np.ndarray]:
+        """The items of ``batch`` the embedder embedded, and their vectors.
+
+        When it fails on the batch (raises, or answers something unusable:
+        :func:`~spade_memory.embedding.calls.checked_documents`), each half is
+        embedded alone, down to single texts: the texts it refuses are left out
+        (:meth:`_refuse`), the others are embedded now.
 
         Raises:
             EmbeddingUnavailable: the embedder did not answer; try again later.
         """
         try:
-            return await embed_documents(self._embedder, [item.text for item in batch])
+            vectors = await embed_documents(self._embedder, [item.text for item in batch])
         except EmbeddingUnavailable:
             raise
-        except EmbeddingError as exc:
-            logger.warning(
-                "%s: %d memories not embedded (found by keywords; tried again on the "
-                "next open): %s",
+        except Exception as exc:
+            if len(batch) == 1:
+                self._refuse(batch[0], exc)
+                return [], np.zeros((0, self._embedder.dim), dtype=np.float32)
+            logger.debug(
+                "%s: the embedder failed on %d texts (%s); embedding them in halves",
                 self._base.agent,
                 len(batch),
                 exc,
             )
-        except Exception:
-            logger.exception("%s: embedder failed on a batch; skipped", self._base.agent)
-        self._failed.update(item.memory_id for item in batch)
-        return None
+            half = len(batch) // 2
+            first, first_vectors = await self._vectors_of(batch[:half])
+            second, second_vectors = await self._vectors_of(batch[half:])
+            return first + second, np.concatenate([first_vectors, second_vectors])
+        for item in batch:
+            self._failed.pop(item.memory_id, None)
+        return batch, vectors
+
+    def _refuse(self, item: PendingVector, exc: Exception) -> None:
+        """Record that the embedder refused a memory's text: it is tried again later
+        (see the module docstring), at once when the memory changes."""
+        before = self._failed.get(item.memory_id)
+        attempts = 1 if before is None or before.item != item else before.attempts + 1
+        if attempts >= REFUSED_ATTEMPTS:
+            retry_at = math.inf  # when it changes, or on the next open
+        else:
+            delay = min(RETRY_FIRST_SECONDS * 2.0 ** (attempts - 1), RETRY_MAX_SECONDS)
+            retry_at = asyncio.get_running_loop().time() + delay
+        self._failed[item.memory_id] = _Refused(item, attempts, retry_at)
+        if attempts > 1:
+            logger.debug(
+                "%s: memory %d refused again by the embedder (%d times): %s",
+                self._base.agent,
+                item.memory_id,
+                attempts,
+                exc,
+            )
+            return
+        reason = (
+            str(exc)
+            if isinstance(exc, EmbeddingError)
+            else f"the embedder {embedder_name(self._embedder)} raised {type(exc).__name__}: {exc}"
+        )
+        self._refusals.setdefault(reason, (exc, []))[1].append(item.memory_id)
+
+    def _report_refusals(self) -> None:
+        """Log the refusals first met in this pass, once per reason."""
+        refusals, self._refusals = self._refusals, {}
+        for reason, (exc, ids) in refusals.items():
+            shown = ", ".join(str(i) for i in ids[:10]) + (", ..." if len(ids) > 10 else "")
+            logger.warning(
+                "%s: %d memor%s not embedded (id%s %s): %s; found by keywords, tried again "
+                "in %.0f s (doubling, at most %d times while open), when changed, and on "
+                "the next open",
+                self._base.agent,
+                len(ids),
+                "y" if len(ids) == 1 else "ies",
+                "" if len(ids) == 1 else "s",
+                shown,
+                reason,
+                RETRY_FIRST_SECONDS,
+                REFUSED_ATTEMPTS,
+                exc_info=None if isinstance(exc, EmbeddingError) else exc,
+            )
 
     async def _keep(
-        self, fingerprint: str, batch: list[PendingVector], vectors: np.ndarray
+        self, fingerprint: str, dim: int, batch: list[PendingVector], vectors: np.ndarray
     ) -> None:
-        """Write a batch's vectors into SQLite, then into FAISS."""
-        items = [(item.memory_id, item.updated_at, vectors[row]) for row, item in enumerate(batch)]
-        contexts = {item.memory_id: item.context_at for item in batch}
-        stored, seq = await self._base.put_embeddings(fingerprint, items, contexts=contexts)
+        """Write a batch's vectors into SQLite, then into FAISS (those of the memories
+        still as they were read for embedding)."""
+        items = [(item, vectors[row]) for row, item in enumerate(batch)]
+        stored, seq = await self._base.put_embeddings(fingerprint, dim, items)
         if stored:
             kept = set(stored)
             rows = [row for row, item in enumerate(batch) if item.memory_id in kept]

@@ -3,11 +3,12 @@
 SQLite's ``memories`` table is the truth; everything else is derived from it, is
 checked against it (each kind of problem: :data:`CHECK_KINDS`), then, with
 ``repair``, mended incrementally: a missing keyword row is indexed again with the
-tokenizer and an orphaned one deleted; vectors of no memory, or malformed, are
-deleted; a memory without a vector of the current embedder is handed to the
-background embedder; FAISS is made to hold exactly the stored vectors; orphaned
-graph rows are deleted and a missing graph extracted again. Integrity problems
-of SQLite itself are reported, not mended: restore a backup.
+tokenizer and an orphaned one deleted; vectors of no memory, or malformed, or of
+the current embedder's fingerprint but another length, are deleted; a memory
+without a vector of the current embedder is handed to the background embedder;
+FAISS is made to hold exactly the stored vectors; orphaned graph rows are deleted
+and a missing graph extracted again. Integrity problems of SQLite itself are
+reported, not mended: restore a backup.
 
 The deep checks (``deep=True``) also tokenize every memory again, compare each
 FAISS vector with its stored one and run SQLite's own checks (``PRAGMA
@@ -249,22 +250,46 @@ class ConsistencyChecker:
         report.add("vectors_malformed", malformed)
         missing: builtins.list[int] = []
         foreign: builtins.list[int] = []
+        wrong_dim: builtins.list[int] = []
         if indexer is not None:
             fingerprint, dim = indexer.embedder.fingerprint, indexer.embedder.dim
             missing = await self._detect(lambda q: q.memories_missing_vector())
-            foreign = await self._detect(lambda q: q.foreign_vector_ids(fingerprint, dim))
+            foreign = await self._detect(lambda q: q.foreign_vector_ids(fingerprint))
+            wrong_dim = await self._detect(lambda q: q.wrong_dimension_vector_ids(fingerprint, dim))
             foreign = [i for i in foreign if i not in set(malformed)]
+            wrong_dim = [i for i in wrong_dim if i not in set(malformed)]
             report.add("vectors_missing", missing)
             report.add("vectors_wrong_fingerprint", foreign)
-        if not repair or not (orphaned or malformed or missing or foreign):
+            report.add("vectors_wrong_dimension", wrong_dim)
+        if not repair or not (orphaned or malformed or missing or foreign or wrong_dim):
             return
         await self._repairing("vectors")
         if orphaned or malformed:
             await self._delete_vectors(report, orphaned, malformed)
-        if indexer is not None and (missing or foreign or malformed):
+        if indexer is not None and wrong_dim:
+            await self._delete_wrong_dimension(report, wrong_dim)
+        if indexer is not None and (missing or foreign or malformed or wrong_dim):
             indexer.notify()  # the background embedder embeds what has no current vector
             report.mend("vectors_missing", len(missing))
             report.mend("vectors_wrong_fingerprint", len(foreign))
+
+    async def _delete_wrong_dimension(
+        self, report: ConsistencyReport, wrong_dim: Sequence[int]
+    ) -> None:
+        """Delete the vectors of the current embedder's fingerprint that are still of
+        another length, under the write lock: their memories wait to be embedded."""
+        indexer = self._engine.indexer
+        assert indexer is not None
+        fingerprint, dim = indexer.embedder.fingerprint, indexer.embedder.dim
+        removed: builtins.list[int] = []
+        async with self._queries.locked() as locked:
+            for start in range(0, len(wrong_dim), _BATCH):
+                chunk = list(wrong_dim[start : start + _BATCH])
+                removed.extend(await locked.delete_wrong_dimension_vectors(fingerprint, dim, chunk))
+            if removed:
+                indexer.remove(removed)  # under the lock: no vector of theirs lands meanwhile
+        # What was not deleted was embedded again meanwhile: nothing is left.
+        report.mend("vectors_wrong_dimension", len(wrong_dim))
 
     async def _delete_vectors(
         self, report: ConsistencyReport, orphaned: Sequence[int], malformed: Sequence[int]

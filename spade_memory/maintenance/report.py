@@ -17,6 +17,8 @@ CHECK_KINDS: dict[str, str] = {
     "vectors_malformed": "vectors of the wrong length or with non-finite values",
     "vectors_missing": "memories without a vector (the embedder picks them up)",
     "vectors_wrong_fingerprint": "vectors made by another embedder (embedded again)",
+    "vectors_wrong_dimension": "vectors of the embedder's fingerprint but another length "
+    "(deleted, embedded again)",
     "index_missing": "stored vectors missing from the FAISS index",
     "index_extra": "FAISS ids with no stored vector",
     "index_stale": "FAISS vectors that differ from the stored ones",

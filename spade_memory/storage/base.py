@@ -787,19 +787,22 @@ class BaseMemoryStore:
     async def put_embeddings(
         self,
         fingerprint: str,
-        items: Sequence[tuple[int, float, np.ndarray]],
-        *,
-        contexts: Mapping[int, float] | None = None,
+        dim: int,
+        items: Sequence[tuple[embeddings.PendingVector, np.ndarray]],
     ) -> tuple[builtins.list[int], int]:
-        """Store vectors for ``(id, updated_at, vector)``; return the ids stored and last seq.
+        """Store vectors of ``fingerprint``, each of ``dim`` values and made of its
+        :class:`~spade_memory.storage.embeddings.PendingVector`; return the ids
+        stored and the last seq.
 
-        A memory deleted or changed since it was read for embedding is skipped
-        (its ``updated_at`` no longer matches), so a stale vector is never kept;
-        with ``contexts`` (:attr:`~spade_memory.storage.embeddings.PendingVector.context_at`
-        by id; missing: no context), so is one whose vector's context turn changed since.
+        A memory deleted or changed since it was read for embedding (its text, its
+        ``updated_at`` or the turn before it, read again in the write transaction)
+        is skipped, so a stale vector is never kept.
+
+        Raises:
+            StorageError: a vector is not ``dim`` finite values; nothing was stored.
         """
         return await embeddings.put_embeddings(
-            self._transaction, self.max_embedding_seq, fingerprint, items, contexts
+            self._transaction, self.max_embedding_seq, fingerprint, dim, items
         )
 
     async def written_elsewhere(self) -> bool:

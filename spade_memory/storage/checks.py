@@ -129,11 +129,21 @@ class CheckReads:
             )
         )
 
-    async def foreign_vector_ids(self, fingerprint: str, dim: int) -> builtins.list[int]:
-        """Stored vectors of another embedder (fingerprint or dimension), by id."""
+    async def foreign_vector_ids(self, fingerprint: str) -> builtins.list[int]:
+        """Stored vectors of another embedder's fingerprint, by id."""
         return _ids(
             await self._fetch(
-                "SELECT memory_id FROM embeddings WHERE fingerprint != ? OR dim != ? "
+                "SELECT memory_id FROM embeddings WHERE fingerprint != ? ORDER BY memory_id",
+                (fingerprint,),
+            )
+        )
+
+    async def wrong_dimension_vector_ids(self, fingerprint: str, dim: int) -> builtins.list[int]:
+        """Stored vectors of ``fingerprint`` declared of another length than ``dim``, by id
+        (no load of that embedder's vectors reads them, yet they count as embedded)."""
+        return _ids(
+            await self._fetch(
+                "SELECT memory_id FROM embeddings WHERE fingerprint = ? AND dim != ? "
                 "ORDER BY memory_id",
                 (fingerprint, dim),
             )
@@ -285,6 +295,19 @@ class LockedChecks(CheckReads):
             ids,
         )
         return [(int(row[0]), row[1], row[2]) for row in rows]
+
+    async def delete_wrong_dimension_vectors(
+        self, fingerprint: str, dim: int, memory_ids: Sequence[int]
+    ) -> builtins.list[int]:
+        """Delete these memories' vectors (at most 500) that are still of
+        ``fingerprint`` and not of length ``dim``; their ids."""
+        ids = list(memory_ids)
+        rows = await self._db.execute_fetchall(
+            f"DELETE FROM embeddings WHERE memory_id IN ({placeholders(len(ids))}) "
+            "AND fingerprint = ? AND dim != ? RETURNING memory_id",
+            [*ids, fingerprint, dim],
+        )
+        return _ids(list(rows))
 
     async def delete_vectors(self, memory_ids: Sequence[int]) -> None:
         """Delete the vectors of these memories (at most 500)."""

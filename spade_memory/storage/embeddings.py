@@ -3,7 +3,12 @@
 Vectors are written with a growing ``seq`` (its last value in ``meta`` as
 ``embedding_seq``), so a FAISS index can load only what was written since its
 snapshot. A vector is kept only while its memory is unchanged: it is written
-only if the memory's ``updated_at`` still matches the one read for embedding.
+only if the memory, read again inside the write transaction, still gives the
+:class:`PendingVector` read for embedding: the same text (the memory's content
+and the turn before it), the same ``updated_at`` and the same turn's
+``updated_at``. The text is compared too, since two writes may share a clock
+reading (a coarse or injected clock): an update made while the old text was
+being embedded never keeps the old text's vector.
 The fingerprint of the embedder that wrote vectors last is kept in ``meta`` as
 ``embedder`` too, so a memory whose vectors were all lost still names it.
 
@@ -18,7 +23,7 @@ and a vector is written only if the turn read for it is unchanged too.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from ..errors import StorageError
@@ -177,72 +182,75 @@ async def put_embeddings(
     transaction: Transaction,
     max_seq: Callable[[], Awaitable[int]],
     fingerprint: str,
-    items: Sequence[tuple[int, float, np.ndarray]],
-    contexts: Mapping[int, float] | None = None,
+    dim: int,
+    items: Sequence[tuple[PendingVector, np.ndarray]],
 ) -> tuple[list[int], int]:
-    """Store vectors for ``(id, updated_at, vector)``; return the ids stored and last seq.
+    """Store vectors of ``fingerprint`` (each of ``dim`` values), each made of its
+    :class:`PendingVector`; return the ids stored and the last seq.
 
-    A memory deleted or changed since it was read for embedding is skipped
-    (its ``updated_at`` no longer matches), so a stale vector is never kept; so
-    is one whose context turn changed, went or came since: ``contexts`` gives each
-    memory's :attr:`PendingVector.context_at` as read (missing: 0.0, no context,
-    so a caller that read no context cannot write a vector for a memory that has
-    one). ``max_seq`` gives the last seq when there is nothing to store.
+    A memory deleted or changed since it was read for embedding is skipped, so a
+    stale vector is never kept: its :class:`PendingVector`, read again in the
+    write transaction, differs (another text, ``updated_at`` or context turn;
+    see the module docstring). ``max_seq`` gives the last seq when there is
+    nothing to store.
+
+    Raises:
+        StorageError: a vector is not ``dim`` finite values; nothing was stored.
     """
     import numpy as np
 
     if not items:
         return [], await max_seq()
-    checked: list[tuple[int, float, np.ndarray]] = []
-    for memory_id, updated_at, vector in items:
+    checked: list[tuple[PendingVector, np.ndarray]] = []
+    for item, vector in items:
         array = np.ascontiguousarray(vector, dtype=np.float32)
         if array.ndim != 1 or not np.all(np.isfinite(array)):
-            raise StorageError(f"refusing a malformed vector for memory {memory_id}")
-        checked.append((int(memory_id), updated_at, array))
+            raise StorageError(f"refusing a malformed vector for memory {item.memory_id}")
+        if array.shape[0] != dim:
+            raise StorageError(
+                f"refusing a vector of {array.shape[0]} values for memory {item.memory_id}: "
+                f"the vectors of {fingerprint} have {dim}"
+            )
+        checked.append((item, array))
     async with transaction() as db:
         rows = await db.execute_fetchall("SELECT value FROM meta WHERE key = 'embedding_seq'")
         first = int(next(iter(rows))[0]) if rows else 0
-        # One executemany and one check, not two round trips per vector: the
-        # write lock (which stores wait for) is held for a few round trips only.
-        # A memory whose vector context (PendingVector.context_at, 0.0: none) is not
-        # the one read for embedding any more is skipped like a changed memory.
-        known = contexts or {}
-        await db.executemany(
-            "INSERT INTO embeddings (memory_id, fingerprint, dim, vector, seq) "
-            "SELECT m.id, ?, ?, ?, ? FROM memories AS m WHERE m.id = ? AND m.updated_at = ? "
-            f"AND coalesce((SELECT p.updated_at FROM memories AS p WHERE {CONTEXT_JOIN}), "
-            "0.0) = ? ON CONFLICT (memory_id) DO UPDATE SET fingerprint = excluded.fingerprint, "
-            "dim = excluded.dim, vector = excluded.vector, seq = excluded.seq",
-            [
-                (
-                    fingerprint,
-                    int(array.shape[0]),
-                    array.tobytes(),
-                    first + n,
-                    memory_id,
-                    at,
-                    float(known.get(memory_id, 0.0)),
-                )
-                for n, (memory_id, at, array) in enumerate(checked, start=1)
-            ],
-        )
-        seq = first + len(checked)
-        written: set[int] = set()
-        wanted = list(dict.fromkeys(memory_id for memory_id, _, _ in checked))
-        for start in range(0, len(wanted), SQL_CHUNK):
-            chunk = wanted[start : start + SQL_CHUNK]
+        # The memories as they are now, under the write lock: a vector is written
+        # only for a memory that still reads as it was read for embedding. One read
+        # and one executemany, not round trips per vector: the write lock (which
+        # stores wait for) is held for a few round trips only.
+        now: dict[int, PendingVector] = {}
+        wanted = list(dict.fromkeys(item.memory_id for item, _ in checked))
+        for chunk in chunks(wanted):
             found = await db.execute_fetchall(
-                "SELECT memory_id FROM embeddings WHERE seq > ? "
-                f"AND memory_id IN ({placeholders(len(chunk))})",
-                [first, *chunk],
+                f"{_WITH_CONTEXT}WHERE m.id IN ({placeholders(len(chunk))})", chunk
             )
-            written.update(int(row[0]) for row in found)
-        stored = [memory_id for memory_id, _, _ in checked if memory_id in written]
+            now.update((item.memory_id, item) for item in map(_pending, found))
+        # Numbered in the order given, refused ones too: the batch spans
+        # first + 1 .. first + len(items) whatever was kept (see VectorIndexer._advance).
+        kept = [
+            (first + n, item, array)
+            for n, (item, array) in enumerate(checked, start=1)
+            if now.get(item.memory_id) == item
+        ]
+        if kept:
+            await db.executemany(
+                "INSERT INTO embeddings (memory_id, fingerprint, dim, vector, seq) "
+                "VALUES (?, ?, ?, ?, ?) ON CONFLICT (memory_id) DO UPDATE SET "
+                "fingerprint = excluded.fingerprint, dim = excluded.dim, "
+                "vector = excluded.vector, seq = excluded.seq",
+                [
+                    (item.memory_id, fingerprint, int(dim), array.tobytes(), seq)
+                    for seq, item, array in kept
+                ],
+            )
+        seq = first + len(checked)
         await db.execute(
             "INSERT INTO meta (key, value) VALUES ('embedding_seq', ?), (?, ?) "
             "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
             (str(seq), EMBEDDER_KEY, fingerprint),
         )
+    stored = list(dict.fromkeys(item.memory_id for _, item, _ in kept))
     return stored, seq
 
 

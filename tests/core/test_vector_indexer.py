@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import sqlite3
+import threading
 from collections.abc import Collection, Sequence
 from pathlib import Path
 
@@ -169,8 +170,8 @@ class FailsOnce(HashingEmbedder):
         return super().embed_documents(texts)
 
 
-async def test_a_failed_batch_does_not_stop_later_embedding(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+async def test_a_batch_the_embedder_failed_on_once_is_embedded_in_the_same_session(
+    tmp_path: Path,
 ) -> None:
     embedder = FailsOnce()
     settings = dataclasses.replace(
@@ -179,16 +180,212 @@ async def test_a_failed_batch_does_not_stop_later_embedding(
     async with await MemoryManager.open("v@x", settings) as memory:
         first = await memory.store_many([{"content": f"early fact {i}"} for i in range(8)])
         await memory.flush()
+        assert embedder.failed
+        # the failed batch was embedded again in halves, in the same pass
+        assert {m.id for m in first} <= await stored_ids(memory) == await index_ids(memory)
         later = await memory.store_many([{"content": f"later fact {i}"} for i in range(5)])
         await memory.flush()
-        assert embedder.failed
-        embedded = await stored_ids(memory)
-        assert {m.id for m in later} <= embedded  # the failed batch holds up nothing
-        assert not {m.id for m in first} & embedded  # skipped now, embedded on next open
-    assert "embedder failed on a batch" in caplog.text
+        assert {m.id for m in [*first, *later]} == await stored_ids(memory)
+
+
+class Refusing(HashingEmbedder):
+    """Raises on any batch holding a text with ``refused`` in it; records its calls."""
+
+    def __init__(self, refused: str = "POISON") -> None:
+        super().__init__()
+        self.refused = refused
+        self.calls: list[list[str]] = []
+
+    def embed_documents(self, texts):  # type: ignore[no-untyped-def]
+        self.calls.append(list(texts))
+        if any(self.refused in text for text in texts):
+            raise RuntimeError("cannot embed this text")
+        return super().embed_documents(texts)
+
+    def alone(self) -> int:
+        """How many calls asked for the refused text alone."""
+        return sum(1 for call in self.calls if len(call) == 1 and self.refused in call[0])
+
+
+async def test_a_text_the_embedder_refuses_leaves_the_rest_of_its_batch_embedded(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(indexer_module, "RETRY_FIRST_SECONDS", 60.0)  # not tried again here
+    embedder = Refusing()
+    settings = dataclasses.replace(hashing_config(embed_batch_size=32), embedder=embedder)
     async with await MemoryManager.open("v@x", settings) as memory:
+        *good, poison = await memory.store_many(
+            [{"content": f"good fact number {i}"} for i in range(9)]
+            + [{"content": "POISON text the embedder refuses"}]
+        )
         await memory.flush()
-        assert {m.id for m in first} <= await stored_ids(memory)
+        assert await stored_ids(memory) == {m.id for m in good} == await index_ids(memory)
+        stats = await memory.stats()
+        assert (stats.embedded, stats.pending_embeddings) == (9, 1)
+        assert len(embedder.calls) <= 2 * 10 - 1  # halves down to the refused text
+    refusals = [r for r in caplog.records if "not embedded" in r.getMessage()]
+    assert len(refusals) == 1 and f"(id {poison.id})" in refusals[0].getMessage()
+    assert "RuntimeError: cannot embed this text" in refusals[0].getMessage()
+
+
+async def test_a_refused_text_is_tried_again_with_backoff_a_bounded_number_of_times(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(indexer_module, "RETRY_FIRST_SECONDS", 0.01)
+    monkeypatch.setattr(indexer_module, "RETRY_MAX_SECONDS", 0.02)
+    monkeypatch.setattr(indexer_module, "REFUSED_ATTEMPTS", 4)
+    embedder = Refusing()
+    settings = dataclasses.replace(hashing_config(), embedder=embedder)
+    async with await MemoryManager.open("v@x", settings) as memory:
+        await memory.store("POISON text the embedder refuses")
+        await memory.flush()
+        for _ in range(1000):
+            if embedder.alone() >= 4:
+                break
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.2)  # long past the next attempt, were there one
+        assert embedder.alone() == 4
+        assert (await memory.stats()).pending_embeddings == 1
+    assert len([r for r in caplog.records if "not embedded" in r.getMessage()]) == 1
+
+
+async def test_a_memory_refused_once_is_embedded_later_in_the_session(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(indexer_module, "RETRY_FIRST_SECONDS", 0.05)
+    embedder = FailsOnce()
+    settings = dataclasses.replace(hashing_config(), embedder=embedder)  # in memory
+    async with await MemoryManager.open("v@x", settings) as memory:
+        stored = await memory.store("The Porto office opens at nine")
+        await memory.flush()
+        assert embedder.failed
+        for _ in range(500):
+            if await index_ids(memory):
+                break
+            await asyncio.sleep(0.01)
+        assert await stored_ids(memory) == {stored.id} == await index_ids(memory)
+
+
+async def test_a_refused_memory_is_embedded_at_once_when_it_changes() -> None:
+    embedder = Refusing()
+    settings = dataclasses.replace(hashing_config(), embedder=embedder)
+    async with await MemoryManager.open("v@x", settings) as memory:
+        stored = await memory.store("POISON text the embedder refuses")
+        await memory.flush()
+        assert await stored_ids(memory) == set()
+        await memory.update(stored.id, content="The Lisbon office opens at ten")
+        await memory.flush()  # not waiting for the retry: the memory is another text now
+        assert await stored_ids(memory) == {stored.id} == await index_ids(memory)
+
+
+class Misanswering(HashingEmbedder):
+    """Answers wrongly while ``fault`` is set: ``"nan"`` for the texts holding
+    ``marker``, ``"rows"`` one vector short, ``"dim"`` vectors twice as long."""
+
+    def __init__(self, fault: str | None = None, marker: str = "BADVEC") -> None:
+        super().__init__()
+        self.fault = fault
+        self.marker = marker
+
+    def embed_documents(self, texts):  # type: ignore[no-untyped-def]
+        vectors = super().embed_documents(texts)
+        if self.fault == "nan":
+            vectors[[self.marker in text for text in texts]] = np.nan
+        elif self.fault == "rows":
+            return vectors[:-1]
+        elif self.fault == "dim":
+            return np.hstack([vectors, vectors]) / np.sqrt(2)
+        return vectors
+
+
+async def test_a_vector_with_nan_is_refused_and_flush_returns(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    embedder = Misanswering("nan")
+    settings = dataclasses.replace(hashing_config(), embedder=embedder)
+    async with await MemoryManager.open("v@x", settings) as memory:
+        bad = await memory.store("BADVEC a memory whose vector comes back NaN")
+        good = await memory.store("a perfectly normal memory about the Porto office")
+        await asyncio.wait_for(memory.flush(), 10)
+        assert await stored_ids(memory) == {good.id} == await index_ids(memory)
+        assert memory.indexer is not None and memory.indexer.stopped_by is None
+    (refusal,) = [r for r in caplog.records if "not embedded" in r.getMessage()]
+    message = refusal.getMessage()
+    assert f"(id {bad.id})" in message and "NaN or infinite values" in message
+    assert f"the embedder Misanswering ({embedder.fingerprint})" in message
+
+
+async def test_an_answer_missing_a_vector_does_not_stop_the_embedding(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(indexer_module, "RETRY_FIRST_SECONDS", 0.05)
+    embedder = Misanswering("rows")
+    settings = dataclasses.replace(hashing_config(), embedder=embedder)
+    async with await MemoryManager.open("v@x", settings) as memory:
+        first = await memory.store("first memory")
+        await asyncio.wait_for(memory.flush(), 10)
+        assert await stored_ids(memory) == set()
+        embedder.fault = None
+        second = await memory.store("second memory, the embedder is fine now")
+        await asyncio.wait_for(memory.flush(), 10)
+        assert memory.indexer is not None and memory.indexer.stopped_by is None
+        assert second.id in await stored_ids(memory)
+        for _ in range(500):  # the refused one is tried again, and answered right now
+            if first.id in await index_ids(memory):
+                break
+            await asyncio.sleep(0.01)
+        assert await stored_ids(memory) == {first.id, second.id} == await index_ids(memory)
+
+
+async def test_vectors_of_another_length_are_never_stored(tmp_path: Path) -> None:
+    settings = dataclasses.replace(
+        hashing_config(tmp_path), embedder=Misanswering("dim"), root=tmp_path
+    )
+    async with await MemoryManager.open("v@x", settings) as memory:
+        stored = await memory.store("The Porto office opens at nine")
+        await asyncio.wait_for(memory.flush(), 10)
+        assert await memory.base_store.vector_counts() == {}
+        assert memory.indexer is not None and memory.indexer.stopped_by is None
+    healthy = dataclasses.replace(settings, embedder=Misanswering())  # same fingerprint
+    async with await MemoryManager.open("v@x", healthy) as memory:
+        await memory.flush()
+        assert await stored_ids(memory) == {stored.id} == await index_ids(memory)
+        assert (await memory.search("Porto office"))[0].memory.id == stored.id
+
+
+class Gated(HashingEmbedder):
+    """Holds each batch of documents until ``gate`` is set; ``started`` once one waits."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = threading.Event()
+        self.started = threading.Event()
+
+    def embed_documents(self, texts):  # type: ignore[no-untyped-def]
+        self.started.set()
+        assert self.gate.wait(30)
+        return super().embed_documents(texts)
+
+
+async def test_an_update_at_the_same_clock_reading_during_embedding_keeps_the_new_vector() -> None:
+    embedder = Gated()
+    settings = dataclasses.replace(hashing_config(), embedder=embedder)
+    clock = lambda: 1_700_000_000.0  # noqa: E731  (a coarse clock: one reading for both)
+    async with await MemoryManager.open("v@x", settings, clock=clock) as memory:
+        stored = await memory.store("zebras giraffes savanna safari")
+        assert await asyncio.to_thread(embedder.started.wait, 10)  # the old text is embedding
+        updated = await memory.update(stored.id, content="quantum chromodynamics lecture notes")
+        assert updated.updated_at == stored.updated_at
+        embedder.gate.set()
+        await memory.flush()
+        new = embedder.embed_query("quantum chromodynamics lecture notes")
+        vectors = await memory.base_store.vectors_for(
+            embedder.fingerprint, embedder.dim, [stored.id]
+        )
+        assert float(vectors[stored.id] @ new) == pytest.approx(1.0, abs=1e-5)
+        assert memory.indexer is not None
+        ids, scores = await memory.indexer.search(new, 1)
+        assert ids.tolist() == [stored.id] and scores[0] == pytest.approx(1.0, abs=1e-5)
 
 
 class AsyncHashing(HashingEmbedder):

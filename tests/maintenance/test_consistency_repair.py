@@ -73,6 +73,10 @@ DAMAGE: dict[str, tuple[tuple[str, ...], set[str]]] = {
         ("UPDATE embeddings SET fingerprint = 'another-embedder' WHERE memory_id = 7",),
         {"vectors_wrong_fingerprint", "index_extra"},
     ),
+    "vector shorter than its embedder makes": (
+        ("UPDATE embeddings SET dim = 128, vector = substr(vector, 1, 512) WHERE memory_id = 7",),
+        {"vectors_wrong_dimension", "index_extra"},
+    ),
     "graph rows of no memory": (
         (
             "INSERT INTO graph_nodes (key, type, value, created_at) "

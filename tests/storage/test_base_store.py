@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from spade_memory.config import StorageConfig
-from spade_memory.errors import MigrationError, StorageCorrupted, StoreClosedError
+from spade_memory.errors import MigrationError, StorageCorrupted, StorageError, StoreClosedError
 from spade_memory.storage.base import BaseMemoryStore, IndexedText, NewMemory
 from spade_memory.storage.schema import MIGRATIONS, Migration
 
@@ -89,9 +89,7 @@ async def test_update_reindexes_and_drops_the_stale_vector(tmp_path: Path) -> No
         memory = await store.insert(new("old words"), text("old words"))
         pending = await store.pending_embeddings("fp", 10)
         assert [p[0] for p in pending] == [memory.id]
-        stored, seq = await store.put_embeddings(
-            "fp", [(memory.id, pending[0][2], np.ones(3, np.float32))]
-        )
+        stored, seq = await store.put_embeddings("fp", 3, [(pending[0], np.ones(3, np.float32))])
         assert stored == [memory.id] and seq == 1
         updated = await store.update(
             memory.id, {"content": "new words"}, text=text("new words"), now=time.time() + 1
@@ -101,10 +99,28 @@ async def test_update_reindexes_and_drops_the_stale_vector(tmp_path: Path) -> No
         assert [h[0] for h in await store.keyword_search(["new"], limit=5)] == [memory.id]
         assert len(await store.embedding_ids("fp")) == 0
         # A vector computed from the old text arrives late: it is refused.
-        stale, _ = await store.put_embeddings(
-            "fp", [(memory.id, pending[0][2], np.ones(3, np.float32))]
-        )
+        stale, _ = await store.put_embeddings("fp", 3, [(pending[0], np.ones(3, np.float32))])
         assert stale == []
+    finally:
+        await store.aclose()
+
+
+async def test_a_vector_of_the_old_text_is_refused_after_an_update_at_the_same_time(
+    tmp_path: Path,
+) -> None:
+    store = await open_store(tmp_path / "a.db")
+    try:
+        memory = await store.insert(new("old words"), text("old words"))
+        (read,) = await store.pending_embeddings("fp", 10)
+        # updated at the clock reading of the insert: updated_at alone tells nothing
+        changes = {"content": "new words"}
+        await store.update(memory.id, changes, text=text("new words"), now=memory.updated_at)
+        (again,) = await store.pending_embeddings("fp", 10)
+        assert again.updated_at == read.updated_at and again.text == "new words"
+        stale, _ = await store.put_embeddings("fp", 3, [(read, np.ones(3, np.float32))])
+        assert stale == [] and await store.count_pending_embeddings("fp") == 1
+        fresh, _ = await store.put_embeddings("fp", 3, [(again, np.ones(3, np.float32))])
+        assert fresh == [memory.id] and await store.count_pending_embeddings("fp") == 0
     finally:
         await store.aclose()
 
@@ -114,7 +130,7 @@ async def test_delete_removes_row_fts_and_vector(tmp_path: Path) -> None:
     try:
         memory = await store.insert(new("delta"), text("delta"))
         pending = await store.pending_embeddings("fp", 10)
-        await store.put_embeddings("fp", [(memory.id, pending[0][2], np.ones(3, np.float32))])
+        await store.put_embeddings("fp", 3, [(pending[0], np.ones(3, np.float32))])
         assert await store.delete(memory.id)
         assert not await store.delete(memory.id)
         assert await store.get(memory.id) is None
@@ -132,9 +148,9 @@ async def test_vectors_round_trip_and_load_after_seq(tmp_path: Path) -> None:
         memories = await store.insert_many([(new(f"m{i}"), text(f"m{i}")) for i in range(5)])
         pending = await store.pending_embeddings("fp", 100)
         vectors = {m.id: np.full(4, float(m.id), np.float32) for m in memories}
-        await store.put_embeddings("fp", [(i, u, vectors[i]) for i, _, u, _ in pending[:3]])
+        await store.put_embeddings("fp", 4, [(p, vectors[p.memory_id]) for p in pending[:3]])
         _, _, first_seq = await store.load_vectors("fp", 4)
-        await store.put_embeddings("fp", [(i, u, vectors[i]) for i, _, u, _ in pending[3:]])
+        await store.put_embeddings("fp", 4, [(p, vectors[p.memory_id]) for p in pending[3:]])
         ids, matrix, seq = await store.load_vectors("fp", 4, after_seq=first_seq)
         assert ids.tolist() == [m.id for m in memories[3:]]
         assert seq == 5
@@ -148,12 +164,30 @@ async def test_vectors_round_trip_and_load_after_seq(tmp_path: Path) -> None:
 async def test_malformed_vector_is_refused(tmp_path: Path) -> None:
     store = await open_store(tmp_path / "a.db")
     try:
-        memory = await store.insert(new("x"), text("x"))
+        await store.insert(new("x"), text("x"))
+        (pending,) = await store.pending_embeddings("fp", 10)
         with pytest.raises(Exception, match="malformed"):
-            await store.put_embeddings(
-                "fp", [(memory.id, memory.updated_at, np.array([np.nan], np.float32))]
-            )
+            await store.put_embeddings("fp", 1, [(pending, np.array([np.nan], np.float32))])
         assert len(await store.embedding_ids("fp")) == 0
+    finally:
+        await store.aclose()
+
+
+async def test_a_vector_of_another_length_than_its_embedders_is_refused(tmp_path: Path) -> None:
+    store = await open_store(tmp_path / "a.db")
+    try:
+        await store.insert_many([(new("x"), text("x")), (new("y"), text("y"))])
+        first, second = await store.pending_embeddings("fp", 10)
+        items = [(first, np.ones(3, np.float32)), (second, np.ones(6, np.float32))]
+        with pytest.raises(
+            StorageError, match="vector of 6 values for memory 2: the vectors of fp have 3"
+        ):
+            await store.put_embeddings("fp", 3, items)
+        assert len(await store.embedding_ids("fp")) == 0  # none of the batch
+        stored, _ = await store.put_embeddings("fp", 3, items[:1])
+        assert stored == [first.memory_id]
+        _, matrix, _ = await store.load_vectors("fp", 3)
+        np.testing.assert_array_equal(matrix, np.ones((1, 3), np.float32))
     finally:
         await store.aclose()
 

@@ -53,11 +53,7 @@ async def texts(store: BaseMemoryStore) -> dict[int, str]:
 
 async def embed_all(store: BaseMemoryStore) -> None:
     pending = await store.pending_embeddings("fp", 100)
-    await store.put_embeddings(
-        "fp",
-        [(item.memory_id, item.updated_at, np.ones(3, np.float32)) for item in pending],
-        contexts={item.memory_id: item.context_at for item in pending},
-    )
+    await store.put_embeddings("fp", 3, [(item, np.ones(3, np.float32)) for item in pending])
     assert await store.count_pending_embeddings("fp") == 0
 
 
@@ -165,19 +161,11 @@ async def test_a_vector_made_with_a_turn_that_changed_meanwhile_is_refused(
             now=time.time() + 1,
         )
         item = read[second]
-        stored, _ = await store.put_embeddings(
-            "fp",
-            [(second, item.updated_at, np.ones(3, np.float32))],
-            contexts={second: item.context_at},
-        )
+        stored, _ = await store.put_embeddings("fp", 3, [(item, np.ones(3, np.float32))])
         assert stored == []
         assert await texts(store) == {first: "another question", second: "another question\nanswer"}
         assert await store.delete(first)
-        stored, _ = await store.put_embeddings(
-            "fp",
-            [(second, item.updated_at, np.ones(3, np.float32))],
-            contexts={second: read[second].context_at},
-        )
+        stored, _ = await store.put_embeddings("fp", 3, [(read[second], np.ones(3, np.float32))])
         assert stored == []  # the turn went: a vector made with it is not kept
         assert await texts(store) == {second: "answer"}
     finally:
@@ -209,8 +197,9 @@ async def test_a_vector_written_without_its_context_is_refused(tmp_path: Path) -
     try:
         first, second = await insert(store, turn("question"), turn("answer"))
         read = {item.memory_id: item for item in await store.pending_embeddings("fp", 10)}
-        items = [(i, read[i].updated_at, np.ones(3, np.float32)) for i in (first, second)]
-        stored, _ = await store.put_embeddings("fp", items)  # no context read
+        alone = [read[first], read[second]._replace(text="answer", context_at=0.0)]
+        items = [(item, np.ones(3, np.float32)) for item in alone]
+        stored, _ = await store.put_embeddings("fp", 3, items)  # made without its context
         assert stored == [first]  # the answer's vector must hold its question
     finally:
         await store.aclose()

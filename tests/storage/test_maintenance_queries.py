@@ -56,9 +56,9 @@ async def insert(store: BaseMemoryStore, *contents: str) -> list[int]:
 
 
 async def embed(store: BaseMemoryStore, ids: list[int]) -> None:
-    found = await store.get_many(ids)
-    vectors = [(i, found[i].updated_at, np.ones(DIM, dtype=np.float32)) for i in ids]
-    await store.put_embeddings(FINGERPRINT, vectors)
+    pending = await store.pending_embeddings(FINGERPRINT, 1000)
+    vectors = [(p, np.ones(DIM, dtype=np.float32)) for p in pending if p.memory_id in ids]
+    await store.put_embeddings(FINGERPRINT, DIM, vectors)
 
 
 async def execute(store: BaseMemoryStore, sql: str, params: tuple[object, ...] = ()) -> None:
@@ -85,7 +85,8 @@ async def test_a_sound_memory_shows_no_problem(store: BaseMemoryStore) -> None:
     assert await queries.orphan_vector_ids() == []
     assert await queries.malformed_vector_ids() == []
     assert await queries.memories_missing_vector() == []
-    assert await queries.foreign_vector_ids(FINGERPRINT, DIM) == []
+    assert await queries.foreign_vector_ids(FINGERPRINT) == []
+    assert await queries.wrong_dimension_vector_ids(FINGERPRINT, DIM) == []
     assert (await queries.valid_vector_ids(FINGERPRINT, DIM)).tolist() == ids
     for table in GRAPH_ORPHAN_TABLES:
         assert await queries.graph_orphans(table) == []
@@ -124,11 +125,16 @@ async def test_changed_memory_is_not_unchanged(store: BaseMemoryStore) -> None:
 
 
 async def test_planted_vector_problems_are_found(store: BaseMemoryStore) -> None:
-    sound, short, foreign, bare = await insert(store, "a", "b", "c", "d")
-    await embed(store, [sound, short, foreign])
+    sound, short, foreign, bare, halved = await insert(store, "a", "b", "c", "d", "e")
+    await embed(store, [sound, short, foreign, halved])
     await execute(store, "UPDATE embeddings SET vector = x'00' WHERE memory_id = ?", (short,))
     await execute(
         store, "UPDATE embeddings SET fingerprint = 'old' WHERE memory_id = ?", (foreign,)
+    )
+    await execute(
+        store,
+        "UPDATE embeddings SET dim = ?, vector = substr(vector, 1, ?) WHERE memory_id = ?",
+        (DIM // 2, DIM * 2, halved),
     )
     await unchecked(
         store,
@@ -139,17 +145,24 @@ async def test_planted_vector_problems_are_found(store: BaseMemoryStore) -> None
     assert await queries.orphan_vector_ids() == [777]
     assert await queries.malformed_vector_ids() == [short]
     assert await queries.memories_missing_vector() == [bare]
-    assert await queries.foreign_vector_ids(FINGERPRINT, DIM) == [foreign]
+    assert await queries.foreign_vector_ids(FINGERPRINT) == [foreign]
+    assert await queries.wrong_dimension_vector_ids(FINGERPRINT, DIM) == [halved]
     assert (await queries.valid_vector_ids(FINGERPRINT, DIM)).tolist() == [sound, 777]
     well_formed = await queries.well_formed_vectors_after(0, 10)
-    assert [memory_id for memory_id, _ in well_formed] == [sound, foreign, 777]
+    assert [memory_id for memory_id, _ in well_formed] == [sound, foreign, halved, 777]
     async with queries.locked() as locked:
         assert await locked.delete_orphan_vectors([sound, 777]) == [777]
+        deleted = await locked.delete_wrong_dimension_vectors(
+            FINGERPRINT, DIM, [sound, foreign, halved]
+        )
+        assert deleted == [halved]
         ids, matrix = await locked.valid_vectors_of(FINGERPRINT, DIM, [sound, short, foreign])
         assert ids.tolist() == [sound] and matrix.shape == (1, DIM)
         await locked.delete_vectors([short])
     assert await queries.malformed_vector_ids() == []
     assert await queries.orphan_vector_ids() == []
+    assert await queries.wrong_dimension_vector_ids(FINGERPRINT, DIM) == []
+    assert await queries.memories_missing_vector() == [short, bare, halved]  # embedded again
 
 
 async def test_planted_graph_orphans_are_found_and_deleted(store: BaseMemoryStore) -> None:

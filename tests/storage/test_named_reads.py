@@ -72,9 +72,9 @@ async def test_vector_and_atom_counts() -> None:
     try:
         memory = await store.insert(new("one", created_at=1.0), IndexedText("one"))
         assert await store.vector_counts() == {}
-        await store.put_embeddings(
-            "fp-a", [(memory.id, memory.updated_at, np.ones(4, dtype=np.float32))]
-        )
+        (pending,) = await store.pending_embeddings("fp-a", 10)
+        assert pending.memory_id == memory.id
+        await store.put_embeddings("fp-a", 4, [(pending, np.ones(4, dtype=np.float32))])
         assert await store.vector_counts() == {"fp-a": 1}
         assert await AtomBook(store, AtomConfig()).counts_by_status() == {}
     finally:
@@ -85,9 +85,9 @@ async def test_a_file_is_read_without_opening_the_memory(tmp_path: Path) -> None
     path = tmp_path / "a.db"
     store = await open_store(path)
     memory = await store.insert(new("one", created_at=time.time()), IndexedText("one"))
-    await store.put_embeddings(
-        "fp-b", [(memory.id, memory.updated_at, np.ones(4, dtype=np.float32))]
-    )
+    (pending,) = await store.pending_embeddings("fp-b", 10)
+    assert pending.memory_id == memory.id
+    await store.put_embeddings("fp-b", 4, [(pending, np.ones(4, dtype=np.float32))])
     try:
         assert BaseMemoryStore.count_in_file(path) == 1
         assert BaseMemoryStore.fingerprint_in_file(path) == "fp-b"
