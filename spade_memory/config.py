@@ -452,6 +452,13 @@ class StorageConfig:
         snapshot_growth_ratio: ...and at least this fraction of the index changed, so
             the bytes written per stored memory stay flat as the memory grows.
         embed_batch_size: memories embedded per background batch.
+        embed_on_close_seconds: on close, the memories still without a vector
+            are embedded for at most this long (after their graphs are derived,
+            for at most 2 s), so that a short program that stores and closes
+            leaves them searchable by meaning; what is left is embedded after the
+            next open. An embedder that is unavailable is not waited for, and one
+            that does not answer is given up at the bound; 0 embeds nothing on
+            close. A memory kept in memory (``in_memory``) is not embedded on close.
         derive_in_background: ``True`` (default): a store commits the memory and
             its keyword index with a durable mark, and its entities, relations and
             atoms are derived after the acknowledgement, in batches, by a
@@ -497,6 +504,7 @@ class StorageConfig:
     snapshot_min_changes: int = knob(256, ge=1)
     snapshot_growth_ratio: float = knob(0.25, ge=0, le=10)
     embed_batch_size: int = knob(32, ge=1)
+    embed_on_close_seconds: float = knob(2.0, ge=0)
     derive_in_background: bool = True
     derive_batch_size: int = knob(64, ge=1, le=4096)
     backup_keep_days: int = knob(14, ge=0)

@@ -374,9 +374,30 @@ class VectorIndexer(BackgroundWorker):
             self._graph_index.remove(ids)
 
     async def aclose(self) -> None:
-        """Stop the worker and write a final snapshot if anything changed."""
+        """Embed what waits, for at most ``StorageConfig.embed_on_close_seconds``, then
+        stop the worker and write a final snapshot if anything changed.
+
+        Only what this open was told of waits (stores, derived graphs, what an earlier
+        run left when the memory embeds on open): a look that embeds nothing on open
+        embeds nothing on close. An embedder found unavailable is not waited for; what
+        is left is embedded after the next open. A memory kept in memory ends with
+        its close: nothing is embedded for it.
+        """
         if self._closed:
             return
+        within = self._storage.embed_on_close_seconds
+        if (
+            within > 0
+            and self.maybe_pending
+            and self._base.path is not None
+            and not await self.finish(within)
+        ):
+            logger.info(
+                "%s: embedding did not finish on closing (%s); what is left is embedded "
+                "after the next open",
+                self._base.agent,
+                self._unavailable or f"still embedding after {within:g} s",
+            )
         await super().aclose()
         if self._dirty and self._snapshot_path is not None and not self._base.closed:
             try:
