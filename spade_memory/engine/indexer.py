@@ -106,7 +106,9 @@ class VectorIndexer(BackgroundWorker):
         With ``graph``, the graph entries' vectors are embedded too and kept in a
         second index, built from SQLite on open (it has no snapshot). With
         ``embed_pending``, memories an earlier run left without a vector are
-        embedded at once (else on the next change or :meth:`flush`).
+        embedded at once (else on the next change or :meth:`flush`), and a memory
+        holding no vector yet records ``embedder`` as its own (a command looking at
+        it then knows which embedder it uses and what waits for a vector).
         """
         # A database this open created holds no vectors: nothing to load or check.
         fresh = base.created
@@ -118,6 +120,8 @@ class VectorIndexer(BackgroundWorker):
             target, embedder = embedder, serving
         fingerprint = embedder.fingerprint
         dim = embedder.dim
+        if embed_pending and not counts:
+            await base.name_embedder(fingerprint)
         kind: IndexKind = (
             "flat"
             if fresh and storage.vector_index == "auto"

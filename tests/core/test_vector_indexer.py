@@ -19,6 +19,7 @@ from spade_memory.config import MaintenanceConfig
 from spade_memory.embedding.hashing import HashingEmbedder
 from spade_memory.engine import indexer as indexer_module
 from spade_memory.errors import EmbeddingUnavailable
+from spade_memory.storage.base import BaseMemoryStore
 
 
 async def index_ids(memory: MemoryManager) -> set[int]:
@@ -409,3 +410,10 @@ async def test_a_memory_opened_to_look_embeds_nothing_on_close(tmp_path: Path) -
     async with await MemoryManager.open("v@x", look) as memory:
         assert await memory.search("left vector", record_access=False)
     assert embedded_rows(tmp_path) == 0
+
+
+async def test_a_memory_names_its_embedder_before_its_first_vector(tmp_path: Path) -> None:
+    async with await MemoryManager.open("v@x", hashing_config(tmp_path)):
+        pass  # nothing stored, so nothing embedded
+    database = next(tmp_path.glob("*_base_memory.db"))
+    assert BaseMemoryStore.fingerprint_in_file(database) == HashingEmbedder().fingerprint
