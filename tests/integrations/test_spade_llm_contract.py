@@ -69,6 +69,16 @@ def test_db_path_says_where_the_memories_are(tmp_path: Path) -> None:
     assert not list(tmp_path.iterdir())  # nothing is made before the first use
 
 
+@pytest.mark.parametrize(
+    "where", [{"db_path": ""}, {"db_path": " "}, {"any_agent": True, "root": ""}]
+)
+def test_an_empty_folder_is_refused_not_taken_as_the_working_directory(
+    where: dict[str, object],
+) -> None:
+    with pytest.raises(ConfigError, match="must name a folder"):
+        SpadeMemoryBackend(**where)  # type: ignore[arg-type]
+
+
 async def test_given_manager_db_path(fresh_memory: MemoryManager) -> None:
     assert SpadeMemoryBackend(fresh_memory).db_path == ":memory:"
 
