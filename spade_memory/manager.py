@@ -332,6 +332,8 @@ class MemoryManager:
         (names) and ``relations`` (``{"source", "relation", "target"}``) add
         ones the text does not show. ``scope`` (a :class:`Scope` or its dict;
         default global, the agent's own) says who may see it besides the agent.
+        ``source_sender``, who told it, is kept as its normalised bare JID, as a
+        scope's owner is.
 
         A copy of an active memory (same category and scope, the same content and
         context once case, width, punctuation and spacing are set aside) is not
