@@ -189,8 +189,9 @@ class SpadeMemoryBackend(_BackendBase):  # type: ignore[misc]
         root: the memory root of the memories the backend opens (default
             ``config.root``).
         config: the configuration of the memories the backend opens (default
-            ``MemoryConfig(max_content_chars=10_000)``, spade_llm's limit;
-            ``MemoryConfig(in_memory=True)`` keeps them in RAM).
+            ``MemoryConfig(max_content_chars=10_000)``, spade_llm's limit; a
+            configuration given keeps its own ``max_content_chars``, 8,000 unless
+            it sets another; ``MemoryConfig(in_memory=True)`` keeps them in RAM).
         any_agent: instead of ``manager`` and ``jid``: serve every agent id it is
             given, each in its own memory under ``root``, opened on first use and
             all closed by ``cleanup()``.

@@ -94,6 +94,11 @@ async def test_content_limit_is_ten_thousand_characters_by_default(tmp_path: Pat
             await backend.store_memory(entry(ALICE, "A" * 10_001))
     finally:
         await backend.cleanup()
+    rooted = SpadeMemoryBackend(jid=ALICE, root=tmp_path / "rooted")  # the README's example
+    try:
+        await rooted.store_memory(entry(ALICE, "A" * 10_000))
+    finally:
+        await rooted.cleanup()
     strict = SpadeMemoryBackend(jid=ALICE, config=MemoryConfig(in_memory=True, embedder=None))
     try:
         with pytest.raises(InvalidToolInput, match="content"):
