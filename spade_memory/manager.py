@@ -198,10 +198,11 @@ class MemoryManager:
         """Finish what is pending and close every store; idempotent.
 
         Conversation windows are formed (``FormationConfig.form_on_close``, within
-        ``llm_timeout``), and the graphs and atoms of memories stored a moment ago are
-        derived (within two seconds); memories not embedded yet are embedded after the
-        next open (the keyword route finds them meanwhile). Nothing acknowledged is
-        lost either way: what is left is marked and done on the next open.
+        ``llm_timeout``), the graphs and atoms of memories stored a moment ago are
+        derived (within two seconds), and the memories not embedded yet are embedded
+        (within ``StorageConfig.embed_on_close_seconds``; an embedder that is
+        unavailable is not waited for). Nothing acknowledged is lost either way: what
+        is left is done on the next open (the keyword route finds it meanwhile).
         """
         if self._engine.closed:
             return
@@ -334,6 +335,8 @@ class MemoryManager:
         (names) and ``relations`` (``{"source", "relation", "target"}``) add
         ones the text does not show. ``scope`` (a :class:`Scope` or its dict;
         default global, the agent's own) says who may see it besides the agent.
+        ``source_sender``, who told it, is kept as its normalised bare JID, as a
+        scope's owner is.
 
         A copy of an active memory (same category and scope, the same content and
         context once case, width, punctuation and spacing are set aside) is not

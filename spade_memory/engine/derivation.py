@@ -157,11 +157,6 @@ class Deriver(BackgroundWorker):
         """How many memories whose extraction failed wait to be tried again."""
         return len(self._failed)
 
-    @property
-    def maybe_pending(self) -> bool:
-        """Whether marked memories may wait (told of some not derived yet)."""
-        return self._requested > self._completed
-
     async def pending_claims(
         self, memory_ids: Sequence[int], *, at_most: int = PENDING_CLAIMS_AT_MOST, wait: bool = True
     ) -> list[PendingClaim]:

@@ -139,7 +139,9 @@ class VectorIndexer(BackgroundWorker):
         With ``graph``, the graph entries' vectors are embedded too and kept in a
         second index, built from SQLite on open (it has no snapshot). With
         ``embed_pending``, memories an earlier run left without a vector are
-        embedded at once (else on the next change or :meth:`flush`).
+        embedded at once (else on the next change or :meth:`flush`), and a memory
+        holding no vector yet records ``embedder`` as its own (a command looking at
+        it then knows which embedder it uses and what waits for a vector).
         """
         # A database this open created holds no vectors: nothing to load or check.
         fresh = base.created
@@ -151,6 +153,8 @@ class VectorIndexer(BackgroundWorker):
             target, embedder = embedder, serving
         fingerprint = embedder.fingerprint
         dim = embedder.dim
+        if embed_pending and not counts:
+            await base.name_embedder(fingerprint)
         kind: IndexKind = (
             "flat"
             if fresh and storage.vector_index == "auto"
@@ -410,9 +414,30 @@ class VectorIndexer(BackgroundWorker):
             self._graph_index.remove(ids)
 
     async def aclose(self) -> None:
-        """Stop the worker and write a final snapshot if anything changed."""
+        """Embed what waits, for at most ``StorageConfig.embed_on_close_seconds``, then
+        stop the worker and write a final snapshot if anything changed.
+
+        Only what this open was told of waits (stores, derived graphs, what an earlier
+        run left when the memory embeds on open): a look that embeds nothing on open
+        embeds nothing on close. An embedder found unavailable is not waited for; what
+        is left is embedded after the next open. A memory kept in memory ends with
+        its close: nothing is embedded for it.
+        """
         if self._closed:
             return
+        within = self._storage.embed_on_close_seconds
+        if (
+            within > 0
+            and self.maybe_pending
+            and self._base.path is not None
+            and not await self.finish(within)
+        ):
+            logger.info(
+                "%s: embedding did not finish on closing (%s); what is left is embedded "
+                "after the next open",
+                self._base.agent,
+                self._unavailable or f"still embedding after {within:g} s",
+            )
         if self._retry is not None:
             self._retry.cancel()
             self._retry = None

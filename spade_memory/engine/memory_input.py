@@ -17,7 +17,7 @@ from typing import Any
 
 from ..config import MemoryConfig
 from ..errors import InvalidAgentId, InvalidToolInput
-from ..identity import MAX_JID_CHARS, normalize_jid
+from ..identity import normalize_jid
 from ..limits import LIMITS
 from ..models import GLOBAL_SCOPE, VISIBILITIES, Memory, Scope
 from ..storage.base import IndexedText, NewMemory
@@ -37,6 +37,7 @@ __all__ = [
     "MemoryInput",
     "check_jid",
     "check_scope",
+    "check_sender",
     "time_ordered_uid",
 ]
 
@@ -84,6 +85,18 @@ def check_jid(name: str, value: Any) -> str:
         return normalize_jid(value)
     except InvalidAgentId as exc:
         raise InvalidToolInput(f"{name}: {exc}") from None
+
+
+def check_sender(value: Any) -> str | None:
+    """The checked ``source_sender`` of a memory: a normalised bare JID, as a scope's
+    owner is (``None`` or a blank text: no sender).
+
+    Raises:
+        InvalidToolInput: it is not a JID.
+    """
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    return check_jid("source_sender", value)
 
 
 def check_scope(value: Any, source_conversation: str | None) -> Scope:
@@ -222,9 +235,7 @@ class MemoryInput:
             importance=check_unit("importance", importance),
             created_at=now,
             source_conversation=source_conversation,
-            source_sender=check_optional_text(
-                "source_sender", source_sender, max_chars=MAX_JID_CHARS
-            ),
+            source_sender=check_sender(source_sender),
             metadata=check_metadata(metadata),
             scope=check_scope(scope, source_conversation),
             dedupe=dedupe,

@@ -10,7 +10,7 @@ from spade_memory.integrations.spade_llm import (
     SpadeMemoryBackend, SpadeMemoryInteractionMemory, spade_llm_tools, use_interaction_memory)
 
 # 1. spade_llm's AgentBaseMemory, kept and searched by spade_memory
-backend = SpadeMemoryBackend(jid="alice@localhost", config=MemoryConfig(root="./memory"))
+backend = SpadeMemoryBackend(jid="alice@localhost", root="./memory")
 memory = AgentBaseMemory("alice@localhost", backend=backend)
 
 # 2. spade_memory's tools in spade_llm's LLMAgent

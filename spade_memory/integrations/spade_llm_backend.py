@@ -189,8 +189,9 @@ class SpadeMemoryBackend(_BackendBase):  # type: ignore[misc]
         root: the memory root of the memories the backend opens (default
             ``config.root``).
         config: the configuration of the memories the backend opens (default
-            ``MemoryConfig(max_content_chars=10_000)``, spade_llm's limit;
-            ``MemoryConfig(in_memory=True)`` keeps them in RAM).
+            ``MemoryConfig(max_content_chars=10_000)``, spade_llm's limit; a
+            configuration given keeps its own ``max_content_chars``, 8,000 unless
+            it sets another; ``MemoryConfig(in_memory=True)`` keeps them in RAM).
         any_agent: instead of ``manager`` and ``jid``: serve every agent id it is
             given, each in its own memory under ``root``, opened on first use and
             all closed by ``cleanup()``.
@@ -200,7 +201,8 @@ class SpadeMemoryBackend(_BackendBase):  # type: ignore[misc]
     Raises:
         ImportError: spade_llm is not installed.
         ConfigError: not exactly one of ``manager``, ``jid``, ``any_agent`` and
-            ``db_path`` was given, or ``root`` or ``config`` with ``manager``.
+            ``db_path`` was given, or ``root`` or ``config`` with ``manager``, or an
+            empty ``db_path`` or ``root`` (it would name the working directory).
         InvalidAgentId: ``jid`` is not a valid JID; nothing was touched.
     """
 
@@ -229,6 +231,10 @@ class SpadeMemoryBackend(_BackendBase):  # type: ignore[misc]
         config = config or MemoryConfig(max_content_chars=_SPADE_LLM_CONTENT_CHARS)
         self._db_path: Path | str | None = None
         if db_path is not None:
+            if isinstance(db_path, str) and not db_path.strip():
+                raise ConfigError(
+                    f"db_path must name a folder (or {_IN_RAM!r}: in RAM), got {db_path!r}"
+                )
             if str(db_path) == _IN_RAM:
                 self._db_path = _IN_RAM
                 config = dataclasses.replace(config, in_memory=True)

@@ -101,10 +101,14 @@ class ToolBinding:
     Args:
         manager: the agent's open memory.
         conversation_id: the conversation to note things in until spade_llm sets one.
-        sender: the JID of the agent being talked with; by default it is read from the
-            spade_llm agent's context for the current conversation.
+        sender: the JID of the agent being talked with (kept as its normalised bare
+            JID); by default it is read from the spade_llm agent's context for the
+            current conversation.
         budget: start a per-request budget (``manager.config.tools``) each time
             spade_llm begins a request; ``False`` leaves the tools unlimited.
+
+    Raises:
+        InvalidAgentId: ``sender`` is not a JID.
     """
 
     def __init__(
@@ -117,7 +121,7 @@ class ToolBinding:
     ) -> None:
         self.manager = manager
         self.conversation_id = conversation_id
-        self.sender = sender
+        self.sender = None if sender is None else normalize_jid(sender)
         self.agent: Any = None
         self._use_budget = budget
         self._budget: RequestBudget | None = None
@@ -302,6 +306,7 @@ def spade_llm_tools(
     Raises:
         ImportError: spade_llm is not installed.
         ConfigError: ``names`` holds a name that is not a memory tool.
+        InvalidAgentId: ``sender`` is not a JID.
     """
     require_spade_llm()
     tools = manager.tools()

@@ -37,8 +37,9 @@ from pydantic import Field, ValidationError, field_validator
 
 from ..config import MemoryConfig
 from ..documents import Document, Text, Time, describe
-from ..engine.memory_input import MemoryInput, check_jid
+from ..engine.memory_input import MemoryInput, check_jid, check_sender
 from ..errors import InvalidToolInput
+from ..identity import MAX_JID_CHARS
 from ..limits import LIMITS
 from ..storage.base import IndexedText, NewMemory
 from ..storage.conversations import ImportedSource
@@ -521,6 +522,15 @@ def _imported(
         raise InvalidToolInput(f"memory {number} of the export is invalid: {exc}") from None
 
 
+def _carried_sender(sender: str | None) -> str | None:
+    """An exported memory's sender: a JID normalised as ``store`` normalises it; a
+    text that is none (earlier versions stored any) is kept as it was written."""
+    try:
+        return check_sender(sender)
+    except InvalidToolInput:
+        return check_optional_text("source_sender", sender, max_chars=MAX_JID_CHARS)
+
+
 def _checked_memory(
     exported: ExportedMemory, memory_input: MemoryInput, clock: Callable[[], float]
 ) -> NewMemory:
@@ -532,7 +542,7 @@ def _checked_memory(
         confidence=exported.confidence,
         importance=exported.importance,
         source_conversation=exported.source_conversation,
-        source_sender=exported.source_sender,
+        source_sender=None,  # carried as it was written: _carried_sender
         metadata=exported.metadata or {},
         scope=None if exported.scope is None else exported.scope.model_dump(),
         now=clock() if exported.created_at is None else exported.created_at,
@@ -540,6 +550,7 @@ def _checked_memory(
     return dataclasses.replace(
         new,
         uid=exported.uid or new.uid,
+        source_sender=_carried_sender(exported.source_sender),
         status=exported.status,
         updated_at=new.created_at if exported.updated_at is None else exported.updated_at,
         last_accessed=exported.last_accessed,

@@ -830,6 +830,11 @@ class BaseMemoryStore:
         """The stored vectors of some memories (those that have one)."""
         return await embeddings.vectors_for(self._fetchall, fingerprint, dim, memory_ids)
 
+    async def name_embedder(self, fingerprint: str) -> bool:
+        """Record ``fingerprint`` as the memory's embedder while it holds no vector
+        (read back by ``file_peek.main_fingerprint``); whether it was written."""
+        return await embeddings.name_embedder(self._fetchall, self._transaction, fingerprint)
+
     async def vector_counts(self) -> dict[str, int]:
         """How many vectors are stored of each embedder fingerprint."""
         return await embeddings.counts_by_fingerprint(self._fetchall)

@@ -10,7 +10,10 @@ and the turn before it), the same ``updated_at`` and the same turn's
 reading (a coarse or injected clock): an update made while the old text was
 being embedded never keeps the old text's vector.
 The fingerprint of the embedder that wrote vectors last is kept in ``meta`` as
-``embedder`` too, so a memory whose vectors were all lost still names it.
+``embedder`` too, so a memory whose vectors were all lost still names it; a memory
+opened to be embedded before it holds any vector names its embedder there at once
+(:func:`name_embedder`), so a tool looking at it knows which embedder it uses and
+what waits for a vector before the first one is written.
 
 A turn of a conversation is embedded with the turn before it (:func:`vector_text`):
 an answer ("Sweden, where my grandma lives") rarely repeats the question it
@@ -48,6 +51,7 @@ __all__ = [
     "embedding_ids",
     "load_vectors",
     "main_fingerprint",
+    "name_embedder",
     "pending_embeddings",
     "put_embeddings",
     "vector_text",
@@ -56,7 +60,8 @@ __all__ = [
 ]
 
 EMBEDDER_KEY = "embedder"
-"""The ``meta`` key of the fingerprint of the embedder that wrote vectors last."""
+"""The ``meta`` key of the fingerprint of the embedder that wrote vectors last (or,
+before any did, the one the memory was opened to be embedded with)."""
 
 
 MAIN_FINGERPRINT_SQL: Final = (
@@ -65,7 +70,8 @@ MAIN_FINGERPRINT_SQL: Final = (
 """The fingerprint of most stored vectors (no row: no vector)."""
 
 LAST_EMBEDDER_SQL: Final = f"SELECT value FROM meta WHERE key = '{EMBEDDER_KEY}'"
-"""The fingerprint of the embedder that wrote vectors last (no row: none ever did)."""
+"""The fingerprint of the embedder that wrote vectors last, or was named before any
+did (no row: the memory never had an embedder)."""
 
 
 CONTEXT_JOIN: Final = (
@@ -132,12 +138,34 @@ def _pending(row: Sequence[Any]) -> PendingVector:
 
 async def main_fingerprint(fetch: Fetch) -> str | None:
     """The embedder fingerprint of most stored vectors, else the one that wrote
-    vectors last; ``None`` when the memory never had a vector."""
+    vectors last or was named before any (:func:`name_embedder`); ``None`` when the
+    memory never had an embedder."""
     for sql in (MAIN_FINGERPRINT_SQL, LAST_EMBEDDER_SQL):
         rows = await fetch(sql, ())
         if rows and rows[0][0] is not None:
             return str(rows[0][0])
     return None
+
+
+async def name_embedder(fetch: Fetch, transaction: Transaction, fingerprint: str) -> bool:
+    """Record ``fingerprint`` as the memory's embedder while it holds no vector;
+    whether it was written (not when a vector is stored, nor when it is named
+    already). A memory whose vectors exist is named by them (:func:`main_fingerprint`)."""
+    if await fetch("SELECT 1 FROM embeddings LIMIT 1", ()):
+        return False
+    named = await fetch(LAST_EMBEDDER_SQL, ())
+    if named and named[0][0] == fingerprint:
+        return False
+    async with transaction() as db:
+        # checked again under the write lock: another process may have embedded since
+        if await db.execute_fetchall("SELECT 1 FROM embeddings LIMIT 1"):
+            return False
+        await db.execute(
+            "INSERT INTO meta (key, value) VALUES (?, ?) "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (EMBEDDER_KEY, fingerprint),
+        )
+    return True
 
 
 async def pending_embeddings(

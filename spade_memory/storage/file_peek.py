@@ -64,7 +64,8 @@ def count_memories(path: Path) -> int | None:
 
 def main_fingerprint(path: Path) -> str | None:
     """The embedder fingerprint of most stored vectors, else the one that wrote
-    vectors last (kept in ``meta``); ``None`` when the memory never had a vector."""
+    vectors last or was named before any (kept in ``meta``); ``None`` when the
+    memory never had an embedder."""
     from .embeddings import LAST_EMBEDDER_SQL, MAIN_FINGERPRINT_SQL
 
     value = _one(path, MAIN_FINGERPRINT_SQL)

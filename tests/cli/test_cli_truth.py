@@ -23,6 +23,8 @@ from factories import run_cli_json as run_json
 from spade_memory.cli import common
 from spade_memory.cli.progress import ProgressLine
 from spade_memory.config import MaintenanceConfig, MemoryConfig
+from spade_memory.embedding.hashing import HashingEmbedder
+from spade_memory.errors import EmbeddingUnavailable
 from spade_memory.identity import AgentIdentity
 from spade_memory.manager import MemoryManager
 
@@ -127,6 +129,41 @@ def test_rebuilding_vectors_needs_no_embedder_option(
     assert len(fingerprints) == 1 and fingerprints[0][1] == len(TEA)
     status, out, _ = run(capsys, "rebuild", ALICE, "--root", str(root), "--what", "vectors")
     assert status == 0 and "vectors made by hashing" in out
+
+
+class Unavailable(HashingEmbedder):
+    """The hashing embedder's fingerprint, its endpoint down: nothing is embedded."""
+
+    def embed_documents(self, texts):  # type: ignore[no-untyped-def]
+        raise EmbeddingUnavailable("endpoint down")
+
+
+def test_a_memory_closed_before_its_first_vector_is_known_by_its_embedder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "waiting"
+    asyncio.run(fill(folder, embedder=Unavailable()))
+    assert sql(folder, "SELECT count(*) FROM embeddings") == [(0,)]
+    data = run_json(capsys, "stats", ALICE, "--root", str(folder))
+    assert data["embedder"] == "hashing"
+    assert (data["embedded"], data["pending_embeddings"]) == (0, len(TEA))
+    status, out, err = run(capsys, "search", ALICE, "green tea", "--root", str(folder))
+    assert status == 0 and "green tea" in out.lower() and "keyword search only" not in err
+    assert f"{len(TEA)} memories not embedded yet" in err and "check" in err
+    assert sql(folder, "SELECT count(*) FROM embeddings") == [(0,)]  # a search only looks
+    run_json(capsys, "check", ALICE, "--root", str(folder), "--repair")
+    assert sql(folder, "SELECT count(*) FROM embeddings") == [(len(TEA),)]
+    status, _, err = run(capsys, "search", ALICE, "green tea", "--root", str(folder))
+    assert status == 0 and "not embedded yet" not in err
+
+
+def test_a_look_names_no_embedder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    folder = tmp_path / "kw"
+    asyncio.run(fill(folder, embedder=None))
+    run_json(capsys, "search", ALICE, "tea", "--root", str(folder), "--embedder", "hashing")
+    assert sql(folder, "SELECT value FROM meta WHERE key = 'embedder'") == []
+    status, _, err = run(capsys, "stats", ALICE, "--root", str(folder))
+    assert status == 0 and "keyword search only" in err
 
 
 # -- restore refuses a memory in use ---------------------------------------------------

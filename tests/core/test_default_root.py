@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pytest
 
 from spade_memory import config
 from spade_memory.config import MemoryConfig, default_root
+from spade_memory.errors import ConfigError
 
 
 @pytest.fixture
@@ -70,3 +72,21 @@ def test_nothing_is_created(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
     default_root()
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("root", ["", "   ", "\t\n"])
+def test_an_empty_root_is_refused_not_taken_as_the_working_directory(root: str) -> None:
+    with pytest.raises(ConfigError, match=r"MemoryConfig.root must name a folder.*None for"):
+        MemoryConfig(root=root)
+    with pytest.raises(ConfigError, match="must name a folder"):
+        dataclasses.replace(MemoryConfig(in_memory=True), root=root)
+
+
+def test_an_empty_or_blank_variable_counts_as_unset(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(config.platformdirs, "user_data_dir", lambda *a, **k: str(tmp_path))
+    for value in ("", "  "):
+        monkeypatch.setenv("SPADE_MEMORY_ROOT", value)
+        assert default_root() == tmp_path
+        assert MemoryConfig().resolved_root() == tmp_path.resolve()

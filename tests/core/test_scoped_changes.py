@@ -67,6 +67,30 @@ async def test_bad_scopes_write_nothing(
     assert await memory.list() == []
 
 
+async def test_the_sender_is_kept_as_its_bare_jid_as_a_scope_owner_is(
+    memory: MemoryManager,
+) -> None:
+    told = await memory.store(
+        "The plan", source_sender="Alice@X.org/phone", scope=Scope.private("Alice@X.org/phone")
+    )
+    assert (told.source_sender, told.scope.owner) == (ALICE, ALICE)
+    assert (await memory.get(told.id)).source_sender == ALICE
+    (many,) = await memory.store_many([{"content": "one", "source_sender": "BOB@x.org"}])
+    assert many.source_sender == BOB
+    assert (await memory.store("nobody told it", source_sender="  ")).source_sender is None
+
+
+@pytest.mark.parametrize("sender", ["not a jid", "Bob", "x" * 5000, "a\x00b@x.org", 5])
+async def test_a_sender_that_is_no_jid_writes_nothing(
+    memory: MemoryManager, sender: object
+) -> None:
+    with pytest.raises(InvalidToolInput, match="source_sender"):
+        await memory.store("text", source_sender=sender)  # type: ignore[arg-type]
+    with pytest.raises(InvalidToolInput, match="item 1: source_sender"):
+        await memory.store_many([{"content": "fine"}, {"content": "text", "source_sender": sender}])
+    assert await memory.list() == []
+
+
 async def test_get_of_an_unseen_memory_is_not_found_like_a_missing_one(
     memory: MemoryManager,
 ) -> None:

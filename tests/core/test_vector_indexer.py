@@ -6,6 +6,7 @@ import asyncio
 import dataclasses
 import sqlite3
 import threading
+import time
 from collections.abc import Collection, Sequence
 from pathlib import Path
 
@@ -15,9 +16,11 @@ from factories import hashing_config
 from numpy.typing import NDArray
 
 from spade_memory import MemoryManager
+from spade_memory.config import MaintenanceConfig
 from spade_memory.embedding.hashing import HashingEmbedder
 from spade_memory.engine import indexer as indexer_module
 from spade_memory.errors import EmbeddingUnavailable
+from spade_memory.storage.base import BaseMemoryStore
 
 
 async def index_ids(memory: MemoryManager) -> set[int]:
@@ -524,3 +527,90 @@ async def test_a_turn_leaves_the_index_when_its_turn_before_is_forgotten_even_un
     async with await MemoryManager.open("v@x", settings) as memory:
         await memory.flush()
         assert await index_ids(memory) == {reply.id}
+
+
+# -- embedding on close ------------------------------------------------------------
+
+
+class Slow(HashingEmbedder):
+    """The hashing embedder, taking ``seconds`` over each batch of documents."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__()
+        self.seconds = seconds
+
+    def embed_documents(self, texts):  # type: ignore[no-untyped-def]
+        time.sleep(self.seconds)
+        return super().embed_documents(texts)
+
+
+class Silent(AsyncHashing):
+    """An endpoint that takes requests and never answers."""
+
+    async def aembed_documents(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        await asyncio.Event().wait()
+        raise AssertionError("never answered")
+
+
+def embedded_rows(root: Path) -> int:
+    with sqlite3.connect(next(root.glob("*_base_memory.db"))) as conn:
+        return int(conn.execute("SELECT count(*) FROM embeddings").fetchone()[0])
+
+
+async def test_close_embeds_what_was_stored_a_moment_ago(tmp_path: Path) -> None:
+    settings = dataclasses.replace(hashing_config(tmp_path), embedder=Slow(0.8))
+    async with await MemoryManager.open("v@x", settings) as memory:
+        await memory.store_many([{"content": f"stored and closed {i}"} for i in range(3)])
+    assert embedded_rows(tmp_path) == 3  # a short program leaves them searchable by meaning
+
+
+async def test_close_gives_up_on_an_embedder_that_does_not_answer(tmp_path: Path) -> None:
+    settings = dataclasses.replace(
+        hashing_config(tmp_path, embed_on_close_seconds=0.3), embedder=Silent()
+    )
+    memory = await MemoryManager.open("v@x", settings)
+    stored = await memory.store("stored while the endpoint hangs")
+    started = time.monotonic()
+    await memory.aclose()
+    assert time.monotonic() - started < 2.0  # the bound, not the endpoint, ends it
+    assert embedded_rows(tmp_path) == 0
+    async with await MemoryManager.open("v@x", hashing_config(tmp_path)) as memory:
+        await memory.flush()  # embedded after the next open
+        assert await stored_ids(memory) == {stored.id}
+
+
+async def test_close_does_not_wait_for_an_unavailable_embedder(tmp_path: Path) -> None:
+    embedder = GoesDown()
+    embedder.down = True
+    settings = dataclasses.replace(
+        hashing_config(tmp_path, embed_on_close_seconds=60), embedder=embedder
+    )
+    memory = await MemoryManager.open("v@x", settings)
+    await memory.store("stored while the endpoint is down")
+    started = time.monotonic()
+    await memory.aclose()
+    assert time.monotonic() - started < 5.0
+    assert embedded_rows(tmp_path) == 0
+
+
+async def test_a_memory_opened_to_look_embeds_nothing_on_close(tmp_path: Path) -> None:
+    quick = hashing_config(tmp_path, embed_on_close_seconds=0)
+    async with await MemoryManager.open("v@x", quick) as memory:
+        await memory.store("left without its vector")
+    db = next(tmp_path.glob("*_base_memory.db"))
+    with sqlite3.connect(db) as conn:  # as if the program had been killed before
+        conn.execute("DELETE FROM embeddings")
+    look = dataclasses.replace(
+        hashing_config(tmp_path),
+        maintenance=MaintenanceConfig(check_on_open=False, embed_on_open=False),
+    )
+    async with await MemoryManager.open("v@x", look) as memory:
+        assert await memory.search("left vector", record_access=False)
+    assert embedded_rows(tmp_path) == 0
+
+
+async def test_a_memory_names_its_embedder_before_its_first_vector(tmp_path: Path) -> None:
+    async with await MemoryManager.open("v@x", hashing_config(tmp_path)):
+        pass  # nothing stored, so nothing embedded
+    database = next(tmp_path.glob("*_base_memory.db"))
+    assert BaseMemoryStore.fingerprint_in_file(database) == HashingEmbedder().fingerprint

@@ -67,6 +67,8 @@ async def test_a_store_is_derived_after_it_is_acknowledged(root: Path) -> None:
         assert stored.id in {r.memory.id for r in await memory.search("Acme Berlin")}
         recalled = await memory.recall_memory(stored.id)
         assert recalled is not None and recalled.content == stored.content
+        assert memory.indexer is not None
+        await memory.indexer.flush()  # its vector written: only its derivation pends
         assert (await memory.check(deep=True)).clean  # pending is not missing
     async with await MemoryManager.open("derive@localhost", _config(root)) as memory:
         await memory.flush()

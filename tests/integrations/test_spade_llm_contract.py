@@ -69,6 +69,16 @@ def test_db_path_says_where_the_memories_are(tmp_path: Path) -> None:
     assert not list(tmp_path.iterdir())  # nothing is made before the first use
 
 
+@pytest.mark.parametrize(
+    "where", [{"db_path": ""}, {"db_path": " "}, {"any_agent": True, "root": ""}]
+)
+def test_an_empty_folder_is_refused_not_taken_as_the_working_directory(
+    where: dict[str, object],
+) -> None:
+    with pytest.raises(ConfigError, match="must name a folder"):
+        SpadeMemoryBackend(**where)  # type: ignore[arg-type]
+
+
 async def test_given_manager_db_path(fresh_memory: MemoryManager) -> None:
     assert SpadeMemoryBackend(fresh_memory).db_path == ":memory:"
 
@@ -84,6 +94,11 @@ async def test_content_limit_is_ten_thousand_characters_by_default(tmp_path: Pat
             await backend.store_memory(entry(ALICE, "A" * 10_001))
     finally:
         await backend.cleanup()
+    rooted = SpadeMemoryBackend(jid=ALICE, root=tmp_path / "rooted")  # the README's example
+    try:
+        await rooted.store_memory(entry(ALICE, "A" * 10_000))
+    finally:
+        await rooted.cleanup()
     strict = SpadeMemoryBackend(jid=ALICE, config=MemoryConfig(in_memory=True, embedder=None))
     try:
         with pytest.raises(InvalidToolInput, match="content"):

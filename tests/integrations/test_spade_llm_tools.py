@@ -17,7 +17,7 @@ from spade_llm.memory import AgentBaseMemory, AgentInteractionMemory, AgentMemor
 from spade_llm.memory import create_base_memory_tools as their_base_tools
 from spade_llm.tools import LLMTool
 
-from spade_memory.errors import ConfigError
+from spade_memory.errors import ConfigError, InvalidAgentId
 from spade_memory.integrations.spade_llm import SpadeLLMMemoryTool, spade_llm_tools
 from spade_memory.manager import MemoryManager
 
@@ -168,6 +168,19 @@ async def test_the_sender_comes_from_the_spade_llm_agent(
     fixed = by_name(fresh_memory, sender="carol@localhost", conversation_id="c")
     await fixed["remember_interaction_info"].execute(information="Carol called")
     assert (await fresh_memory.notes("c"))[0].author == "carol@localhost"
+
+
+async def test_a_sender_given_is_kept_as_its_bare_jid_and_one_that_is_no_jid_is_refused(
+    fresh_memory: MemoryManager,
+) -> None:
+    fixed = by_name(fresh_memory, sender="Carol@LocalHost/desk", conversation_id="c")
+    await fixed["store_memory"].execute(category="fact", content="Carol moved to Porto")
+    await fixed["remember_interaction_info"].execute(information="Carol called")
+    (memory,) = await fresh_memory.list()
+    assert (memory.source_sender, memory.scope.owner) == ("carol@localhost",) * 2
+    assert (await fresh_memory.notes("c"))[0].author == "carol@localhost"
+    with pytest.raises(InvalidAgentId, match="not a valid agent JID"):
+        spade_llm_tools(fresh_memory, sender="Carol")  # said to the program, not to the LLM
 
 
 def run_python(code: str) -> subprocess.CompletedProcess[str]:

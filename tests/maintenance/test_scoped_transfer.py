@@ -58,6 +58,27 @@ async def test_an_export_without_scopes_imports_as_global(tmp_path: Path) -> Non
         assert len(await target.list()) == 1
 
 
+async def test_an_import_normalises_a_sender_and_keeps_one_that_is_no_jid(
+    tmp_path: Path,
+) -> None:
+    config = MemoryConfig(root=tmp_path, embedder=None)
+    export: dict[str, Any] = {
+        "format": "spade_memory.export",
+        "version": 2,
+        "agent": "old@x.org",
+        "memories": [
+            {"content": "told from a phone", "source_sender": "Alice@X.org/phone"},
+            # earlier versions stored any text as the sender: it comes back as it was
+            {"content": "told by a name", "source_sender": "Ann"},
+        ],
+        "notes": {},
+    }
+    async with await MemoryManager.open("two@x.org", config) as target:
+        assert await target.import_data(export) == (2, 0)
+        senders = {m.content: m.source_sender for m in await target.list()}
+        assert senders == {"told from a phone": ALICE, "told by a name": "Ann"}
+
+
 async def test_copies_within_an_export_stay_apart_and_an_archived_one_is_no_copy(
     tmp_path: Path,
 ) -> None:

@@ -2,7 +2,8 @@
 
 200 stored payloads try to close the memory block, open a fake one, impersonate
 the system or another role, forge a memory entry or simply instruct the model;
-hostile senders and note authors ride along as provenance. The real conversation
+hostile senders (kept from an earlier version's export: ``store`` takes only JIDs)
+and note authors ride along as provenance. The real conversation
 behaviour assembles each turn's prompt (recalled notes and memories through
 ``spade_memory.context``) and a recording LLM captures it. In every prompt the
 system message is exactly the system prompt, the recalled memory is one user
@@ -30,6 +31,7 @@ from spade_memory.context import (
     is_memory_context,
     neutralize_markers,
 )
+from spade_memory.errors import InvalidToolInput
 from spade_memory.identity import conversation_id_for
 from spade_memory.llm import ChatMessage, LLMResponse
 from spade_memory.manager import MemoryManager
@@ -125,14 +127,36 @@ async def keeper() -> AsyncIterator[tuple[MemoryManager, dict[int, Any], list[st
         cid = conversation_id_for(ME, PEER)
         stored = {}
         texts = payloads()
+        # a sender that is no JID is refused by store(); earlier versions stored any
+        # text, and an import of their export keeps it as it was: it comes in that way
+        carried: list[dict[str, Any]] = []
         for number, text in enumerate(texts):
             sender = _SENDERS[number % len(_SENDERS)]
-            memory = await manager.store(
-                text, source_sender=sender, source_conversation=cid if number % 3 else text[:60]
-            )
-            stored[memory.id] = memory
+            conversation = cid if number % 3 else text[:60]
+            try:
+                memory = await manager.store(
+                    text, source_sender=sender, source_conversation=conversation
+                )
+            except InvalidToolInput:
+                carried.append(
+                    {
+                        "uid": f"{number:032x}",
+                        "content": text,
+                        "source_sender": sender,
+                        "source_conversation": conversation,
+                    }
+                )
+            else:
+                stored[memory.id] = memory
             if number % 10 == 0:
                 await manager.add_note(cid, text, author=sender)
+        assert carried, "some senders must be hostile"
+        old_export = {"format": "spade_memory.export", "version": 2, "agent": ME, "notes": {}}
+        await manager.import_data({**old_export, "memories": carried})
+        for item in carried:
+            memory = await manager.base_store.get_by_uid(item["uid"])
+            assert memory is not None and memory.source_sender == item["source_sender"]
+            stored[memory.id] = memory
         yield manager, stored, texts
 
 

@@ -94,7 +94,7 @@ async def store_corpus(memory: MemoryManager, clock: list[float]) -> None:
                 text,
                 importance=0.3 + 0.1 * (index % 5),
                 source_conversation=name,
-                source_sender=text.split(":", 1)[0],
+                source_sender=f"{text.split(':', 1)[0].lower()}@localhost",
             )
     for text, category, importance in _LOOSE:
         clock[0] = START + 60.0 * step
