@@ -17,6 +17,7 @@ import builtins
 import contextlib
 import dataclasses
 import logging
+import random
 import time
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -35,7 +36,14 @@ from .engine import (
 from .engine.derivation import live_parts
 from .engine.indexer import VectorIndexer
 from .engine.loop_exit import LoopExitClose
-from .errors import ConfigError, InvalidAgentId, InvalidToolInput, MemoryNotFound, ScopeDenied
+from .errors import (
+    ConfigError,
+    InvalidAgentId,
+    InvalidToolInput,
+    MemoryNotFound,
+    ScopeDenied,
+    StorageError,
+)
 from .formation.history import ConversationHistory
 from .formation.service import Formation, FormationReport
 from .identity import AgentIdentity, normalize_jid
@@ -95,6 +103,8 @@ class MemoryManager:
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
         self._config = engine.config
+        # per memory: its lock and how many updates use it (see update)
+        self._update_locks: dict[int, tuple[asyncio.Lock, int]] = {}
         self._tools: builtins.list[MemoryTool] | None = None
         self._maintenance = Maintenance(engine, engine.config.maintenance)
         self._formation = Formation(
@@ -583,17 +593,36 @@ class MemoryManager:
             MemoryNotFound: no such memory, or ``viewer`` does not see it.
             ScopeDenied: ``viewer`` sees it but may not change it; nothing changed.
             InvalidToolInput: a value is invalid; nothing changed.
+            StorageError: other processes changed the memory again and again while
+                this change was made (it was tried five times); nothing changed.
         """
         self._engine.check_open()
         viewer = _check_viewer(viewer)
-        for _ in range(_UPDATE_TRIES - 1):
-            with contextlib.suppress(StaleRead):
-                return await self._update_once(
-                    memory_id, viewer, content, category, context, confidence, importance,
-                    metadata, scope,
-                )  # fmt: skip
-        return await self._update_once(
-            memory_id, viewer, content, category, context, confidence, importance, metadata, scope
+        # Updates of one memory by this process take turns: each is made from a read
+        # no other of them overtakes. Another process's update can still come between
+        # a read and its write; the write then changes nothing, and the update is made
+        # again from a new read.
+        lock, users = self._update_locks.get(memory_id, (asyncio.Lock(), 0))
+        self._update_locks[memory_id] = (lock, users + 1)
+        try:
+            async with lock:
+                for attempt in range(_UPDATE_TRIES):
+                    with contextlib.suppress(StaleRead):
+                        return await self._update_once(
+                            memory_id, viewer, content, category, context, confidence,
+                            importance, metadata, scope,
+                        )  # fmt: skip
+                    await asyncio.sleep(random.uniform(0.0, 0.01 * 2**attempt))
+        finally:
+            lock, users = self._update_locks[memory_id]
+            if users > 1:
+                self._update_locks[memory_id] = (lock, users - 1)
+            else:
+                del self._update_locks[memory_id]
+        raise StorageError(
+            f"memory {memory_id} of {self.jid} was changed by other processes again and "
+            f"again while this change was made ({_UPDATE_TRIES} tries); nothing was changed, "
+            "try again"
         )
 
     async def _update_once(

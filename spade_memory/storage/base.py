@@ -518,9 +518,9 @@ class BaseMemoryStore:
         Returns the updated memory, or ``None`` when no such memory exists.
 
         Raises:
-            StaleRead: ``read`` (the memory ``text`` and ``graph`` were made from)
-                no longer has the memory's content, context or category; nothing
-                was written.
+            StaleRead: ``read`` (the memory ``text`` and ``graph`` were made from,
+                and the change allowed on) no longer has the memory's content,
+                context, category, owner or visibility; nothing was written.
         """
         changed = await memory_writes.update_memory(
             self._transaction,
@@ -531,7 +531,15 @@ class BaseMemoryStore:
             text=text,
             now=now,
             graph=graph,
-            read=None if read is None else (read.content, read.context, read.category),
+            read=None
+            if read is None
+            else (
+                read.content,
+                read.context,
+                read.category,
+                read.scope.owner,
+                read.scope.visibility,
+            ),
         )
         return await self.get(memory_id) if changed else None
 

@@ -337,13 +337,14 @@ async def update_memory(
     text: IndexedText | None,
     now: float,
     graph: MemoryGraph | None,
-    read: tuple[str, str | None, str] | None = None,
+    read: tuple[str, str | None, str, str | None, str] | None = None,
 ) -> bool:
     """Change fields of a memory (see ``BaseMemoryStore.update``); False if absent.
 
     ``read`` is the content, context and category ``text`` and ``graph`` were made
-    from; if the memory no longer holds them (another update came first), nothing is
-    written and :class:`StaleRead` is raised.
+    from, and the owner and visibility the change was allowed on; if the memory no
+    longer holds them (another update came first), nothing is written and
+    :class:`StaleRead` is raised.
     """
     unknown = set(changes) - UPDATABLE
     if unknown:
@@ -359,7 +360,9 @@ async def update_memory(
     params: list[Any] = [*values.values(), now, memory_id]
     guard = ""
     if read is not None:
-        guard = " AND content = ? AND context IS ? AND category = ?"
+        guard = (
+            " AND content = ? AND context IS ? AND category = ? AND owner IS ? AND visibility = ?"
+        )
         params.extend(read)
     try:
         async with transaction() as db:

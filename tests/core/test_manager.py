@@ -4,6 +4,7 @@ import asyncio
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -15,8 +16,10 @@ from spade_memory import (
     MemoryConfig,
     MemoryManager,
     MemoryNotFound,
+    Scope,
     StorageError,
     StoreClosedError,
+    Viewer,
 )
 
 
@@ -110,6 +113,39 @@ async def test_two_updates_at_once_leave_the_index_of_what_is_stored(
     # the keyword index holds what is stored (the check recomputes every index text)
     report = await manager.check(deep=True)
     assert report.problems == 0, report
+
+
+async def test_many_updates_of_one_memory_at_once_all_land(manager: MemoryManager) -> None:
+    stored = await manager.store("The original text about tea")
+
+    versions = [f"Version {n} of the text about tea" for n in range(30)]
+
+    await asyncio.gather(*(manager.update(stored.id, content=text) for text in versions))
+
+    assert (await manager.get(stored.id)).content == "Version 29 of the text about tea"
+
+
+async def test_an_update_allowed_on_a_scope_another_open_changed_is_checked_again(
+    file_config: MemoryConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with (
+        await MemoryManager.open("a@localhost", file_config) as agent,
+        await MemoryManager.open("a@localhost", file_config) as other,
+    ):
+        told = await agent.store("The meeting is at noon", scope=Scope.private("bob@localhost"))
+        given = agent.engine.base.given
+
+        async def rescoped_meanwhile(ids: Sequence[int]) -> object:
+            # between the check of bob's right and the write: carol's now
+            monkeypatch.setattr(agent.engine.base, "given", given)
+            await other.update(told.id, scope=Scope.private("carol@localhost"))
+            return await given(ids)
+
+        monkeypatch.setattr(agent.engine.base, "given", rescoped_meanwhile)
+        with pytest.raises(MemoryNotFound):
+            await agent.update(told.id, importance=0.99, viewer=Viewer(jid="bob@localhost"))
+        now = await agent.get(told.id)
+        assert now.scope == Scope.private("carol@localhost") and now.importance == told.importance
 
 
 async def test_two_agents_in_one_root_are_isolated(file_config: MemoryConfig) -> None:
