@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable
 from ..errors import StorageError, StoreClosedError
 from ..models import Memory
 from ..storage.base import BaseMemoryStore
+from ..storage.writer import WriteOutcome
 
 __all__ = ["AccessRecorder"]
 
@@ -62,8 +63,6 @@ class AccessRecorder:
         self._accessed_at: float | None = None  # the time of the latest access noted
         self._searches = 0
         self._last_search_at: float | None = None
-        # the write of a cancelled writer, still under way: it may yet commit
-        self._orphan: asyncio.Future[None] | None = None
         self.task: asyncio.Task[None] | None = None
         """The pending write (the coalescing timer or a retry), if any."""
 
@@ -121,8 +120,6 @@ class AccessRecorder:
         A store already closed drops them; a busy database keeps them for a
         retry; any other failure is logged, never raised to the reader.
         """
-        if self._orphan is not None:  # its outcome decides whether its accesses are kept
-            await asyncio.wait({self._orphan})
         if not (self._touches or self._searches) or self._base.closed:
             return
         pending, self._touches = self._touches, []
@@ -130,21 +127,17 @@ class AccessRecorder:
         searches, self._searches = self._searches, 0
         last_search_at = self._last_search_at
         when = self._accessed_at if self._accessed_at is not None else self._clock()
-        write = asyncio.ensure_future(
-            self._base.touch(pending, when, searches=searches, last_search_at=last_search_at)
-        )
+        outcome = WriteOutcome()
         try:
-            await asyncio.shield(write)
+            await self._base.touch(
+                pending, when, searches=searches, last_search_at=last_search_at, outcome=outcome
+            )
         except StoreClosedError:
             return
         except asyncio.CancelledError:
-            # The transaction may be committing on the connection's thread: its
-            # accesses are kept for the next write only if it does not commit.
-            if not write.done():
-                self._orphan = write
-                write.add_done_callback(lambda done: self._settle(done, pending, searches))
-                raise
-            if write.cancelled() or write.exception() is not None:
+            # Cancelled while it was written (a close, the end of the event loop): kept
+            # for the next write (aclose) unless its COMMIT had begun.
+            if not outcome.committed:
                 self._keep(pending, searches)
             raise
         except StorageError as exc:
@@ -157,15 +150,7 @@ class AccessRecorder:
         except Exception:
             logger.warning("could not record memory accesses for %s", self._jid, exc_info=True)
         finally:
-            if self._orphan is None:
-                self._writing = []
-
-    def _settle(self, write: asyncio.Future[None], pending: list[int], searches: int) -> None:
-        """The end of a write its writer stopped waiting for: kept if it did not commit."""
-        self._orphan = None
-        self._writing = []
-        if write.cancelled() or write.exception() is not None:
-            self._keep(pending, searches)
+            self._writing = []
 
     def _keep(self, pending: list[int], searches: int) -> None:
         self._touches = [*pending, *self._touches][-_MAX_PENDING_TOUCHES:]

@@ -60,7 +60,7 @@ from .schema import CLAIMS_KEY
 from .scope_filter import memories_joined
 from .sql import status_category_filter
 from .wal import check_wal
-from .writer import WriteFailed, Writer
+from .writer import WriteFailed, WriteOutcome, Writer
 
 __all__ = ["BaseMemoryStore", "IndexedText", "NewMemory"]
 
@@ -370,17 +370,22 @@ class BaseMemoryStore:
         return await self._fetchall(sql, params)
 
     async def run_write(
-        self, work: Callable[[sqlite3.Connection], T], what: str, *, durable: bool = True
+        self,
+        work: Callable[[sqlite3.Connection], T],
+        what: str,
+        *,
+        durable: bool = True,
+        outcome: WriteOutcome | None = None,
     ) -> T:
         """Run ``work`` as one whole write transaction on the connection's thread
         (:meth:`Writer.run <spade_memory.storage.writer.Writer.run>`, with its
-        ``durable``); ``what`` names it in errors.
+        ``durable`` and ``outcome``); ``what`` names it in errors.
 
         Raises:
             StorageError: the transaction failed; nothing of it was written.
         """
         try:
-            return await self._writer.run(work, durable=durable)
+            return await self._writer.run(work, durable=durable, outcome=outcome)
         except WriteFailed as exc:
             cause = f": {exc.__cause__}" if exc.__cause__ is not None else ""
             raise StorageError(f"{self._label}: {what}: {exc.what}{cause}") from exc
@@ -556,18 +561,24 @@ class BaseMemoryStore:
         *,
         searches: int = 0,
         last_search_at: float | None = None,
+        outcome: WriteOutcome | None = None,
     ) -> None:
         """Record one access of each memory, and ``searches`` searches (the last at
         ``last_search_at``) in the agent's stats, in one transaction (coalesced by
-        the caller)."""
-        await memory_writes.touch_memories(
-            self._transaction,
-            memory_ids,
-            when,
-            agent=self._agent,
-            searches=searches,
-            last_search_at=last_search_at,
+        the caller); ``outcome`` learns whether it was written, also when the caller
+        is cancelled while it runs.
+
+        Raises:
+            StorageError: it could not be written.
+        """
+        work = memory_writes.touch_work(
+            memory_ids, when, agent=self._agent, searches=searches, last_search_at=last_search_at
         )
+        if work is None:
+            if outcome is not None:
+                outcome.committed = True
+            return
+        await self.run_write(work, "recording accesses", outcome=outcome)
 
     # -- reads -----------------------------------------------------------
 

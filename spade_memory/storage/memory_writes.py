@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
 from typing import Any
 
@@ -54,7 +54,7 @@ __all__ = [
     "delete_rows",
     "insert_rows",
     "run_insert",
-    "touch_memories",
+    "touch_work",
     "update_memory",
 ]
 
@@ -451,32 +451,35 @@ async def delete_memory(transaction: Transaction, agent: str, label: str, memory
         raise StorageError(f"{label}: delete failed: {exc}") from exc
 
 
-async def touch_memories(
-    transaction: Transaction,
+def touch_work(
     memory_ids: Iterable[int],
     when: float,
     *,
     agent: str,
     searches: int = 0,
     last_search_at: float | None = None,
-) -> None:
-    """Record one access of each memory and ``searches`` searches of ``agent`` (the
-    last at ``last_search_at``), in one transaction (coalesced by the caller)."""
+) -> Callable[[sqlite3.Connection], None] | None:
+    """The writes that record one access of each memory and ``searches`` searches of
+    ``agent`` (the last at ``last_search_at``), as one transaction's work on the
+    connection's thread (coalesced by the caller); ``None`` when there is nothing."""
     counts: dict[int, int] = {}
     for memory_id in memory_ids:
         counts[memory_id] = counts.get(memory_id, 0) + 1
     if not counts and searches <= 0:
-        return
-    async with transaction() as db:
+        return None
+
+    def work(db: sqlite3.Connection) -> None:
         if counts:
-            await db.executemany(
+            db.executemany(
                 "UPDATE memories SET last_accessed = ?, access_count = access_count + ? "
                 "WHERE id = ?",
                 [(when, n, memory_id) for memory_id, n in counts.items()],
             )
         if searches > 0:
-            await db.execute(
+            db.execute(
                 "UPDATE agent_stats SET searches = searches + ?, last_search_at = "
                 "max(coalesce(last_search_at, 0), ?) WHERE agent = ?",
                 (searches, when if last_search_at is None else last_search_at, agent),
             )
+
+    return work

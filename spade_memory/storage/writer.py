@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
+import threading
 from collections.abc import AsyncIterator, Callable
 from typing import Generic, TypeVar
 
@@ -27,7 +28,7 @@ from ..errors import StorageError
 from .damage import DamageGuard
 from .on_thread import run_on_connection
 
-__all__ = ["WriteFailed", "Writer"]
+__all__ = ["WriteFailed", "WriteOutcome", "Writer"]
 
 T = TypeVar("T")
 
@@ -38,6 +39,17 @@ class WriteFailed(sqlite3.Error):
     def __init__(self, what: str) -> None:
         super().__init__(what)
         self.what = what
+
+
+class WriteOutcome:
+    """Whether a write run by :meth:`Writer.run` was committed, known even when its
+    caller was cancelled while it ran: ``None`` until the run ends, ``True`` when it
+    committed or had begun to commit when its caller was cancelled, else ``False``."""
+
+    __slots__ = ("committed",)
+
+    def __init__(self) -> None:
+        self.committed: bool | None = None
 
 
 class _Whole(Generic[T]):
@@ -52,6 +64,15 @@ class _Whole(Generic[T]):
         self.work = work
         self.durable = durable
         self.abandoned = False
+        self.committing = False
+        self._gate = threading.Lock()  # between the caller's abandon and the COMMIT
+
+    def abandon(self) -> bool:
+        """Roll back unless committing already (set by the cancelled caller); whether
+        it was: the transaction is then written unless its COMMIT fails."""
+        with self._gate:
+            self.abandoned = True
+            return self.committing
 
     def __call__(self, db: sqlite3.Connection) -> T:
         if self.abandoned:
@@ -77,8 +98,10 @@ class _Whole(Generic[T]):
             raise WriteFailed("could not start a write") from exc
         try:
             result = self.work(db)
-            if self.abandoned:
-                raise WriteFailed("the write was cancelled before it committed")
+            with self._gate:
+                if self.abandoned:
+                    raise WriteFailed("the write was cancelled before it committed")
+                self.committing = True
         except BaseException:
             with contextlib.suppress(sqlite3.Error):
                 db.execute("ROLLBACK")
@@ -159,7 +182,13 @@ class Writer:
                 await self._damaged(exc)
                 raise StorageError(f"{self._label}: could not commit: {exc}") from exc
 
-    async def run(self, work: Callable[[sqlite3.Connection], T], *, durable: bool = True) -> T:
+    async def run(
+        self,
+        work: Callable[[sqlite3.Connection], T],
+        *,
+        durable: bool = True,
+        outcome: WriteOutcome | None = None,
+    ) -> T:
         """Run ``work`` as one whole transaction in one hop, behind the lock.
 
         ``work`` runs between ``BEGIN IMMEDIATE`` and ``COMMIT`` on the connection's
@@ -168,7 +197,8 @@ class Writer:
         the ``COMMIT`` began leaves nothing written. ``durable=False``: the commit
         is not synced to the disk (``synchronous=NORMAL`` for it), for a write a
         power cut may undo because it is made again (a derivation and the clearing
-        of its mark, together).
+        of its mark, together). ``outcome`` learns whether it was committed, also
+        when the caller is cancelled.
 
         Raises:
             WriteFailed: the transaction could not begin or commit, or its caller
@@ -180,13 +210,20 @@ class Writer:
             self._check_open()
             whole = _Whole(work, durable=durable)
             try:
-                return await run_on_connection(self._db, whole)
+                result = await run_on_connection(self._db, whole)
             except asyncio.CancelledError:
-                whole.abandoned = True  # rolled back unless its COMMIT has begun
+                committing = whole.abandon()  # rolled back unless its COMMIT has begun
+                if outcome is not None:
+                    outcome.committed = committing
                 raise
             except Exception as exc:
+                if outcome is not None:
+                    outcome.committed = False
                 await self._damaged(exc)
                 raise
+            if outcome is not None:
+                outcome.committed = True
+            return result
 
     @contextlib.asynccontextmanager
     async def exclusive(self) -> AsyncIterator[aiosqlite.Connection]:

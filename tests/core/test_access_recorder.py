@@ -1,58 +1,66 @@
-"""The coalesced write of access counts when its writer is cancelled mid-write."""
+"""The coalesced write of access counts when its writer is cancelled mid-write (a
+close, or the end of the event loop, cancels it)."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
-from typing import Any, cast
+import sqlite3
+import threading
+from typing import Any
 
-from spade_memory.engine.access_counts import AccessRecorder
-from spade_memory.storage.base import BaseMemoryStore
+import pytest
 
-
-class SlowCommit:
-    """A store whose access write goes on to commit when its caller stops waiting,
-    as a COMMIT already running on a connection's thread does."""
-
-    closed = False
-
-    def __init__(self) -> None:
-        self.committed: list[tuple[list[int], int]] = []
-        self.started = asyncio.Event()
-        self.release = asyncio.Event()
-
-    async def touch(
-        self, memory_ids: Iterable[int], when: float, *, searches: int = 0, **_: Any
-    ) -> None:
-        ids = list(memory_ids)
-
-        async def commit() -> None:
-            self.started.set()
-            await self.release.wait()
-            self.committed.append((ids, searches))
-
-        await asyncio.shield(asyncio.ensure_future(commit()))
+from spade_memory import MemoryConfig, MemoryManager
+from spade_memory.storage import memory_writes
 
 
-def recorder(store: SlowCommit) -> AccessRecorder:
-    return AccessRecorder(
-        cast(BaseMemoryStore, store), jid="a@x", clock=lambda: 1.0, closed=lambda: False
-    )
+def hold(work: Any, where: str, started: threading.Event, go_on: threading.Event) -> Any:
+    """``work`` stopped until ``go_on``: in its COMMIT (``where="commit"``, a slow disk
+    sync; the first step SQLite takes after the work) or before its end."""
+
+    def held(conn: sqlite3.Connection) -> None:
+        work(conn)
+
+        def stop() -> int:
+            conn.set_progress_handler(None, 1)
+            started.set()
+            go_on.wait(10)
+            return 0
+
+        if where == "commit":
+            conn.set_progress_handler(stop, 1)
+        else:
+            stop()
+
+    return held
 
 
-async def test_a_write_cancelled_while_it_commits_is_not_written_again() -> None:
-    store = SlowCommit()
-    access = recorder(store)
-    access.note([1, 2], search=True)
-    writing = asyncio.create_task(access.write())
-    await store.started.wait()
-    writing.cancel()  # as closing the memory cancels the coalescing timer
-    await asyncio.gather(writing, return_exceptions=True)
-    assert access.pending() == {1: 1, 2: 1}  # still counted while the write is open
-    store.release.set()
+@pytest.mark.parametrize("where", ["commit", "work"])
+async def test_accesses_cancelled_while_written_are_counted_once(
+    file_config: MemoryConfig, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    async with await MemoryManager.open("a@localhost", file_config) as memory:
+        stored = await memory.store("The parrot speaks three languages")
+        await memory.flush()
+        started, go_on = threading.Event(), threading.Event()
+        touch_work = memory_writes.touch_work
+        monkeypatch.setattr(
+            memory_writes,
+            "touch_work",
+            lambda *a, **k: hold(touch_work(*a, **k), where, started, go_on),
+        )
+        await memory.search("parrot languages", limit=1)
+        access = memory.engine.access
+        writing = asyncio.create_task(access.write())
+        while not started.is_set():
+            await asyncio.sleep(0.001)
+        writing.cancel()  # as closing the memory cancels the coalescing timer
+        await asyncio.gather(writing, return_exceptions=True)
+        go_on.set()
+        monkeypatch.setattr(memory_writes, "touch_work", touch_work)
 
-    await access.aclose()  # writes what is still pending
+        await access.write()  # what the close writes
 
-    assert store.committed == [([1, 2], 1)]
-    assert access.pending() == {}
-
+        written = await memory.engine.base.get(stored.id)
+        assert written is not None and written.access_count == 1
+        assert (await memory.get(stored.id)).access_count == 1

@@ -6,6 +6,7 @@ import asyncio
 import re
 import sqlite3
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import aiosqlite
@@ -14,7 +15,7 @@ import pytest
 import spade_memory
 from spade_memory.errors import StorageError, StoreClosedError
 from spade_memory.storage import on_thread
-from spade_memory.storage.writer import WriteFailed, Writer
+from spade_memory.storage.writer import WriteFailed, WriteOutcome, Writer
 
 
 async def open_writer(path: Path) -> tuple[aiosqlite.Connection, Writer]:
@@ -168,3 +169,73 @@ def test_storage_begins_transactions_of_the_base_memory_in_the_writer_only() -> 
         if (storage / name).exists() and begin.search((storage / name).read_text("utf-8"))
     ]
     assert offenders == []
+
+
+def held_in_commit(started: threading.Event, go_on: threading.Event) -> Callable[
+    [sqlite3.Connection], None
+]:
+    """A work whose transaction then stops inside its COMMIT until ``go_on`` (the
+    first step SQLite takes after the work is the COMMIT's: a slow disk sync)."""
+
+    def work(conn: sqlite3.Connection) -> None:
+        conn.execute("INSERT INTO t VALUES (9)")
+
+        def in_commit() -> int:
+            conn.set_progress_handler(None, 1)
+            started.set()
+            go_on.wait(10)
+            return 0
+
+        conn.set_progress_handler(in_commit, 1)
+
+    return work
+
+
+async def test_a_caller_cancelled_while_its_write_commits_learns_it_was_written(
+    tmp_path: Path,
+) -> None:
+    db, writer = await open_writer(tmp_path / "t.db")
+    started, go_on = threading.Event(), threading.Event()
+    outcome = WriteOutcome()
+    try:
+        task = asyncio.create_task(writer.run(held_in_commit(started, go_on), outcome=outcome))
+        while not started.is_set():
+            await asyncio.sleep(0.001)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert outcome.committed is True  # known at once, the COMMIT still running
+        go_on.set()
+        await writer.run(lambda conn: None)  # after it, in turn
+        assert rows(tmp_path / "t.db") == [9]
+    finally:
+        go_on.set()
+        await db.close()
+
+
+async def test_a_caller_cancelled_before_its_commit_learns_nothing_was_written(
+    tmp_path: Path,
+) -> None:
+    db, writer = await open_writer(tmp_path / "t.db")
+    started, go_on = threading.Event(), threading.Event()
+    outcome = WriteOutcome()
+    try:
+
+        def slow(conn: sqlite3.Connection) -> None:
+            conn.execute("INSERT INTO t VALUES (7)")
+            started.set()
+            go_on.wait(10)
+
+        task = asyncio.create_task(writer.run(slow, outcome=outcome))
+        while not started.is_set():
+            await asyncio.sleep(0.001)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert outcome.committed is False
+        go_on.set()
+        await writer.run(lambda conn: None)
+        assert rows(tmp_path / "t.db") == []
+    finally:
+        go_on.set()
+        await db.close()
