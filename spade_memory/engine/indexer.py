@@ -23,7 +23,9 @@ texts it refuses are told apart from the rest, which are embedded at once
 (:mod:`.refusals`). A refused memory is found by keywords, and is tried again after
 :data:`RETRY_FIRST_SECONDS`, doubling up to :data:`RETRY_MAX_SECONDS`, at most
 :data:`REFUSED_ATTEMPTS` times while the memory is open; then when it changes
-(another text, or an update), and on the next open.
+(another text, or an update), and on the next open. The summaries of graph entries
+are embedded the same way: a refused entry is found through its entities meanwhile,
+and tried again on the same terms (at once when its graph is written again).
 """
 
 from __future__ import annotations
@@ -39,13 +41,13 @@ import numpy as np
 
 from ..config import StorageConfig
 from ..embedding import embedder_for_fingerprint
-from ..embedding.calls import embed_documents, embed_query, is_async_embedder, prepare
+from ..embedding.calls import embed_query, is_async_embedder, prepare
 from ..embedding.fingerprints import outnumbering
 from ..errors import EmbeddingError, EmbeddingUnavailable, StorageError
 from ..models import Embedder
 from ..storage.base import BaseMemoryStore
 from ..storage.embeddings import PendingVector
-from ..storage.graph_store import GraphStore
+from ..storage.graph_store import GraphStore, PendingEntry
 from ..storage.vectors import IndexKind, VectorIndex
 from .background_worker import BackgroundWorker
 from .refusals import Refusals
@@ -98,6 +100,14 @@ class VectorIndexer(BackgroundWorker):
         self._refused: Refusals[PendingVector] = Refusals(
             base.agent,
             "memory",
+            first=RETRY_FIRST_SECONDS,
+            longest=RETRY_MAX_SECONDS,
+            attempts=REFUSED_ATTEMPTS,
+        )
+        # the graph entries whose summary the embedder refused
+        self._refused_entries: Refusals[PendingEntry] = Refusals(
+            base.agent,
+            "graph entry of memory",
             first=RETRY_FIRST_SECONDS,
             longest=RETRY_MAX_SECONDS,
             attempts=REFUSED_ATTEMPTS,
@@ -310,6 +320,7 @@ class VectorIndexer(BackgroundWorker):
         self._embedder = embedder
         self._target = None
         self._refused.clear()
+        self._refused_entries.clear()
         fingerprint = embedder.fingerprint
         self._stamp = f"{fingerprint}#db={self._instance}" if self._instance else fingerprint
         self._dirty = max(index.ntotal, 1)
@@ -394,6 +405,7 @@ class VectorIndexer(BackgroundWorker):
     def remove(self, memory_ids: Iterable[int]) -> None:
         ids = list(memory_ids)
         self._refused.discard(ids)
+        self._refused_entries.discard(ids)
         removed = self._index.remove(ids)
         self._dirty += removed
         if self._graph_index is not None:
@@ -455,7 +467,7 @@ class VectorIndexer(BackgroundWorker):
         if self._retry is not None:
             self._retry.cancel()
             self._retry = None
-        due = self._refused.next_due()
+        due = min(self._refused.next_due(), self._refused_entries.next_due())
         if due < math.inf and not self._closed:
             self._retry = asyncio.get_running_loop().call_at(due, self.notify)
         await self._maybe_persist()
@@ -556,22 +568,47 @@ class VectorIndexer(BackgroundWorker):
                 return batch, cursor
 
     def _report_refusals(self) -> None:
-        """Log the refusals first met in this pass, once per reason."""
-        for refusal in self._refused.take_new():
+        """Log the memories' refusals first met in this pass, once per reason."""
+        self._report(self._refused, ("memory", "memories"), "not embedded", "", "by keywords")
+
+    def _report_entry_refusals(self) -> None:
+        """Log the graph entries' refusals first met in this pass, once per reason."""
+        self._report(
+            self._refused_entries,
+            ("graph entry", "graph entries"),
+            "left without a vector",
+            "memory ",
+            "through their entities",
+        )
+
+    def _report(
+        self,
+        refused: Refusals[PendingVector] | Refusals[PendingEntry],
+        kind: tuple[str, str],
+        outcome: str,
+        label: str,
+        found: str,
+    ) -> None:
+        """Log the refusals of ``refused`` first met, once per reason: how many of
+        ``kind`` (one, many) were ``outcome``, their ``label`` ids, how they are
+        ``found`` meanwhile, and when they are tried again."""
+        for refusal in refused.take_new():
             ids, exc = refusal.memory_ids, refusal.error
             shown = ", ".join(str(i) for i in ids[:10]) + (", ..." if len(ids) > 10 else "")
             logger.warning(
-                "%s: %d memor%s not embedded (id%s %s): %s; found by keywords, tried again "
-                "in %.0f s (doubling, at most %d times while open), when changed, and on "
-                "the next open",
+                "%s: %d %s %s (%sid%s %s): %s; found %s, tried again in %.0f s (doubling, "
+                "at most %d times while open), when changed, and on the next open",
                 self._base.agent,
                 len(ids),
-                "y" if len(ids) == 1 else "ies",
+                kind[0] if len(ids) == 1 else kind[1],
+                outcome,
+                label,
                 "" if len(ids) == 1 else "s",
                 shown,
                 refusal.reason,
-                self._refused.first,
-                self._refused.attempts,
+                found,
+                refused.first,
+                refused.attempts,
                 exc_info=None if isinstance(exc, EmbeddingError) else exc,
             )
 
@@ -608,41 +645,50 @@ class VectorIndexer(BackgroundWorker):
         self._applied_seq = max(self._applied_seq, seq)
 
     async def _embed_graph_pending(self) -> None:
-        """Embed graph entries without a vector (reusing the document vector if same text)."""
+        """Embed the graph entries without a vector, batch by batch (reusing the
+        memory's document vector when the summary is its content).
+
+        As with memories, a batch the embedder fails on is embedded in halves and
+        the entries it refuses are tried again later (:mod:`.refusals`); meanwhile
+        the graph route finds them through their entities.
+        """
         graph, index = self._graph, self._graph_index
         if graph is None or index is None:
             return
         fingerprint = self._embedder.fingerprint
+        refused = self._refused_entries
         cursor = 0
-        while not self._closed:
-            batch = await graph.pending_vectors(
-                fingerprint, self._storage.embed_batch_size, after_id=cursor
-            )
-            if not batch:
-                return
-            cursor = batch[-1][0]
-            fresh = [item for item in batch if item[3] is None]
-            vectors: dict[int, np.ndarray] = {
-                memory_id: reuse for memory_id, _, _, reuse in batch if reuse is not None
-            }
-            if fresh:
-                try:
-                    matrix = await embed_documents(
-                        self._embedder, [summary for _, summary, _, _ in fresh]
-                    )
-                except EmbeddingUnavailable:
-                    raise
-                except Exception:
-                    logger.exception("%s: embedder failed on graph entries", self._base.agent)
-                    continue
-                vectors.update((item[0], matrix[row]) for row, item in enumerate(fresh))
-            items = [(memory_id, updated, vectors[memory_id]) for memory_id, _, updated, _ in batch]
-            stored = await graph.put_vectors(fingerprint, items)
-            if stored:
-                index.add(
-                    np.asarray(stored, dtype=np.int64),
-                    np.stack([np.asarray(vectors[i], dtype=np.float32) for i in stored]),
+        seen: set[int] = set()
+        try:
+            while not self._closed:
+                fetched = await graph.pending_vectors(
+                    fingerprint, self._storage.embed_batch_size, after_id=cursor
                 )
+                if not fetched:
+                    refused.keep_only(seen)  # forget the entries no longer waiting
+                    return
+                cursor = fetched[-1][0].memory_id
+                seen.update(entry.memory_id for entry, _ in fetched)
+                now = asyncio.get_running_loop().time()
+                items = [(entry, reuse) for entry, reuse in fetched if reuse is not None]
+                fresh = [
+                    entry for entry, reuse in fetched if reuse is None and refused.due(entry, now)
+                ]
+                embedded, matrix = await refused.embed(self._embedder, fresh)
+                items += zip(embedded, matrix, strict=True)
+                stored = set(await graph.put_vectors(fingerprint, items))
+                if stored:
+                    kept = [
+                        (entry.memory_id, vector)
+                        for entry, vector in items
+                        if entry.memory_id in stored
+                    ]
+                    index.add(
+                        np.asarray([memory_id for memory_id, _ in kept], dtype=np.int64),
+                        np.stack([np.asarray(vector, dtype=np.float32) for _, vector in kept]),
+                    )
+        finally:
+            self._report_entry_refusals()
 
     async def _maybe_persist(self) -> None:
         if self._snapshot_path is None or not self._dirty:

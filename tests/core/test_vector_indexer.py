@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import sqlite3
 import threading
 import time
@@ -279,6 +280,84 @@ async def test_a_refused_memory_is_embedded_at_once_when_it_changes() -> None:
         await memory.update(stored.id, content="The Lisbon office opens at ten")
         await memory.flush()  # not waiting for the retry: the memory is another text now
         assert await stored_ids(memory) == {stored.id} == await index_ids(memory)
+
+
+# Carol's graph entry reads "Carol lives in Paris. Carol; Paris": the embedder
+# refuses it, while every memory's own text (and every other entry) is embedded.
+CAROL = "Carol moved to Paris."
+ENTRY_REFUSED = "Carol; "
+OTHERS = [f"{name} lives in Oslo." for name in ("Alice", "Bob", "Dave", "Erin", "Frank")]
+
+
+async def graph_vector_ids(memory: MemoryManager) -> set[int]:
+    rows = await memory.base_store.fetchall("SELECT memory_id FROM graph_embeddings")
+    return {int(row[0]) for row in rows}
+
+
+async def test_a_graph_entry_the_embedder_refuses_leaves_the_rest_of_its_batch_embedded(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(indexer_module, "RETRY_FIRST_SECONDS", 60.0)  # not tried again here
+    embedder = Refusing(ENTRY_REFUSED)
+    settings = dataclasses.replace(hashing_config(embed_batch_size=32), embedder=embedder)
+    async with await MemoryManager.open("v@x", settings) as memory:
+        *good, carol = await memory.store_many([{"content": text} for text in [*OTHERS, CAROL]])
+        await memory.flush()
+        assert await stored_ids(memory) == {m.id for m in [*good, carol]}
+        assert await graph_vector_ids(memory) == {m.id for m in good}
+        assert memory.indexer is not None
+        for item in good:  # each entry's vector is in the graph index, under its memory
+            (summary,) = await memory.base_store.fetchall(
+                "SELECT summary FROM graph_entries WHERE memory_id = ?", (item.id,)
+            )
+            ids, _ = await memory.indexer.search_graph(embedder.embed_query(summary[0]), 1)
+            assert ids.tolist() == [item.id]
+        later = await memory.store("Grace lives in Oslo.")  # another pass: no new report
+        await memory.flush()
+        assert await graph_vector_ids(memory) == {m.id for m in [*good, later]}
+    refusals = [r for r in caplog.records if "graph entr" in r.getMessage()]
+    assert len(refusals) == 1, [r.getMessage() for r in refusals]
+    assert f"(memory id {carol.id})" in refusals[0].getMessage()
+    assert "RuntimeError: cannot embed this text" in refusals[0].getMessage()
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+async def test_a_refused_graph_entry_is_tried_again_with_backoff_a_bounded_number_of_times(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(indexer_module, "RETRY_FIRST_SECONDS", 0.01)
+    monkeypatch.setattr(indexer_module, "RETRY_MAX_SECONDS", 0.02)
+    monkeypatch.setattr(indexer_module, "REFUSED_ATTEMPTS", 4)
+    embedder = Refusing(ENTRY_REFUSED)
+    settings = dataclasses.replace(hashing_config(), embedder=embedder)
+    async with await MemoryManager.open("v@x", settings) as memory:
+        await memory.store(CAROL)
+        await memory.flush()
+        for _ in range(1000):
+            if embedder.alone() >= 4:
+                break
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.2)  # long past the next attempt, were there one
+        assert embedder.alone() == 4
+        assert await graph_vector_ids(memory) == set()
+
+
+async def test_a_graph_entry_refused_once_is_embedded_later_in_the_session(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(indexer_module, "RETRY_FIRST_SECONDS", 0.05)
+    embedder = Refusing(ENTRY_REFUSED)
+    settings = dataclasses.replace(hashing_config(), embedder=embedder)
+    async with await MemoryManager.open("v@x", settings) as memory:
+        carol = await memory.store(CAROL)
+        await memory.flush()
+        assert embedder.alone() >= 1 and await graph_vector_ids(memory) == set()
+        embedder.refused = "no text holds this"  # the embedder takes it now
+        for _ in range(500):
+            if await graph_vector_ids(memory):
+                break
+            await asyncio.sleep(0.01)
+        assert await graph_vector_ids(memory) == {carol.id}
 
 
 class Misanswering(HashingEmbedder):
