@@ -380,27 +380,40 @@ class GraphStore:
     ) -> builtins.list[int]:
         """Store entry vectors, each made of its :class:`PendingEntry`; return the ids stored.
 
-        An entry rewritten since it was read (its ``updated_at`` changed) is skipped.
+        An entry deleted or rewritten since it was read is skipped, so a stale vector
+        is never kept: it is written only if the entry, read again in the write
+        transaction, still has the summary and ``updated_at`` it was read with. The
+        summary is compared too, since two writes may share a clock reading (a coarse
+        or injected clock): a graph written again while the old summary was being
+        embedded never keeps the old summary's vector.
         """
         stored: builtins.list[int] = []
         if not items:
             return stored
         async with self._base.transaction() as db:
             for entry, vector in items:
-                memory_id, updated_at = entry.memory_id, entry.updated_at
                 array = np.ascontiguousarray(vector, dtype=np.float32)
                 if array.ndim != 1 or not np.all(np.isfinite(array)):
-                    raise StorageError(f"refusing a malformed graph vector for memory {memory_id}")
+                    raise StorageError(
+                        f"refusing a malformed graph vector for memory {entry.memory_id}"
+                    )
                 cursor = await db.execute(
                     "INSERT INTO graph_embeddings (memory_id, fingerprint, dim, vector) "
                     "SELECT memory_id, ?, ?, ? FROM graph_entries "
-                    "WHERE memory_id = ? AND updated_at = ? ON CONFLICT (memory_id) DO UPDATE "
-                    "SET fingerprint = excluded.fingerprint, dim = excluded.dim, "
-                    "vector = excluded.vector",
-                    (fingerprint, int(array.shape[0]), array.tobytes(), memory_id, updated_at),
+                    "WHERE memory_id = ? AND summary = ? AND updated_at = ? "
+                    "ON CONFLICT (memory_id) DO UPDATE SET fingerprint = excluded.fingerprint, "
+                    "dim = excluded.dim, vector = excluded.vector",
+                    (
+                        fingerprint,
+                        int(array.shape[0]),
+                        array.tobytes(),
+                        entry.memory_id,
+                        entry.text,  # the summary embedded
+                        entry.updated_at,
+                    ),
                 )
                 if cursor.rowcount:
-                    stored.append(memory_id)
+                    stored.append(entry.memory_id)
                 await cursor.close()
         return stored
 

@@ -436,16 +436,19 @@ async def test_vectors_of_another_length_are_never_stored(tmp_path: Path) -> Non
 
 
 class Gated(HashingEmbedder):
-    """Holds each batch of documents until ``gate`` is set; ``started`` once one waits."""
+    """Holds each batch of documents with a text holding ``holding`` (every batch by
+    default) until ``gate`` is set; ``started`` once one waits."""
 
-    def __init__(self) -> None:
+    def __init__(self, holding: str = "") -> None:
         super().__init__()
+        self.holding = holding
         self.gate = threading.Event()
         self.started = threading.Event()
 
     def embed_documents(self, texts):  # type: ignore[no-untyped-def]
-        self.started.set()
-        assert self.gate.wait(30)
+        if any(self.holding in text for text in texts):
+            self.started.set()
+            assert self.gate.wait(30)
         return super().embed_documents(texts)
 
 
@@ -467,6 +470,31 @@ async def test_an_update_at_the_same_clock_reading_during_embedding_keeps_the_ne
         assert float(vectors[stored.id] @ new) == pytest.approx(1.0, abs=1e-5)
         assert memory.indexer is not None
         ids, scores = await memory.indexer.search(new, 1)
+        assert ids.tolist() == [stored.id] and scores[0] == pytest.approx(1.0, abs=1e-5)
+
+
+async def test_a_graph_entry_rewritten_at_the_same_clock_reading_keeps_the_new_vector() -> None:
+    embedder = Gated(holding="Erin; Oslo")  # only the first graph entry's summary waits
+    settings = dataclasses.replace(hashing_config(derive_in_background=False), embedder=embedder)
+    clock = lambda: 1_700_000_000.0  # noqa: E731  (a coarse clock: one reading for both)
+    async with await MemoryManager.open("v@x", settings, clock=clock) as memory:
+        stored = await memory.store("Erin lives in Oslo.")
+        assert await asyncio.to_thread(embedder.started.wait, 10)  # the old entry is embedding
+        await memory.update(stored.id, content="Frank lives in Rome.")
+        ((summary, updated_at),) = await memory.base_store.fetchall(
+            "SELECT summary, updated_at FROM graph_entries WHERE memory_id = ?", (stored.id,)
+        )
+        assert "Frank; Rome" in summary and updated_at == stored.updated_at
+        embedder.gate.set()
+        await memory.flush()
+        new = embedder.embed_query(summary)
+        ((blob,),) = await memory.base_store.fetchall(
+            "SELECT vector FROM graph_embeddings WHERE memory_id = ?", (stored.id,)
+        )
+        vector = np.frombuffer(blob, dtype=np.float32)
+        assert float(vector @ new) == pytest.approx(1.0, abs=1e-5)
+        assert memory.indexer is not None
+        ids, scores = await memory.indexer.search_graph(new, 1)
         assert ids.tolist() == [stored.id] and scores[0] == pytest.approx(1.0, abs=1e-5)
 
 
