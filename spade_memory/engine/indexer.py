@@ -19,11 +19,13 @@ not embedded (the search uses keywords) unless the last attempt succeeded.
 
 An embedder that fails otherwise on a batch (raises, or answers something
 unusable) is asked again for each half of it, down to single texts, so that the
-texts it refuses are told apart from the rest, which are embedded at once. A
-refused memory is found by keywords, and is tried again after
+texts it refuses are told apart from the rest, which are embedded at once
+(:mod:`.refusals`). A refused memory is found by keywords, and is tried again after
 :data:`RETRY_FIRST_SECONDS`, doubling up to :data:`RETRY_MAX_SECONDS`, at most
 :data:`REFUSED_ATTEMPTS` times while the memory is open; then when it changes
-(another text, or an update), and on the next open.
+(another text, or an update), and on the next open. The summaries of graph entries
+are embedded the same way: a refused entry is found through its entities meanwhile,
+and tried again on the same terms (at once when its graph is written again).
 """
 
 from __future__ import annotations
@@ -33,28 +35,22 @@ import logging
 import math
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from ..config import StorageConfig
 from ..embedding import embedder_for_fingerprint
-from ..embedding.calls import (
-    embed_documents,
-    embed_query,
-    embedder_name,
-    is_async_embedder,
-    prepare,
-)
+from ..embedding.calls import embed_query, is_async_embedder, prepare
 from ..embedding.fingerprints import outnumbering
 from ..errors import EmbeddingError, EmbeddingUnavailable, StorageError
 from ..models import Embedder
 from ..storage.base import BaseMemoryStore
 from ..storage.embeddings import PendingVector
-from ..storage.graph_store import GraphStore
+from ..storage.graph_store import GraphStore, PendingEntry
 from ..storage.vectors import IndexKind, VectorIndex
 from .background_worker import BackgroundWorker
+from .refusals import Refusals
 
 __all__ = ["REFUSED_ATTEMPTS", "RETRY_FIRST_SECONDS", "RETRY_MAX_SECONDS", "VectorIndexer"]
 
@@ -68,17 +64,6 @@ RETRY_MAX_SECONDS = 60.0
 REFUSED_ATTEMPTS = 8
 
 _SNAPSHOT_GENERATION = "snapshot_generation"
-
-
-@dataclass(frozen=True)
-class _Refused:
-    """A memory whose text the embedder refused: what was refused (a change of the
-    memory, read again, makes another item and clears it), how often, and when it
-    is tried next (loop time; infinite: not while the memory is open)."""
-
-    item: PendingVector
-    attempts: int
-    retry_at: float
 
 
 class VectorIndexer(BackgroundWorker):
@@ -111,11 +96,23 @@ class VectorIndexer(BackgroundWorker):
         self._monotonic = monotonic
         self._dirty = 0
         self._last_persist = monotonic()
-        self._failed: dict[int, _Refused] = {}
+        # the memories whose text the embedder refused
+        self._refused: Refusals[PendingVector] = Refusals(
+            base.agent,
+            "memory",
+            first=RETRY_FIRST_SECONDS,
+            longest=RETRY_MAX_SECONDS,
+            attempts=REFUSED_ATTEMPTS,
+        )
+        # the graph entries whose summary the embedder refused
+        self._refused_entries: Refusals[PendingEntry] = Refusals(
+            base.agent,
+            "graph entry of memory",
+            first=RETRY_FIRST_SECONDS,
+            longest=RETRY_MAX_SECONDS,
+            attempts=REFUSED_ATTEMPTS,
+        )
         self._retry: asyncio.TimerHandle | None = None
-        # the reasons of the refusals first met in this pass, with their memories:
-        # logged once, together, when the pass ends
-        self._refusals: dict[str, tuple[BaseException, list[int]]] = {}
         self._target: Embedder | None = None
         self._instance: str | None = None
         self._unavailable: str | None = None
@@ -322,7 +319,8 @@ class VectorIndexer(BackgroundWorker):
         self._index = index
         self._embedder = embedder
         self._target = None
-        self._failed.clear()
+        self._refused.clear()
+        self._refused_entries.clear()
         fingerprint = embedder.fingerprint
         self._stamp = f"{fingerprint}#db={self._instance}" if self._instance else fingerprint
         self._dirty = max(index.ntotal, 1)
@@ -406,8 +404,8 @@ class VectorIndexer(BackgroundWorker):
 
     def remove(self, memory_ids: Iterable[int]) -> None:
         ids = list(memory_ids)
-        for memory_id in ids:
-            self._failed.pop(memory_id, None)
+        self._refused.discard(ids)
+        self._refused_entries.discard(ids)
         removed = self._index.remove(ids)
         self._dirty += removed
         if self._graph_index is not None:
@@ -469,7 +467,7 @@ class VectorIndexer(BackgroundWorker):
         if self._retry is not None:
             self._retry.cancel()
             self._retry = None
-        due = min((refused.retry_at for refused in self._failed.values()), default=math.inf)
+        due = min(self._refused.next_due(), self._refused_entries.next_due())
         if due < math.inf and not self._closed:
             self._retry = asyncio.get_running_loop().call_at(due, self.notify)
         await self._maybe_persist()
@@ -517,9 +515,11 @@ class VectorIndexer(BackgroundWorker):
                 if batch is None:
                     exhausted = True
                     # forget the refusals of memories no longer waiting (deleted)
-                    self._failed = {i: r for i, r in self._failed.items() if i in seen}
+                    self._refused.keep_only(seen)
                 else:
-                    embedding.append(asyncio.ensure_future(self._vectors_of(batch)))
+                    embedding.append(
+                        asyncio.ensure_future(self._refused.embed(self._embedder, batch))
+                    )
 
         try:
             while not self._closed:
@@ -563,101 +563,52 @@ class VectorIndexer(BackgroundWorker):
             dropped = self._index.remove([item.memory_id for item in fetched])
             self._dirty += dropped
             now = asyncio.get_running_loop().time()
-            batch = [item for item in fetched if self._due(item, now)]
+            batch = [item for item in fetched if self._refused.due(item, now)]
             if batch:
                 return batch, cursor
 
-    def _due(self, item: PendingVector, now: float) -> bool:
-        """Whether a waiting memory is to be embedded now: not refused, refused as it
-        was before a change (its text, its update time or its turn before), or
-        refused and due again."""
-        refused = self._failed.get(item.memory_id)
-        if refused is None:
-            return True
-        if refused.item != item:
-            del self._failed[item.memory_id]
-            return True
-        return refused.retry_at <= now
-
-    async def _vectors_of(
-        self, batch: list[PendingVector]
-    ) -> tuple[list[PendingVector], np.ndarray]:
-        """The items of ``batch`` the embedder embedded, and their vectors.
-
-        When it fails on the batch (raises, or answers something unusable:
-        :func:`~spade_memory.embedding.calls.checked_documents`), each half is
-        embedded alone, down to single texts: the texts it refuses are left out
-        (:meth:`_refuse`), the others are embedded now.
-
-        Raises:
-            EmbeddingUnavailable: the embedder did not answer; try again later.
-        """
-        try:
-            vectors = await embed_documents(self._embedder, [item.text for item in batch])
-        except EmbeddingUnavailable:
-            raise
-        except Exception as exc:
-            if len(batch) == 1:
-                self._refuse(batch[0], exc)
-                return [], np.zeros((0, self._embedder.dim), dtype=np.float32)
-            logger.debug(
-                "%s: the embedder failed on %d texts (%s); embedding them in halves",
-                self._base.agent,
-                len(batch),
-                exc,
-            )
-            half = len(batch) // 2
-            first, first_vectors = await self._vectors_of(batch[:half])
-            second, second_vectors = await self._vectors_of(batch[half:])
-            return first + second, np.concatenate([first_vectors, second_vectors])
-        for item in batch:
-            self._failed.pop(item.memory_id, None)
-        return batch, vectors
-
-    def _refuse(self, item: PendingVector, exc: Exception) -> None:
-        """Record that the embedder refused a memory's text: it is tried again later
-        (see the module docstring), at once when the memory changes."""
-        before = self._failed.get(item.memory_id)
-        attempts = 1 if before is None or before.item != item else before.attempts + 1
-        if attempts >= REFUSED_ATTEMPTS:
-            retry_at = math.inf  # when it changes, or on the next open
-        else:
-            delay = min(RETRY_FIRST_SECONDS * 2.0 ** (attempts - 1), RETRY_MAX_SECONDS)
-            retry_at = asyncio.get_running_loop().time() + delay
-        self._failed[item.memory_id] = _Refused(item, attempts, retry_at)
-        if attempts > 1:
-            logger.debug(
-                "%s: memory %d refused again by the embedder (%d times): %s",
-                self._base.agent,
-                item.memory_id,
-                attempts,
-                exc,
-            )
-            return
-        reason = (
-            str(exc)
-            if isinstance(exc, EmbeddingError)
-            else f"the embedder {embedder_name(self._embedder)} raised {type(exc).__name__}: {exc}"
-        )
-        self._refusals.setdefault(reason, (exc, []))[1].append(item.memory_id)
-
     def _report_refusals(self) -> None:
-        """Log the refusals first met in this pass, once per reason."""
-        refusals, self._refusals = self._refusals, {}
-        for reason, (exc, ids) in refusals.items():
+        """Log the memories' refusals first met in this pass, once per reason."""
+        self._report(self._refused, ("memory", "memories"), "not embedded", "", "by keywords")
+
+    def _report_entry_refusals(self) -> None:
+        """Log the graph entries' refusals first met in this pass, once per reason."""
+        self._report(
+            self._refused_entries,
+            ("graph entry", "graph entries"),
+            "left without a vector",
+            "memory ",
+            "through their entities",
+        )
+
+    def _report(
+        self,
+        refused: Refusals[PendingVector] | Refusals[PendingEntry],
+        kind: tuple[str, str],
+        outcome: str,
+        label: str,
+        found: str,
+    ) -> None:
+        """Log the refusals of ``refused`` first met, once per reason: how many of
+        ``kind`` (one, many) were ``outcome``, their ``label`` ids, how they are
+        ``found`` meanwhile, and when they are tried again."""
+        for refusal in refused.take_new():
+            ids, exc = refusal.memory_ids, refusal.error
             shown = ", ".join(str(i) for i in ids[:10]) + (", ..." if len(ids) > 10 else "")
             logger.warning(
-                "%s: %d memor%s not embedded (id%s %s): %s; found by keywords, tried again "
-                "in %.0f s (doubling, at most %d times while open), when changed, and on "
-                "the next open",
+                "%s: %d %s %s (%sid%s %s): %s; found %s, tried again in %.0f s (doubling, "
+                "at most %d times while open), when changed, and on the next open",
                 self._base.agent,
                 len(ids),
-                "y" if len(ids) == 1 else "ies",
+                kind[0] if len(ids) == 1 else kind[1],
+                outcome,
+                label,
                 "" if len(ids) == 1 else "s",
                 shown,
-                reason,
-                RETRY_FIRST_SECONDS,
-                REFUSED_ATTEMPTS,
+                refusal.reason,
+                found,
+                refused.first,
+                refused.attempts,
                 exc_info=None if isinstance(exc, EmbeddingError) else exc,
             )
 
@@ -694,41 +645,50 @@ class VectorIndexer(BackgroundWorker):
         self._applied_seq = max(self._applied_seq, seq)
 
     async def _embed_graph_pending(self) -> None:
-        """Embed graph entries without a vector (reusing the document vector if same text)."""
+        """Embed the graph entries without a vector, batch by batch (reusing the
+        memory's document vector when the summary is its content).
+
+        As with memories, a batch the embedder fails on is embedded in halves and
+        the entries it refuses are tried again later (:mod:`.refusals`); meanwhile
+        the graph route finds them through their entities.
+        """
         graph, index = self._graph, self._graph_index
         if graph is None or index is None:
             return
         fingerprint = self._embedder.fingerprint
+        refused = self._refused_entries
         cursor = 0
-        while not self._closed:
-            batch = await graph.pending_vectors(
-                fingerprint, self._storage.embed_batch_size, after_id=cursor
-            )
-            if not batch:
-                return
-            cursor = batch[-1][0]
-            fresh = [item for item in batch if item[3] is None]
-            vectors: dict[int, np.ndarray] = {
-                memory_id: reuse for memory_id, _, _, reuse in batch if reuse is not None
-            }
-            if fresh:
-                try:
-                    matrix = await embed_documents(
-                        self._embedder, [summary for _, summary, _, _ in fresh]
-                    )
-                except EmbeddingUnavailable:
-                    raise
-                except Exception:
-                    logger.exception("%s: embedder failed on graph entries", self._base.agent)
-                    continue
-                vectors.update((item[0], matrix[row]) for row, item in enumerate(fresh))
-            items = [(memory_id, updated, vectors[memory_id]) for memory_id, _, updated, _ in batch]
-            stored = await graph.put_vectors(fingerprint, items)
-            if stored:
-                index.add(
-                    np.asarray(stored, dtype=np.int64),
-                    np.stack([np.asarray(vectors[i], dtype=np.float32) for i in stored]),
+        seen: set[int] = set()
+        try:
+            while not self._closed:
+                fetched = await graph.pending_vectors(
+                    fingerprint, self._storage.embed_batch_size, after_id=cursor
                 )
+                if not fetched:
+                    refused.keep_only(seen)  # forget the entries no longer waiting
+                    return
+                cursor = fetched[-1][0].memory_id
+                seen.update(entry.memory_id for entry, _ in fetched)
+                now = asyncio.get_running_loop().time()
+                items = [(entry, reuse) for entry, reuse in fetched if reuse is not None]
+                fresh = [
+                    entry for entry, reuse in fetched if reuse is None and refused.due(entry, now)
+                ]
+                embedded, matrix = await refused.embed(self._embedder, fresh)
+                items += zip(embedded, matrix, strict=True)
+                stored = set(await graph.put_vectors(fingerprint, items))
+                if stored:
+                    kept = [
+                        (entry.memory_id, vector)
+                        for entry, vector in items
+                        if entry.memory_id in stored
+                    ]
+                    index.add(
+                        np.asarray([memory_id for memory_id, _ in kept], dtype=np.int64),
+                        np.stack([np.asarray(vector, dtype=np.float32) for _, vector in kept]),
+                    )
+        finally:
+            self._report_entry_refusals()
 
     async def _maybe_persist(self) -> None:
         if self._snapshot_path is None or not self._dirty:

@@ -11,7 +11,7 @@ import asyncio
 import builtins
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -28,7 +28,7 @@ from .sql import (
 if TYPE_CHECKING:
     from .base import BaseMemoryStore
 
-__all__ = ["GraphStore", "NodeHit"]
+__all__ = ["GraphStore", "NodeHit", "PendingEntry"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +40,15 @@ class NodeHit:
     type: str
     value: str
     entries: int
+
+
+class PendingEntry(NamedTuple):
+    """A graph entry to embed: its memory's id, its summary (the text its vector is
+    made of) and its ``updated_at``."""
+
+    memory_id: int
+    text: str
+    updated_at: float
 
 
 def _escape_like(text: str) -> str:
@@ -341,10 +350,11 @@ class GraphStore:
 
     async def pending_vectors(
         self, fingerprint: str, limit: int, *, after_id: int = 0
-    ) -> builtins.list[tuple[int, str, float, np.ndarray | None]]:
-        """Entries without a vector of ``fingerprint``: ``(id, summary, updated_at, reuse)``.
+    ) -> builtins.list[tuple[PendingEntry, np.ndarray | None]]:
+        """Entries without a vector of ``fingerprint``, each with a vector to reuse.
 
-        ``reuse`` is the memory's document vector when the summary is its content
+        Ordered by memory id, starting after ``after_id`` (a cursor for one pass).
+        The vector to reuse is the memory's document vector when the summary is its content
         word for word (so it need not be embedded twice; a turn's vector holds the
         turn before it too, :mod:`spade_memory.storage.embeddings`), else ``None``.
         """
@@ -359,39 +369,51 @@ class GraphStore:
         )
         return [
             (
-                int(r[0]),
-                str(r[1]),
-                float(r[2]),
+                PendingEntry(int(r[0]), str(r[1]), float(r[2])),
                 None if r[3] is None else np.frombuffer(r[3], dtype=np.float32, count=int(r[4])),
             )
             for r in rows
         ]
 
     async def put_vectors(
-        self, fingerprint: str, items: Sequence[tuple[int, float, np.ndarray]]
+        self, fingerprint: str, items: Sequence[tuple[PendingEntry, np.ndarray]]
     ) -> builtins.list[int]:
-        """Store entry vectors ``(id, updated_at, vector)``; return the ids stored.
+        """Store entry vectors, each made of its :class:`PendingEntry`; return the ids stored.
 
-        An entry rewritten since it was read (its ``updated_at`` changed) is skipped.
+        An entry deleted or rewritten since it was read is skipped, so a stale vector
+        is never kept: it is written only if the entry, read again in the write
+        transaction, still has the summary and ``updated_at`` it was read with. The
+        summary is compared too, since two writes may share a clock reading (a coarse
+        or injected clock): a graph written again while the old summary was being
+        embedded never keeps the old summary's vector.
         """
         stored: builtins.list[int] = []
         if not items:
             return stored
         async with self._base.transaction() as db:
-            for memory_id, updated_at, vector in items:
+            for entry, vector in items:
                 array = np.ascontiguousarray(vector, dtype=np.float32)
                 if array.ndim != 1 or not np.all(np.isfinite(array)):
-                    raise StorageError(f"refusing a malformed graph vector for memory {memory_id}")
+                    raise StorageError(
+                        f"refusing a malformed graph vector for memory {entry.memory_id}"
+                    )
                 cursor = await db.execute(
                     "INSERT INTO graph_embeddings (memory_id, fingerprint, dim, vector) "
                     "SELECT memory_id, ?, ?, ? FROM graph_entries "
-                    "WHERE memory_id = ? AND updated_at = ? ON CONFLICT (memory_id) DO UPDATE "
-                    "SET fingerprint = excluded.fingerprint, dim = excluded.dim, "
-                    "vector = excluded.vector",
-                    (fingerprint, int(array.shape[0]), array.tobytes(), memory_id, updated_at),
+                    "WHERE memory_id = ? AND summary = ? AND updated_at = ? "
+                    "ON CONFLICT (memory_id) DO UPDATE SET fingerprint = excluded.fingerprint, "
+                    "dim = excluded.dim, vector = excluded.vector",
+                    (
+                        fingerprint,
+                        int(array.shape[0]),
+                        array.tobytes(),
+                        entry.memory_id,
+                        entry.text,  # the summary embedded
+                        entry.updated_at,
+                    ),
                 )
                 if cursor.rowcount:
-                    stored.append(memory_id)
+                    stored.append(entry.memory_id)
                 await cursor.close()
         return stored
 

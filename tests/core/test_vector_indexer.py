@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import sqlite3
 import threading
 import time
@@ -281,6 +282,84 @@ async def test_a_refused_memory_is_embedded_at_once_when_it_changes() -> None:
         assert await stored_ids(memory) == {stored.id} == await index_ids(memory)
 
 
+# Carol's graph entry reads "Carol lives in Paris. Carol; Paris": the embedder
+# refuses it, while every memory's own text (and every other entry) is embedded.
+CAROL = "Carol moved to Paris."
+ENTRY_REFUSED = "Carol; "
+OTHERS = [f"{name} lives in Oslo." for name in ("Alice", "Bob", "Dave", "Erin", "Frank")]
+
+
+async def graph_vector_ids(memory: MemoryManager) -> set[int]:
+    rows = await memory.base_store.fetchall("SELECT memory_id FROM graph_embeddings")
+    return {int(row[0]) for row in rows}
+
+
+async def test_a_graph_entry_the_embedder_refuses_leaves_the_rest_of_its_batch_embedded(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(indexer_module, "RETRY_FIRST_SECONDS", 60.0)  # not tried again here
+    embedder = Refusing(ENTRY_REFUSED)
+    settings = dataclasses.replace(hashing_config(embed_batch_size=32), embedder=embedder)
+    async with await MemoryManager.open("v@x", settings) as memory:
+        *good, carol = await memory.store_many([{"content": text} for text in [*OTHERS, CAROL]])
+        await memory.flush()
+        assert await stored_ids(memory) == {m.id for m in [*good, carol]}
+        assert await graph_vector_ids(memory) == {m.id for m in good}
+        assert memory.indexer is not None
+        for item in good:  # each entry's vector is in the graph index, under its memory
+            (summary,) = await memory.base_store.fetchall(
+                "SELECT summary FROM graph_entries WHERE memory_id = ?", (item.id,)
+            )
+            ids, _ = await memory.indexer.search_graph(embedder.embed_query(summary[0]), 1)
+            assert ids.tolist() == [item.id]
+        later = await memory.store("Grace lives in Oslo.")  # another pass: no new report
+        await memory.flush()
+        assert await graph_vector_ids(memory) == {m.id for m in [*good, later]}
+    refusals = [r for r in caplog.records if "graph entr" in r.getMessage()]
+    assert len(refusals) == 1, [r.getMessage() for r in refusals]
+    assert f"(memory id {carol.id})" in refusals[0].getMessage()
+    assert "RuntimeError: cannot embed this text" in refusals[0].getMessage()
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+async def test_a_refused_graph_entry_is_tried_again_with_backoff_a_bounded_number_of_times(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(indexer_module, "RETRY_FIRST_SECONDS", 0.01)
+    monkeypatch.setattr(indexer_module, "RETRY_MAX_SECONDS", 0.02)
+    monkeypatch.setattr(indexer_module, "REFUSED_ATTEMPTS", 4)
+    embedder = Refusing(ENTRY_REFUSED)
+    settings = dataclasses.replace(hashing_config(), embedder=embedder)
+    async with await MemoryManager.open("v@x", settings) as memory:
+        await memory.store(CAROL)
+        await memory.flush()
+        for _ in range(1000):
+            if embedder.alone() >= 4:
+                break
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.2)  # long past the next attempt, were there one
+        assert embedder.alone() == 4
+        assert await graph_vector_ids(memory) == set()
+
+
+async def test_a_graph_entry_refused_once_is_embedded_later_in_the_session(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(indexer_module, "RETRY_FIRST_SECONDS", 0.05)
+    embedder = Refusing(ENTRY_REFUSED)
+    settings = dataclasses.replace(hashing_config(), embedder=embedder)
+    async with await MemoryManager.open("v@x", settings) as memory:
+        carol = await memory.store(CAROL)
+        await memory.flush()
+        assert embedder.alone() >= 1 and await graph_vector_ids(memory) == set()
+        embedder.refused = "no text holds this"  # the embedder takes it now
+        for _ in range(500):
+            if await graph_vector_ids(memory):
+                break
+            await asyncio.sleep(0.01)
+        assert await graph_vector_ids(memory) == {carol.id}
+
+
 class Misanswering(HashingEmbedder):
     """Answers wrongly while ``fault`` is set: ``"nan"`` for the texts holding
     ``marker``, ``"rows"`` one vector short, ``"dim"`` vectors twice as long."""
@@ -357,16 +436,19 @@ async def test_vectors_of_another_length_are_never_stored(tmp_path: Path) -> Non
 
 
 class Gated(HashingEmbedder):
-    """Holds each batch of documents until ``gate`` is set; ``started`` once one waits."""
+    """Holds each batch of documents with a text holding ``holding`` (every batch by
+    default) until ``gate`` is set; ``started`` once one waits."""
 
-    def __init__(self) -> None:
+    def __init__(self, holding: str = "") -> None:
         super().__init__()
+        self.holding = holding
         self.gate = threading.Event()
         self.started = threading.Event()
 
     def embed_documents(self, texts):  # type: ignore[no-untyped-def]
-        self.started.set()
-        assert self.gate.wait(30)
+        if any(self.holding in text for text in texts):
+            self.started.set()
+            assert self.gate.wait(30)
         return super().embed_documents(texts)
 
 
@@ -388,6 +470,31 @@ async def test_an_update_at_the_same_clock_reading_during_embedding_keeps_the_ne
         assert float(vectors[stored.id] @ new) == pytest.approx(1.0, abs=1e-5)
         assert memory.indexer is not None
         ids, scores = await memory.indexer.search(new, 1)
+        assert ids.tolist() == [stored.id] and scores[0] == pytest.approx(1.0, abs=1e-5)
+
+
+async def test_a_graph_entry_rewritten_at_the_same_clock_reading_keeps_the_new_vector() -> None:
+    embedder = Gated(holding="Erin; Oslo")  # only the first graph entry's summary waits
+    settings = dataclasses.replace(hashing_config(derive_in_background=False), embedder=embedder)
+    clock = lambda: 1_700_000_000.0  # noqa: E731  (a coarse clock: one reading for both)
+    async with await MemoryManager.open("v@x", settings, clock=clock) as memory:
+        stored = await memory.store("Erin lives in Oslo.")
+        assert await asyncio.to_thread(embedder.started.wait, 10)  # the old entry is embedding
+        await memory.update(stored.id, content="Frank lives in Rome.")
+        ((summary, updated_at),) = await memory.base_store.fetchall(
+            "SELECT summary, updated_at FROM graph_entries WHERE memory_id = ?", (stored.id,)
+        )
+        assert "Frank; Rome" in summary and updated_at == stored.updated_at
+        embedder.gate.set()
+        await memory.flush()
+        new = embedder.embed_query(summary)
+        ((blob,),) = await memory.base_store.fetchall(
+            "SELECT vector FROM graph_embeddings WHERE memory_id = ?", (stored.id,)
+        )
+        vector = np.frombuffer(blob, dtype=np.float32)
+        assert float(vector @ new) == pytest.approx(1.0, abs=1e-5)
+        assert memory.indexer is not None
+        ids, scores = await memory.indexer.search_graph(new, 1)
         assert ids.tolist() == [stored.id] and scores[0] == pytest.approx(1.0, abs=1e-5)
 
 
