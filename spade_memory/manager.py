@@ -213,12 +213,19 @@ class MemoryManager:
         (within ``StorageConfig.embed_on_close_seconds``; an embedder that is
         unavailable is not waited for). Nothing acknowledged is lost either way: what
         is left is done on the next open (the keyword route finds it meanwhile).
+        A close cancelled (the end of the event loop cancels one under way) or
+        failing stops finishing and still closes every store.
         """
         if self._engine.closed:
             return
         try:
-            await self._formation.aclose(finish=True)
-            await self._maintenance.aclose()
+            try:
+                await self._formation.aclose(finish=True)
+                await self._maintenance.aclose()
+            except BaseException:
+                await self._maintenance.aclose()
+                await self._engine.aclose(finish=False)
+                raise
             await self._engine.aclose()
         finally:
             await self._loop_exit.disarm()

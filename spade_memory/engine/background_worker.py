@@ -132,6 +132,11 @@ class BackgroundWorker:
 
     async def aclose(self) -> None:
         """Stop the worker (work under way is dropped and done on the next open)."""
+        await self.stop()
+
+    async def stop(self) -> None:
+        """Stop the worker at once, finishing nothing (what subclasses' :meth:`aclose`
+        finish first is done on the next open); idempotent."""
         if self._closed:
             return
         self._closed = True

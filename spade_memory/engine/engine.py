@@ -288,20 +288,36 @@ class Engine:
             await self.indexer.flush()
         await self.access.write()
 
-    async def aclose(self) -> None:
-        """Finish pending work and close every store; idempotent.
+    async def aclose(self, *, finish: bool = True) -> None:
+        """Finish pending work (unless ``finish`` is false) and close every store;
+        idempotent.
 
         Maintenance, which works through this engine, is closed by its owner first.
+        A close cancelled (the end of the event loop cancels a close under way) or
+        failing while it finishes stops the background workers at once and still
+        closes every store: what was left is done on the next open, and no
+        connection is left open, nor work queued on one.
         """
         if self._closed:
             return
         self._closed = True
-        await self.deriver.aclose()
-        await self.access.aclose()
-        if self.indexer is not None:
-            await self.indexer.aclose()
-        await self.interactions.aclose()
-        await self.base.aclose()
-        if self._on_close is not None:
-            self._on_close()  # what it held for its open life (jieba's cache folder)
+        finished = False
+        try:
+            if finish:
+                await self.deriver.aclose()
+                await self.access.aclose()
+                if self.indexer is not None:
+                    await self.indexer.aclose()
+                finished = True
+        finally:
+            try:
+                if not finished:
+                    await self.deriver.stop()
+                    if self.indexer is not None:
+                        await self.indexer.stop()
+                await self.interactions.aclose()
+            finally:
+                await self.base.aclose()
+                if self._on_close is not None:
+                    self._on_close()  # what it held for its open life (jieba's cache folder)
         logger.debug("closed memory of %s", self.identity.jid)

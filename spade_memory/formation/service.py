@@ -328,36 +328,38 @@ class Formation:
         With ``finish`` (a memory closing, when ``FormationConfig.form_on_close``),
         what is still pending is formed first, as a silence would close its windows,
         within ``FormationConfig.llm_timeout`` seconds in all; what does not finish
-        in time stays pending for the next open.
+        in time (or when the close is cancelled) stays pending for the next open.
         """
-        if finish and not self._closed and self._config.form and self._config.form_on_close:
-            try:
-                async with asyncio.timeout(self._config.llm_timeout):
-                    await self.form_pending()
-            except TimeoutError:
-                logger.warning(
-                    "%s: forming the pending conversation windows took over %g s at close; "
-                    "the rest is formed after the next open",
-                    self._engine.jid,
-                    self._config.llm_timeout,
-                )
-            except Exception as exc:  # closing goes on; the windows stay pending
-                logger.warning(
-                    "%s: could not form the pending conversation windows at close: %s",
-                    self._engine.jid,
-                    exc,
-                )
-        self._closed = True
-        for timer in self._timers.values():
-            timer.cancel()
-        self._timers.clear()
-        tasks = [task for task in self._tasks.values() if not task.done()]
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
-        self._tasks.clear()
+        try:
+            if finish and not self._closed and self._config.form and self._config.form_on_close:
+                try:
+                    async with asyncio.timeout(self._config.llm_timeout):
+                        await self.form_pending()
+                except TimeoutError:
+                    logger.warning(
+                        "%s: forming the pending conversation windows took over %g s at close; "
+                        "the rest is formed after the next open",
+                        self._engine.jid,
+                        self._config.llm_timeout,
+                    )
+                except Exception as exc:  # closing goes on; the windows stay pending
+                    logger.warning(
+                        "%s: could not form the pending conversation windows at close: %s",
+                        self._engine.jid,
+                        exc,
+                    )
+        finally:  # cancelled while forming (the loop ends): stopped all the same
+            self._closed = True
+            for timer in self._timers.values():
+                timer.cancel()
+            self._timers.clear()
+            tasks = [task for task in self._tasks.values() if not task.done()]
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+            self._tasks.clear()
 
 
 def _teller(memory: FormedMemory, window: Mapping[int, ConversationMessage], peer: str) -> str:

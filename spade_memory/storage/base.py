@@ -263,17 +263,42 @@ class BaseMemoryStore:
         return await checksums.mismatches(self._fetchall)
 
     async def aclose(self) -> None:
-        """Close the connection; idempotent. Later calls raise StoreClosedError."""
+        """Close the connection; idempotent. Later calls raise StoreClosedError.
+
+        The connection is closed after the work queued on it, also when this call
+        is cancelled meanwhile (the end of the event loop cancels a close under
+        way) and when damage found in use closed it first: no connection is left
+        open, nor work queued on one, once it returns.
+        """
         if self._closed:
+            # Closed at once when damage was found: done once that close is.
+            await self._damage.settled()
+            self._release_marker()
             return
-        # Inserts of a cancelled caller's group finish first (group_commit.py).
-        await self._group.wait_settled()
-        if self._closed:
-            return
-        self._closed = True
-        self._forget_path()
-        async with self._write_lock:
+        try:
+            # Inserts of a cancelled caller's group finish first (group_commit.py).
+            await self._group.wait_settled()
+        finally:
+            if not self._closed:
+                self._closed = True
+                self._forget_path()
+                try:
+                    await self._close_connection()
+                finally:
+                    self._release_marker()
+
+    async def _close_connection(self) -> None:
+        """Close the connection once the write under way (if any) is done."""
+        try:
+            async with self._write_lock:
+                await self._db.close()
+        except asyncio.CancelledError:
+            # Cancelled while a write held the lock: aiosqlite closes the connection
+            # after the statements queued on it, and the write's later statements fail.
             await self._db.close()
+            raise
+
+    def _release_marker(self) -> None:
         if self._marker is not None:
             self._marker.release()
 

@@ -65,6 +65,12 @@ class DamageGuard:
         """The error every call raises since damage was found; ``None`` while sound."""
         return self._error
 
+    async def settled(self) -> None:
+        """Wait until damage found (if any) has been dealt with: the connection
+        closed, the file moved aside."""
+        if self._error is not None:
+            await self._settled.wait()
+
     def check(self) -> None:
         """Raise the damage error if damage was found.
 

@@ -135,6 +135,12 @@ def test_the_end_of_asyncio_run_closes_a_memory_left_open(tmp_path: Path) -> Non
     assert asyncio.run(stored_contents(tmp_path)) == [TEXT]
 
 
+def closing() -> bool:
+    """Whether a task other than the current one still runs (a close under way: the
+    memory is ``closed`` from its start)."""
+    return bool(asyncio.all_tasks() - {asyncio.current_task()})
+
+
 async def test_a_memory_collected_unclosed_warns_and_is_closed(tmp_path: Path) -> None:
     memory = await MemoryManager.open(AGENT, MemoryConfig(in_memory=True, embedder="hashing"))
     await memory.store(TEXT)
@@ -144,11 +150,35 @@ async def test_a_memory_collected_unclosed_warns_and_is_closed(tmp_path: Path) -
         del memory
         gc.collect()
         for _ in range(200):  # asyncio closes it on the loop, after collection
-            if engine.closed:
+            if engine.closed and not closing():
                 break
             await asyncio.sleep(0.01)
     assert engine.closed
+    assert not closing(), "the close did not finish"
     assert any(
         issubclass(w.category, ResourceWarning) and "deleted before being closed" in str(w.message)
         for w in caught
     ), [str(w.message) for w in caught]
+
+
+def test_a_close_cut_short_by_the_end_of_the_loop_still_closes_the_connections(
+    tmp_path: Path,
+) -> None:
+    before = memory_threads()
+
+    async def main() -> None:
+        memory = await MemoryManager.open(AGENT, MemoryConfig(root=tmp_path, embedder="hashing"))
+        await memory.store(TEXT)
+        close = asyncio.create_task(memory.aclose())
+        await asyncio.sleep(0)
+        assert not close.done()  # under way (finishing the pending work): cancelled now
+
+    asyncio.run(main())
+    started = memory_threads() - before
+    for thread in started:
+        thread.join(10)
+    assert [thread.name for thread in started if thread.is_alive()] == [], (
+        "a connection was left open (its thread still runs)"
+    )
+    assert list((tmp_path / ".open").iterdir()) == [], "the open marker was left held"
+    assert asyncio.run(stored_contents(tmp_path)) == [TEXT]

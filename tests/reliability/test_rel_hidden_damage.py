@@ -103,6 +103,7 @@ async def test_index_damage_met_while_in_use_is_named_and_quarantined(tmp_path: 
             await manager.search("record")
     finally:
         await manager.aclose()  # closing a memory found damaged raises nothing
+    assert list((root / ".open").iterdir()) == [], "its open marker was left held"
     with sqlite3.connect(error.quarantined_to) as moved:
         count = moved.execute("SELECT count(*) FROM memories").fetchone()[0]
     assert count == MEMORIES - forgotten, "the quarantined copy does not hold what was there"
