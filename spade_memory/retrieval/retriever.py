@@ -484,9 +484,12 @@ class Retriever:
             else:
                 # only words of memories the viewer sees, the most held first: a word
                 # only hidden memories hold would tell it that they hold it
-                ranked = closest(counts, len(counts))
-                near = [term for term in ranked if await self._seen_holds(term, state.viewer)]
-                near = near[: tuning.typo_respellings]
+                near = []
+                for term in closest(counts, len(counts)):
+                    if len(near) == tuning.typo_respellings:
+                        break
+                    if await self._seen_holds(term, state.viewer):
+                        near.append(term)
             if not near:
                 continue
             state.respelt[word] = near
