@@ -609,16 +609,22 @@ class MemoryManager:
         # no other of them overtakes. Another process's update can still come between
         # a read and its write; the write then changes nothing, and the update is made
         # again from a new read.
+        fields: dict[str, Any] = {
+            "content": content,
+            "category": category,
+            "context": context,
+            "confidence": confidence,
+            "importance": importance,
+            "metadata": metadata,
+            "scope": scope,
+        }
         lock, users = self._update_locks.get(memory_id, (asyncio.Lock(), 0))
         self._update_locks[memory_id] = (lock, users + 1)
         try:
             async with lock:
                 for attempt in range(_UPDATE_TRIES):
                     with contextlib.suppress(StaleRead):
-                        return await self._update_once(
-                            memory_id, viewer, content, category, context, confidence,
-                            importance, metadata, scope,
-                        )  # fmt: skip
+                        return await self._update_once(memory_id, viewer, fields)
                     await asyncio.sleep(random.uniform(0.0, 0.01 * 2**attempt))
         finally:
             lock, users = self._update_locks[memory_id]
@@ -633,29 +639,14 @@ class MemoryManager:
         )
 
     async def _update_once(
-        self,
-        memory_id: int,
-        viewer: Viewer | None,
-        content: str | None,
-        category: str | None,
-        context: str | None,
-        confidence: float | None,
-        importance: float | None,
-        metadata: Mapping[str, Any] | None,
-        scope: Scope | Mapping[str, Any] | None,
+        self, memory_id: int, viewer: Viewer | None, fields: Mapping[str, Any]
     ) -> Memory:
-        """One try of :meth:`update`: read, check, write; :class:`StaleRead` when the
-        memory's text changed between the read and the write (nothing written)."""
+        """One try of :meth:`update` with its ``fields``: read, check, write;
+        :class:`StaleRead` when the memory's text or scope changed between the read
+        and the write (nothing written)."""
         current = await self._changeable(memory_id, viewer, "change")
         changes = self._engine.input.changes(
-            content=content,
-            category=category,
-            context=context,
-            confidence=confidence,
-            importance=importance,
-            metadata=metadata,
-            scope=scope,
-            source_conversation=current.source_conversation,
+            **fields, source_conversation=current.source_conversation
         )
         if (
             viewer is not None
