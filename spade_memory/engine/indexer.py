@@ -36,6 +36,7 @@ import math
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -96,22 +97,9 @@ class VectorIndexer(BackgroundWorker):
         self._monotonic = monotonic
         self._dirty = 0
         self._last_persist = monotonic()
-        # the memories whose text the embedder refused
-        self._refused: Refusals[PendingVector] = Refusals(
-            base.agent,
-            "memory",
-            first=RETRY_FIRST_SECONDS,
-            longest=RETRY_MAX_SECONDS,
-            attempts=REFUSED_ATTEMPTS,
-        )
-        # the graph entries whose summary the embedder refused
-        self._refused_entries: Refusals[PendingEntry] = Refusals(
-            base.agent,
-            "graph entry of memory",
-            first=RETRY_FIRST_SECONDS,
-            longest=RETRY_MAX_SECONDS,
-            attempts=REFUSED_ATTEMPTS,
-        )
+        # the memories whose text, and the graph entries whose summary, it refused
+        self._refused: Refusals[PendingVector] = self._refusals("memory")
+        self._refused_entries: Refusals[PendingEntry] = self._refusals("graph entry of memory")
         self._retry: asyncio.TimerHandle | None = None
         self._target: Embedder | None = None
         self._instance: str | None = None
@@ -461,6 +449,17 @@ class VectorIndexer(BackgroundWorker):
         self._reported = None
         self._retry_delay = RETRY_FIRST_SECONDS
         return True
+
+    def _refusals(self, what: str) -> Refusals[Any]:
+        """The refusals of one kind of item, with the retry settings read now (so
+        that a test may shorten them)."""
+        return Refusals(
+            self._base.agent,
+            what,
+            first=RETRY_FIRST_SECONDS,
+            longest=RETRY_MAX_SECONDS,
+            attempts=REFUSED_ATTEMPTS,
+        )
 
     async def _after_pass(self) -> None:
         """Write a snapshot if due; wake again when the first refused memory is due."""
