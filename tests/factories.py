@@ -11,8 +11,10 @@ import asyncio
 import contextlib
 import json
 import os
+import sqlite3
 import subprocess
 import sys
+import threading
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -116,6 +118,33 @@ def hashing_config(root: Path | None = None, **storage: Any) -> MemoryConfig:
 async def fill(memory: MemoryManager, texts: Iterable[str], **fields: Any) -> list[Memory]:
     """Store each text as one memory in a single batch; ``fields`` apply to every one."""
     return await memory.store_many([{"content": text, **fields} for text in texts])
+
+
+def held(
+    work: Callable[[sqlite3.Connection], Any],
+    where: str,
+    started: threading.Event,
+    go_on: threading.Event,
+) -> Callable[[sqlite3.Connection], None]:
+    """A write transaction's ``work`` that then stops until ``go_on``: inside its
+    COMMIT (``where="commit"``, as a slow disk sync; the first step SQLite takes after
+    the work is the COMMIT's) or at the end of the work (``"work"``)."""
+
+    def stopped(conn: sqlite3.Connection) -> None:
+        work(conn)
+
+        def stop() -> int:
+            conn.set_progress_handler(None, 1)
+            started.set()
+            go_on.wait(10)
+            return 0
+
+        if where == "commit":
+            conn.set_progress_handler(stop, 1)
+        else:
+            stop()
+
+    return stopped
 
 
 def unique_name(name: str) -> str:

@@ -4,35 +4,13 @@ close, or the end of the event loop, cancels it)."""
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 import threading
-from typing import Any
 
 import pytest
+from factories import held
 
 from spade_memory import MemoryConfig, MemoryManager
 from spade_memory.storage import memory_writes
-
-
-def hold(work: Any, where: str, started: threading.Event, go_on: threading.Event) -> Any:
-    """``work`` stopped until ``go_on``: in its COMMIT (``where="commit"``, a slow disk
-    sync; the first step SQLite takes after the work) or before its end."""
-
-    def held(conn: sqlite3.Connection) -> None:
-        work(conn)
-
-        def stop() -> int:
-            conn.set_progress_handler(None, 1)
-            started.set()
-            go_on.wait(10)
-            return 0
-
-        if where == "commit":
-            conn.set_progress_handler(stop, 1)
-        else:
-            stop()
-
-    return held
 
 
 @pytest.mark.parametrize("where", ["commit", "work"])
@@ -47,7 +25,7 @@ async def test_accesses_cancelled_while_written_are_counted_once(
         monkeypatch.setattr(
             memory_writes,
             "touch_work",
-            lambda *a, **k: hold(touch_work(*a, **k), where, started, go_on),
+            lambda *a, **k: held(touch_work(*a, **k), where, started, go_on),
         )
         await memory.search("parrot languages", limit=1)
         access = memory.engine.access

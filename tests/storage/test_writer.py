@@ -6,11 +6,11 @@ import asyncio
 import re
 import sqlite3
 import threading
-from collections.abc import Callable
 from pathlib import Path
 
 import aiosqlite
 import pytest
+from factories import held
 
 import spade_memory
 from spade_memory.errors import StorageError, StoreClosedError
@@ -171,71 +171,34 @@ def test_storage_begins_transactions_of_the_base_memory_in_the_writer_only() -> 
     assert offenders == []
 
 
-def held_in_commit(started: threading.Event, go_on: threading.Event) -> Callable[
-    [sqlite3.Connection], None
-]:
-    """A work whose transaction then stops inside its COMMIT until ``go_on`` (the
-    first step SQLite takes after the work is the COMMIT's: a slow disk sync)."""
 
-    def work(conn: sqlite3.Connection) -> None:
-        conn.execute("INSERT INTO t VALUES (9)")
-
-        def in_commit() -> int:
-            conn.set_progress_handler(None, 1)
-            started.set()
-            go_on.wait(10)
-            return 0
-
-        conn.set_progress_handler(in_commit, 1)
-
-    return work
-
-
-async def test_a_caller_cancelled_while_its_write_commits_learns_it_was_written(
-    tmp_path: Path,
+@pytest.mark.parametrize(
+    ("where", "committed", "written"), [("commit", True, [9]), ("work", False, [])]
+)
+async def test_a_cancelled_caller_learns_whether_its_write_was_committed(
+    tmp_path: Path, where: str, committed: bool, written: list[int]
 ) -> None:
     db, writer = await open_writer(tmp_path / "t.db")
     started, go_on = threading.Event(), threading.Event()
     outcome = WriteOutcome()
     try:
-        task = asyncio.create_task(writer.run(held_in_commit(started, go_on), outcome=outcome))
+
+        def work(conn: sqlite3.Connection) -> None:
+            conn.execute("INSERT INTO t VALUES (9)")
+
+        task = asyncio.create_task(
+            writer.run(held(work, where, started, go_on), outcome=outcome)
+        )
         while not started.is_set():
             await asyncio.sleep(0.001)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-        assert outcome.committed is True  # known at once, the COMMIT still running
+        # known at once: a COMMIT under way goes on, a work not yet committing rolls back
+        assert outcome.committed is committed
         go_on.set()
         await writer.run(lambda conn: None)  # after it, in turn
-        assert rows(tmp_path / "t.db") == [9]
-    finally:
-        go_on.set()
-        await db.close()
-
-
-async def test_a_caller_cancelled_before_its_commit_learns_nothing_was_written(
-    tmp_path: Path,
-) -> None:
-    db, writer = await open_writer(tmp_path / "t.db")
-    started, go_on = threading.Event(), threading.Event()
-    outcome = WriteOutcome()
-    try:
-
-        def slow(conn: sqlite3.Connection) -> None:
-            conn.execute("INSERT INTO t VALUES (7)")
-            started.set()
-            go_on.wait(10)
-
-        task = asyncio.create_task(writer.run(slow, outcome=outcome))
-        while not started.is_set():
-            await asyncio.sleep(0.001)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-        assert outcome.committed is False
-        go_on.set()
-        await writer.run(lambda conn: None)
-        assert rows(tmp_path / "t.db") == []
+        assert rows(tmp_path / "t.db") == written
     finally:
         go_on.set()
         await db.close()
